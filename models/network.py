@@ -1,0 +1,455 @@
+"""Whole-network runner of the golden model in three modes.
+
+Modes
+-----
+``float``
+    Time-domain reference: every conv is a dense float64 conv3d with the expanded circulant
+    weights; the frequency-domain post operators (CBN, residual, CReLU, CMaxPool) are applied
+    on the rfft of its output, which is transformed back for the next layer.
+``slots``
+    The same network computed entirely on packed half-spectrum slots (float64).
+``int``
+    The bit-exact hardware contract: int8 slots, exact int32 accumulators, integer CBN with
+    residual, rounding shift, clamp, CReLU and CMaxPool (:mod:`fcircnn.models.spectral`),
+    with scales calibrated on the float reference (:mod:`fcircnn.models.quant`).
+
+The float reference always runs first. With random weights it also calibrates each CBN to
+zero mean and unit variance per output slot and part over the given input (the running
+statistics a trained network would carry), so that activations of a random network stay in a
+useful range. Given weights may carry their own CBN parameters.
+
+Weights file (``.npz``)
+-----------------------
+``<layer>.generators``: ``[M/B, N/B, B, Kd, Kr, Kc]`` float (FC: kernel = input map, flattened
+channel-minor, i.e. the conv over the map); optional ``<layer>.bn_gain`` and ``<layer>.bn_offset``:
+``[2, M/2]`` float, the slot-domain CBN per part and output slot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from . import quant, spectral
+from .config import NetworkConfig, ResolvedLayer
+
+__all__ = [
+    "MODES",
+    "LayerReport",
+    "LayerWeights",
+    "Mode",
+    "NetworkWeights",
+    "RunResult",
+    "load_weights",
+    "random_input",
+    "random_weights",
+    "run_network",
+]
+
+Mode = Literal["float", "slots", "int"]
+MODES: tuple[Mode, ...] = ("float", "slots", "int")
+
+Progress = Callable[[str, int, int], None]
+"""Callback ``(label, done, total)`` invoked after each layer of each pass."""
+
+
+@dataclass
+class LayerWeights:
+    """Float parameters of one layer (``generators`` is ``None`` for global average pooling).
+
+    ``bn_gain``/``bn_offset`` (``[2, S_out]``) are ``None`` until calibrated when the layer
+    has CBN; layers without CBN use gain 1 and offset 0.
+    """
+
+    generators: np.ndarray | None
+    bn_gain: np.ndarray | None = None
+    bn_offset: np.ndarray | None = None
+
+
+@dataclass
+class NetworkWeights:
+    """Float parameters of a network, by layer name."""
+
+    layers: dict[str, LayerWeights]
+
+    def save(self, path: str) -> None:
+        """Write the weights in the ``.npz`` format :func:`load_weights` reads."""
+        arrays = {}
+        for name, lw in self.layers.items():
+            if lw.generators is not None:
+                arrays[f"{name}.generators"] = lw.generators
+            if lw.bn_gain is not None:
+                arrays[f"{name}.bn_gain"] = lw.bn_gain
+                arrays[f"{name}.bn_offset"] = lw.bn_offset
+        np.savez(path, **arrays)
+
+
+def _generator_shape(layer: ResolvedLayer) -> tuple[int, ...]:
+    B = layer.block_size
+    return (layer.padded_out_channels // B, layer.padded_in_channels // B, B, *layer.kernel)
+
+
+def random_weights(net: NetworkConfig, seed: int = 0) -> NetworkWeights:
+    """He-initialised random block-circulant generators (seeded); CBN left to calibration."""
+    rng = np.random.default_rng(seed)
+    layers = {}
+    for layer in net.resolved:
+        if layer.kind == "gap":
+            layers[layer.name] = LayerWeights(None)
+            continue
+        fan_in = layer.in_channels * int(np.prod(layer.kernel))
+        gen = rng.standard_normal(_generator_shape(layer)) * np.sqrt(2.0 / fan_in)
+        layers[layer.name] = LayerWeights(gen)
+    return NetworkWeights(layers)
+
+
+def load_weights(net: NetworkConfig, path: str) -> NetworkWeights:
+    """Read weights from ``.npz`` and check every shape against the network.
+
+    Raises
+    ------
+    ValueError
+        Naming the missing key or the mismatching shape.
+    """
+    with np.load(path) as data:
+        layers = {}
+        for layer in net.resolved:
+            if layer.kind == "gap":
+                layers[layer.name] = LayerWeights(None)
+                continue
+            key = f"{layer.name}.generators"
+            if key not in data:
+                raise ValueError(f"{path}: missing array '{key}'")
+            gen = np.asarray(data[key], dtype=np.float64)
+            if gen.shape != _generator_shape(layer):
+                raise ValueError(
+                    f"{path}: '{key}' has shape {gen.shape}, expected {_generator_shape(layer)}"
+                )
+            lw = LayerWeights(gen)
+            if f"{layer.name}.bn_gain" in data:
+                shape = (2, layer.padded_out_channels // 2)
+                for part in ("bn_gain", "bn_offset"):
+                    arr = np.asarray(data[f"{layer.name}.{part}"], dtype=np.float64)
+                    if arr.shape != shape:
+                        raise ValueError(
+                            f"{path}: '{layer.name}.{part}' has shape {arr.shape}, expected {shape}"
+                        )
+                    setattr(lw, part, arr)
+            layers[layer.name] = lw
+    return NetworkWeights(layers)
+
+
+def random_input(net: NetworkConfig, seed: int = 0) -> np.ndarray:
+    """A seeded standard-normal input clip ``[C, D, H, W]``."""
+    rng = np.random.default_rng(seed + 1)
+    inp = net.input
+    return rng.standard_normal((inp.channels, inp.depth, inp.height, inp.width))
+
+
+@dataclass
+class LayerReport:
+    """Per-layer figures of a run."""
+
+    name: str
+    kind: str
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    dense_ops: int
+    slot_macs: int
+    dense_params: int
+    circulant_params: int
+    errors: dict[str, float] = field(default_factory=dict)
+    """``slots``: relative max error vs float; ``int``: SNR in dB vs float."""
+
+
+@dataclass
+class RunResult:
+    """Outputs and reports of :func:`run_network`."""
+
+    network: str
+    layers: list[LayerReport]
+    outputs: dict[str, np.ndarray]
+    """Final output per mode, time domain ``[classes, ...]`` (dequantized for ``int``)."""
+    slots: dict[str, dict[str, np.ndarray]]
+    """Per mode and layer, the output slots (complex; ``int``: dequantized)."""
+    int_outputs: dict[str, tuple[np.ndarray, np.ndarray]]
+    """Per layer, the integer output parts ``(re, im)`` of the ``int`` mode."""
+    seconds: dict[str, float]
+    weights: NetworkWeights
+
+    @property
+    def total_dense_ops(self) -> int:
+        return sum(r.dense_ops for r in self.layers)
+
+
+def _pool_args(layer: ResolvedLayer) -> tuple | None:
+    if layer.pool is None:
+        return None
+    return (layer.pool.window, layer.pool.stride, layer.pool.padding)
+
+
+def _input_of(layer: ResolvedLayer, outputs: dict, network_input):
+    return network_input if layer.input is None else outputs[layer.input]
+
+
+_MIN_VOXELS_PER_SLOT = 16
+
+
+def _calibrate_bn(y: np.ndarray, B: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gain/offset ``[2, S]`` that normalise each output slot part of ``y`` ``[S, ...]``.
+
+    Statistics are taken per slot over the voxels when there are at least 16 of them; maps
+    with fewer voxels (FC layers) pool them per bin over all output blocks instead.
+    """
+    S = y.shape[0]
+    parts = np.stack([y.real, y.imag]).reshape(2, S, -1)
+    if parts.shape[2] < _MIN_VOXELS_PER_SLOT:
+        half = B // 2
+        by_bin = parts.reshape(2, S // half, half, -1).transpose(0, 2, 1, 3).reshape(2, half, -1)
+        mean = np.tile(by_bin.mean(axis=2), S // half)
+        std = np.tile(by_bin.std(axis=2), S // half)
+    else:
+        mean = parts.mean(axis=2)
+        std = parts.std(axis=2)
+    gain = 1.0 / np.where(std > 0, std, 1.0)
+    return gain, -mean * gain
+
+
+def _bn(layer: ResolvedLayer, lw: LayerWeights, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    S = y.shape[0]
+    if not layer.cbn:
+        return np.ones((2, S)), np.zeros((2, S))
+    if lw.bn_gain is None:
+        lw.bn_gain, lw.bn_offset = _calibrate_bn(y, layer.block_size)
+    return lw.bn_gain, lw.bn_offset
+
+
+def _float_post(
+    layer: ResolvedLayer, y: np.ndarray, gain: np.ndarray, offset: np.ndarray,
+    res: np.ndarray | None,
+) -> np.ndarray:
+    """Float CBN, residual and CReLU on each part (everything but the pooling)."""
+    col = (slice(None), None, None, None)
+    t_re = y.real * gain[0][col] + offset[0][col]
+    t_im = y.imag * gain[1][col] + offset[1][col]
+    if res is not None:
+        t_re = t_re + res.real
+        t_im = t_im + res.imag
+    if layer.crelu:
+        t_re, t_im = spectral.crelu(t_re), spectral.crelu(t_im)
+    return t_re + 1j * t_im
+
+
+def _float_pool(layer: ResolvedLayer, y: np.ndarray) -> np.ndarray:
+    pool = _pool_args(layer)
+    if pool is None:
+        return y
+    return spectral.cmaxpool(y.real, *pool) + 1j * spectral.cmaxpool(y.imag, *pool)
+
+
+def _float_pass(
+    net: NetworkConfig, weights: NetworkWeights, x: np.ndarray, mode: Mode,
+    progress: Progress | None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Float pass in the time domain (``float``) or on slots (``slots``).
+
+    Returns the per-layer output slots and the pre-pool post-CReLU slots used for calibration.
+    """
+    first_B = net.resolved[0].block_size
+    xs_in = spectral.to_slots(spectral.pad_channels(x, first_B), first_B)
+    outputs: dict[str, np.ndarray] = {}
+    prepool: dict[str, np.ndarray] = {}
+    layers = net.resolved
+    for i, layer in enumerate(layers):
+        xs = _input_of(layer, outputs, xs_in)
+        lw = weights.layers[layer.name]
+        B = layer.block_size
+        if layer.kind == "gap":
+            y = xs.mean(axis=(1, 2, 3), keepdims=True)
+            gain, offset = np.ones((2, y.shape[0])), np.zeros((2, y.shape[0]))
+        elif mode == "float":
+            dense = spectral.expand_circulant(lw.generators)
+            y_time = spectral.conv3d_dense(spectral.from_slots(xs, B), dense,
+                                           layer.stride, layer.padding)
+            y = spectral.to_slots(y_time, B)
+        else:
+            y = spectral.conv3d_slots(xs, spectral.weight_slots(lw.generators),
+                                      layer.stride, layer.padding)
+        if layer.kind != "gap":
+            gain, offset = _bn(layer, lw, y)
+        res = None if layer.residual is None else outputs[layer.residual]
+        # Calibration needs the values that are quantized: after CReLU, before pooling
+        # (pooling is a max per part, so it never raises the peak).
+        prepool[layer.name] = _float_post(layer, y, gain, offset, res)
+        outputs[layer.name] = _float_pool(layer, prepool[layer.name])
+        if progress:
+            progress(mode, i + 1, len(layers))
+    return outputs, prepool
+
+
+@dataclass(frozen=True)
+class _IntTensor:
+    re: np.ndarray
+    im: np.ndarray
+    scale: np.ndarray  # [2, B/2]
+
+
+def _int_pass(
+    net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
+    reference_prepool: dict[str, np.ndarray], granularity: quant.Granularity,
+    progress: Progress | None,
+) -> dict[str, _IntTensor]:
+    first_B = net.resolved[0].block_size
+    xs_in = spectral.to_slots(spectral.pad_channels(x, first_B), first_B)
+    in_scale = quant.slot_scales(xs_in, first_B, granularity)
+    q_in = _IntTensor(*quant.quantize_slots(xs_in, in_scale), in_scale)
+    outputs: dict[str, _IntTensor] = {}
+    layers = net.resolved
+    for i, layer in enumerate(layers):
+        src = _input_of(layer, outputs, q_in)
+        lw = weights.layers[layer.name]
+        B = layer.block_size
+        out_scale = quant.slot_scales(reference_prepool[layer.name], B, granularity)
+        if layer.kind == "gap":
+            voxels = int(np.prod(src.re.shape[1:]))
+            acc_re = src.re.sum(axis=(1, 2, 3), keepdims=True)
+            acc_im = src.im.sum(axis=(1, 2, 3), keepdims=True)
+            acc_scale = src.scale / voxels
+            acc_bound = spectral.INT8_MAX * voxels
+            S = src.re.shape[0]
+            gain, offset = np.ones((2, S)), np.zeros((2, S))
+        else:
+            ws = spectral.weight_slots(lw.generators)
+            w_scale = quant.weight_scales(ws, granularity)
+            wq_re, wq_im = quant.quantize_slots(ws, w_scale, axis=2)
+            acc_re, acc_im = spectral.conv3d_slots_int(
+                src.re, src.im, wq_re, wq_im, layer.stride, layer.padding)
+            acc_scale = w_scale * src.scale
+            acc_bound = spectral.accumulator_bound(ws.shape[1], layer.kernel)
+            S = acc_re.shape[0]
+            if layer.cbn:
+                gain, offset = lw.bn_gain, lw.bn_offset
+            else:
+                gain, offset = np.ones((2, S)), np.zeros((2, S))
+        res = None if layer.residual is None else outputs[layer.residual]
+        params = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound,
+                                 None if res is None else res.scale)
+        parts = []
+        for c, acc in enumerate((acc_re, acc_im)):
+            res_part = None if res is None else (res.re, res.im)[c]
+            parts.append(spectral.post_process(
+                acc, **params.part(c), res=res_part, relu=layer.crelu, pool=_pool_args(layer)))
+        outputs[layer.name] = _IntTensor(parts[0], parts[1], out_scale)
+        if progress:
+            progress("int", i + 1, len(layers))
+    return outputs
+
+
+def _rel_error(ref: np.ndarray, got: np.ndarray) -> float:
+    peak = np.abs(ref).max()
+    return float(np.abs(got - ref).max() / peak) if peak > 0 else float(np.abs(got).max())
+
+
+def _snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+    noise = np.sum(np.abs(got - ref) ** 2)
+    signal = np.sum(np.abs(ref) ** 2)
+    if noise == 0:
+        return float("inf")
+    if signal == 0:
+        return float("-inf")
+    return float(10 * np.log10(signal / noise))
+
+
+def _to_time(net: NetworkConfig, slots: np.ndarray) -> np.ndarray:
+    last = net.resolved[-1]
+    return spectral.from_slots(slots, last.block_size)[: last.out_channels]
+
+
+def run_network(
+    net: NetworkConfig,
+    modes: Iterable[Mode] = MODES,
+    *,
+    weights: NetworkWeights | None = None,
+    x: np.ndarray | None = None,
+    seed: int = 0,
+    granularity: quant.Granularity = "tensor",
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run a network in the requested modes and report per layer.
+
+    Parameters
+    ----------
+    net : NetworkConfig
+        Validated network.
+    modes : iterable of ``"float"``, ``"slots"``, ``"int"``
+        Modes to run; the ``float`` reference always runs (it is what the others are
+        compared with, and it calibrates CBN and the int8 scales).
+    weights : NetworkWeights, optional
+        Default: :func:`random_weights` with ``seed``. Missing CBN parameters are calibrated.
+    x : ndarray ``[C, D, H, W]``, optional
+        Input clip; default :func:`random_input` with ``seed``.
+    granularity : ``"tensor"`` or ``"bin"``
+        Scale granularity of activations and weights in the ``int`` mode.
+    progress : callable, optional
+        ``progress(mode, layers_done, layers_total)``.
+    """
+    modes = tuple(dict.fromkeys(("float", *modes)))
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    weights = random_weights(net, seed) if weights is None else weights
+    inp = net.input
+    expected = (inp.channels, inp.depth, inp.height, inp.width)
+    x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
+    if x.shape != expected:
+        raise ValueError(f"input has shape {x.shape}, the network expects {expected}")
+
+    seconds: dict[str, float] = {}
+    slots: dict[str, dict[str, np.ndarray]] = {}
+    start = time.perf_counter()
+    slots["float"], prepool = _float_pass(net, weights, x, "float", progress)
+    seconds["float"] = time.perf_counter() - start
+    if "slots" in modes:
+        start = time.perf_counter()
+        slots["slots"], _ = _float_pass(net, weights, x, "slots", progress)
+        seconds["slots"] = time.perf_counter() - start
+    int_outputs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if "int" in modes:
+        start = time.perf_counter()
+        ints = _int_pass(net, weights, x, prepool, granularity, progress)
+        seconds["int"] = time.perf_counter() - start
+        slots["int"] = {
+            name: quant.dequantize_slots(t.re, t.im, t.scale) for name, t in ints.items()
+        }
+        int_outputs = {name: (t.re, t.im) for name, t in ints.items()}
+
+    reports = []
+    for layer in net.resolved:
+        ref = slots["float"][layer.name]
+        errors = {}
+        if "slots" in slots:
+            errors["slots"] = _rel_error(ref, slots["slots"][layer.name])
+        if "int" in slots:
+            errors["int"] = _snr_db(ref, slots["int"][layer.name])
+        P = layer.padded_out_channels // layer.block_size
+        Q = layer.padded_in_channels // layer.block_size
+        slot_macs = (
+            0 if layer.kind == "gap"
+            else P * Q * (layer.block_size // 2) * int(np.prod(layer.kernel))
+            * int(np.prod(layer.conv_shape))
+        )
+        reports.append(LayerReport(
+            name=layer.name, kind=layer.kind,
+            in_shape=(layer.in_channels, *layer.in_shape),
+            out_shape=(layer.out_channels, *layer.out_shape),
+            dense_ops=layer.dense_ops, slot_macs=slot_macs,
+            dense_params=layer.dense_params, circulant_params=layer.circulant_params,
+            errors=errors,
+        ))
+    last = net.resolved[-1].name
+    outputs = {mode: _to_time(net, slots[mode][last]) for mode in slots}
+    return RunResult(net.name, reports, outputs, slots, int_outputs, seconds, weights)
