@@ -1,0 +1,244 @@
+"""Command line interface: ``fcircnn <command> ...``.
+
+Bad input (configuration, weights, input files) ends with one clear message on stderr and exit
+code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from fcircnn import __version__
+from fcircnn.report import format_table
+
+EXIT_BAD_INPUT = 2
+
+
+class UserError(Exception):
+    """A problem with what the user gave us; printed without a traceback (exit code 2)."""
+
+
+def _resolve_config_path(name: str) -> Path:
+    from fcircnn.models.config import builtin_path
+
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        return path  # a missing file is reported by the loader, with its name
+    return builtin_path(name)
+
+
+def _is_accelerator_file(path: Path) -> bool:
+    """Whether ``path`` looks like an accelerator file (it has ``cores`` or ``network``)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the network loader reports the problem with its file and line
+    return isinstance(data, dict) and ("cores" in data or "network" in data)
+
+
+class _Progress:
+    """Per-layer progress on stderr: an updating line on a terminal, a line per pass otherwise."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.start = time.perf_counter()
+        self.pass_start = self.start
+        self.current = None
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if label != self.current:
+            self.current, self.pass_start = label, now
+        if self.tty:
+            width = 30
+            filled = width * done // total
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(f"\r  {label:<6} [{bar}] {done}/{total} layers  "
+                              f"{now - self.pass_start:6.1f} s")
+            if done == total:
+                self.stream.write("\n")
+        elif done == total:
+            self.stream.write(f"  {label:<6} pass done: {total} layers in "
+                              f"{now - self.pass_start:.1f} s\n")
+        self.stream.flush()
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return "x".join(str(v) for v in shape)
+
+
+def _fmt_error(mode: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if mode == "int":
+        return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
+    return f"{value:.1e}"
+
+
+def _report(result, modes: Sequence[str]) -> str:
+    extra = [m for m in ("slots", "int") if m in modes]
+    header = ["layer", "type", "in CxDxHxW", "out CxDxHxW", "GOP", "slot MMAC",
+              "params dense", "params circ", *(
+                  {"slots": "slots rel.err", "int": "int SNR dB"}[m] for m in extra)]
+    rows = []
+    for r in result.layers:
+        rows.append([
+            r.name, r.kind, _fmt_shape(r.in_shape), _fmt_shape(r.out_shape),
+            f"{r.dense_ops / 1e9:.3f}", f"{r.slot_macs / 1e6:.1f}",
+            str(r.dense_params), str(r.circulant_params),
+            *(_fmt_error(m, r.errors.get(m)) for m in extra),
+        ])
+    lines = format_table(header, rows)
+    dense = sum(r.dense_params for r in result.layers)
+    circ = sum(r.circulant_params for r in result.layers)
+    macs = sum(r.slot_macs for r in result.layers)
+    lines.append("")
+    lines.append(f"network {result.network}: {result.total_dense_ops / 1e9:.2f} GOP "
+                 f"dense-equivalent; {macs / 1e9:.2f} G complex slot MACs "
+                 f"({result.total_dense_ops / 2 / max(macs, 1):.2f} dense MACs per slot MAC)")
+    lines.append(f"weights: {dense / 1e6:.2f} M dense -> {circ / 1e6:.2f} M circulant "
+                 f"({dense / max(circ, 1):.2f}x; x4 more with int8 instead of float32)")
+    ref = result.outputs["float"].ravel()
+    for mode in result.outputs:
+        out = result.outputs[mode].ravel()
+        timing = f"{result.seconds[mode]:.1f} s"
+        if mode == "float":
+            lines.append(f"{mode:<6} {timing:>8}  top-1 class {int(np.argmax(out))} (reference)")
+        else:
+            err = out - ref
+            snr = 10 * np.log10(np.sum(ref**2) / max(np.sum(err**2), 1e-300))
+            lines.append(f"{mode:<6} {timing:>8}  top-1 class {int(np.argmax(out))}, output SNR "
+                         f"{snr:.1f} dB vs float")
+    return "\n".join(lines)
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from fcircnn.models.config import load_accelerator, load_network
+    from fcircnn.models.network import load_weights, run_network
+
+    path = _resolve_config_path(args.network)
+    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
+    modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
+    weights = None
+    if args.weights:
+        try:
+            weights = load_weights(net, args.weights)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--weights: {exc}") from None
+    x = None
+    if args.input:
+        try:
+            x = np.load(args.input)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--input: cannot read {args.input}: {exc}") from None
+        inp = net.input
+        expected = (inp.channels, inp.depth, inp.height, inp.width)
+        if x.shape != expected or not np.issubdtype(x.dtype, np.number):
+            raise UserError(f"--input: {args.input} holds {x.dtype} {x.shape}, the network "
+                            f"{net.name} expects a real array of shape {expected}")
+    print(f"fcircnn golden: network {net.name} ({path}), modes {', '.join(modes)}, "
+          f"seed {args.seed}, {args.granularity} scales", file=sys.stderr)
+    result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
+                         granularity=args.granularity,
+                         progress=None if args.quiet else _Progress())
+    print(_report(result, modes))
+    if args.save:
+        arrays = {f"output_{m}": v for m, v in result.outputs.items()}
+        for name, (re, im) in result.int_outputs.items():
+            arrays[f"int/{name}.re"] = re.astype(np.int8)
+            arrays[f"int/{name}.im"] = im.astype(np.int8)
+        np.savez_compressed(args.save, **arrays)
+        print(f"saved outputs to {args.save}", file=sys.stderr)
+    if args.save_weights:
+        result.weights.save(args.save_weights)
+        print(f"saved weights (with calibrated CBN) to {args.save_weights}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from fcircnn.models.config import (
+        describe_accelerator,
+        describe_network,
+        load_accelerator,
+        load_network,
+    )
+
+    path = _resolve_config_path(args.config)
+    if _is_accelerator_file(path):
+        print(describe_accelerator(load_accelerator(path)))
+    else:
+        print(describe_network(load_network(path)))
+    print(f"{path}: OK", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fcircnn",
+        description="Generator of FPGA accelerators for block-circulant 3D CNNs computed in "
+                    "the frequency domain.",
+    )
+    parser.add_argument("--version", action="version", version=f"fcircnn {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    golden = sub.add_parser(
+        "golden", help="run the NumPy golden model of a whole network",
+        description="Run a network with random block-circulant weights (or given ones) in the "
+                    "float time-domain reference, the float slot domain and the bit-exact "
+                    "integer contract; print per-layer shapes, dense-equivalent GOP, parameters "
+                    "before/after compression and each mode's error against the reference.",
+    )
+    golden.add_argument("network", nargs="?", default="c3d",
+                        help="network YAML, accelerator YAML or built-in name "
+                             "(c3d, r3d18; default: c3d)")
+    golden.add_argument("--seed", type=int, default=0, help="seed of weights and input")
+    golden.add_argument("--mode", choices=("float", "slots", "int", "all"), default="all",
+                        help="mode to run besides the float reference (default: all)")
+    golden.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
+                        help="int8 scale granularity of the int mode (default: tensor)")
+    golden.add_argument("--input", metavar="X.npy", help="input clip [C, D, H, W] (float)")
+    golden.add_argument("--weights", metavar="W.npz",
+                        help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
+                             "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
+    golden.add_argument("--save", metavar="OUT.npz",
+                        help="save final outputs per mode and the int8 output slots per layer")
+    golden.add_argument("--save-weights", metavar="W.npz",
+                        help="save the weights used (with calibrated CBN), readable by --weights")
+    golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    golden.set_defaults(func=cmd_golden)
+
+    check = sub.add_parser(
+        "check", help="validate a network or accelerator YAML and print the resolved parameters",
+        description="Validate a configuration file (network or accelerator, detected from its "
+                    "keys) and print the resolved parameters; exit code 2 on any problem.",
+    )
+    check.add_argument("config", help="YAML file or built-in name (c3d, r3d18, c3d_zcu102, ...)")
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from fcircnn.models.config import ConfigError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, UserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
