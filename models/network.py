@@ -178,6 +178,8 @@ class RunResult:
     """Per mode and layer, the output slots (complex; ``int``: dequantized)."""
     int_outputs: dict[str, tuple[np.ndarray, np.ndarray]]
     """Per layer, the integer output parts ``(re, im)`` of the ``int`` mode."""
+    int_scales: dict[str, np.ndarray]
+    """Per layer, the ``[2, B/2]`` scale of the ``int`` output (key ``""``: the input)."""
     seconds: dict[str, float]
     weights: NetworkWeights
 
@@ -307,7 +309,7 @@ def _int_pass(
     xs_in = spectral.to_slots(spectral.pad_channels(x, first_B), first_B)
     in_scale = quant.slot_scales(xs_in, first_B, granularity)
     q_in = _IntTensor(*quant.quantize_slots(xs_in, in_scale), in_scale)
-    outputs: dict[str, _IntTensor] = {}
+    outputs: dict[str, _IntTensor] = {"": q_in}
     layers = net.resolved
     for i, layer in enumerate(layers):
         src = _input_of(layer, outputs, q_in)
@@ -418,14 +420,16 @@ def run_network(
         slots["slots"], _ = _float_pass(net, weights, x, "slots", progress)
         seconds["slots"] = time.perf_counter() - start
     int_outputs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    int_scales: dict[str, np.ndarray] = {}
     if "int" in modes:
         start = time.perf_counter()
         ints = _int_pass(net, weights, x, prepool, granularity, progress)
         seconds["int"] = time.perf_counter() - start
         slots["int"] = {
-            name: quant.dequantize_slots(t.re, t.im, t.scale) for name, t in ints.items()
+            name: quant.dequantize_slots(t.re, t.im, t.scale) for name, t in ints.items() if name
         }
-        int_outputs = {name: (t.re, t.im) for name, t in ints.items()}
+        int_outputs = {name: (t.re, t.im) for name, t in ints.items() if name}
+        int_scales = {name: t.scale for name, t in ints.items()}
 
     reports = []
     for layer in net.resolved:
@@ -452,4 +456,5 @@ def run_network(
         ))
     last = net.resolved[-1].name
     outputs = {mode: _to_time(net, slots[mode][last]) for mode in slots}
-    return RunResult(net.name, reports, outputs, slots, int_outputs, seconds, weights)
+    return RunResult(net.name, reports, outputs, slots, int_outputs, int_scales, seconds,
+                     weights)

@@ -217,17 +217,17 @@ def _gemm_conv(
     the work is an im2col followed by one batched GEMM per chunk of output depth, so the
     column buffer never exceeds ``_COL_BUDGET`` bytes. Exact for integers below ``2**53``.
     """
-    G, I, D, H, W = x.shape
-    _, O, _, Kd, Kr, Kc = w.shape
+    G, n_in, D, H, W = x.shape
+    _, n_out, _, Kd, Kr, Kc = w.shape
     sd, sr, sc = stride
     pd, pr, pc = padding
-    Do, Ho, Wo = (_output_size(n, k, s, p) for n, k, s, p in
-                  zip((D, H, W), (Kd, Kr, Kc), stride, padding, strict=True))
+    Do, Ho, Wo = (_output_size(n, k, s, p)
+                  for n, k, s, p in zip((D, H, W), (Kd, Kr, Kc), stride, padding, strict=True))
     xp = np.pad(x, ((0, 0), (0, 0), (pd, pd), (pr, pr), (pc, pc)))
-    wmat = w.reshape(G, O, I * Kd * Kr * Kc)
-    out = np.empty((G, O, Do, Ho, Wo), dtype=np.float64)
+    wmat = w.reshape(G, n_out, n_in * Kd * Kr * Kc)
+    out = np.empty((G, n_out, Do, Ho, Wo), dtype=np.float64)
     kvol = Kd * Kr * Kc
-    per_plane = G * I * kvol * Ho * Wo * 8
+    per_plane = G * n_in * kvol * Ho * Wo * 8
     depth_chunk = max(1, min(Do, _COL_BUDGET // max(per_plane, 1)))
     for d0 in range(0, Do, depth_chunk):
         d1 = min(Do, d0 + depth_chunk)
@@ -235,8 +235,8 @@ def _gemm_conv(
         win = np.lib.stride_tricks.sliding_window_view(rows, (Kd, Kr, Kc), axis=(2, 3, 4))
         win = win[:, :, ::sd, ::sr, ::sc]  # [G, I, d, Ho, Wo, Kd, Kr, Kc]
         col = np.ascontiguousarray(win.transpose(0, 1, 5, 6, 7, 2, 3, 4))
-        col = col.reshape(G, I * kvol, (d1 - d0) * Ho * Wo)
-        out[:, :, d0:d1] = np.matmul(wmat, col).reshape(G, O, d1 - d0, Ho, Wo)
+        col = col.reshape(G, n_in * kvol, (d1 - d0) * Ho * Wo)
+        out[:, :, d0:d1] = np.matmul(wmat, col).reshape(G, n_out, d1 - d0, Ho, Wo)
     return out
 
 
