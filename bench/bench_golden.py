@@ -1,0 +1,69 @@
+"""Benchmark of the NumPy golden model: wall time of each mode's pass over a whole network.
+
+Usage::
+
+    python bench/bench_golden.py [c3d] [r3d18] [--repeat 3] [--seed 0]
+
+Prints, per network and mode, the best of ``--repeat`` runs (seconds), the slot-domain work
+(GFLOP of real multiply-adds as executed: every complex slot MAC is 4 real MACs) and the
+achieved GFLOP/s, followed by the machine description. Targets (issue 2): the ``int`` and the
+``slots`` pass of full C3D at 3x16x112x112 under 30 s on a 2-core machine (aim: 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+
+import numpy as np
+
+from fcircnn.models.config import builtin_path, load_network
+from fcircnn.models.network import random_input, random_weights, run_network
+
+
+def _machine() -> str:
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines()
+                      if ln.startswith("Model name")), platform.processor())
+    except OSError:
+        model = platform.processor()
+    blas = "unknown"
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]["name"]
+    except (TypeError, KeyError):
+        pass
+    return (f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"NumPy {np.__version__} ({blas})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("networks", nargs="*", default=["c3d", "r3d18"])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"machine: {_machine()}")
+    print(f"{'network':<8} {'mode':<6} {'best s':>8} {'GFLOP':>8} {'GFLOP/s':>8}")
+    for name in args.networks:
+        net = load_network(builtin_path(name))
+        weights = random_weights(net, args.seed)
+        x = random_input(net, args.seed)
+        best: dict[str, float] = {}
+        for _ in range(args.repeat):
+            result = run_network(net, ("float", "slots", "int"), weights=weights, x=x)
+            for mode, sec in result.seconds.items():
+                best[mode] = min(best.get(mode, float("inf")), sec)
+        slot_flop = 8 * sum(r.slot_macs for r in result.layers)  # 4 real MACs x 2 FLOP
+        dense_flop = result.total_dense_ops
+        for mode in ("float", "slots", "int"):
+            flop = dense_flop if mode == "float" else slot_flop
+            print(f"{name:<8} {mode:<6} {best[mode]:8.2f} {flop / 1e9:8.1f} "
+                  f"{flop / 1e9 / best[mode]:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
