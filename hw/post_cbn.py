@@ -1,0 +1,192 @@
+"""Post-unit stage 1: CBN with the residual term, ``t = acc*mult + bias + res*res_mult``."""
+
+import contextlib
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = [
+    "ACC_WIDTH",
+    "BIAS_WIDTH",
+    "DSP_PER_LANE",
+    "LATENCY",
+    "MULT_WIDTH",
+    "RES_WIDTH",
+    "SHIFT_WIDTH",
+    "T_WIDTH",
+    "CBNResidual",
+    "cbn_config_layout",
+    "cbn_input_layout",
+    "cbn_output_layout",
+    "check_lanes",
+    "unused_on_error",
+]
+
+#: Width of the signed PE accumulator ``acc``.
+ACC_WIDTH = 32
+#: Width of the signed multipliers ``mult`` and ``res_mult``.
+MULT_WIDTH = 16
+#: Width of the signed shortcut slot part ``res``.
+RES_WIDTH = 8
+#: Width of the signed bias and of the result ``t``.
+BIAS_WIDTH = T_WIDTH = 48
+#: Width of the unsigned quantization shift (0..47), carried through to the quantizer.
+SHIFT_WIDTH = 6
+#: DSP48E2 per lane: per part, ``acc*mult`` (32x16 signed) is split explicitly into two
+#: multiplies of one DSP each (27-bit port: the low 26 bits of ``acc`` zero-extended, or its
+#: signed top 6 bits; 18-bit port: ``mult``), recombined in fabric, and ``res*res_mult`` (8x16)
+#: takes one; two parts make six.
+DSP_PER_LANE = 6
+#: Cycles from an accepted input beat to its output beat (no stall).
+LATENCY = 2
+
+# acc is split at this bit for the two DSPs of acc*mult.
+_ACC_SPLIT = 26
+
+#: Largest accepted ``lanes``.
+MAX_LANES = 64
+
+
+@contextlib.contextmanager
+def unused_on_error(component):
+    """Around a constructor's validation: a rejected component is not reported as unused."""
+    try:
+        yield
+    except (TypeError, ValueError):
+        component._MustUse__silence = True
+        raise
+
+
+def check_lanes(lanes):
+    """Validate the ``lanes`` parameter shared by every post-unit stage."""
+    if not isinstance(lanes, int) or isinstance(lanes, bool):
+        raise TypeError(f"lanes must be an integer, not {lanes!r}")
+    if not 1 <= lanes <= MAX_LANES:
+        raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
+
+
+def _parts(shape):
+    return data.StructLayout({"re": shape, "im": shape})
+
+
+def cbn_input_layout(lanes):
+    """Payload of :class:`CBNResidual`'s input: ``lanes`` slots, each with its own parameters.
+
+    Per lane, every field has an ``re`` and an ``im`` part: ``acc`` signed 32, ``res`` signed 8
+    (the shortcut slot part), ``mult`` and ``res_mult`` signed 16, ``bias`` signed 48, ``shift``
+    unsigned 6 (0..47; not used here, passed to the quantizer).
+    """
+    check_lanes(lanes)
+    lane = data.StructLayout({
+        "acc": _parts(signed(ACC_WIDTH)),
+        "res": _parts(signed(RES_WIDTH)),
+        "mult": _parts(signed(MULT_WIDTH)),
+        "res_mult": _parts(signed(MULT_WIDTH)),
+        "bias": _parts(signed(BIAS_WIDTH)),
+        "shift": _parts(unsigned(SHIFT_WIDTH)),
+    })
+    return data.ArrayLayout(lane, lanes)
+
+
+def cbn_output_layout(lanes):
+    """Payload of :class:`CBNResidual`'s output: per lane ``t`` (signed 48) and ``shift``."""
+    check_lanes(lanes)
+    lane = data.StructLayout({
+        "t": _parts(signed(T_WIDTH)),
+        "shift": _parts(unsigned(SHIFT_WIDTH)),
+    })
+    return data.ArrayLayout(lane, lanes)
+
+
+#: Runtime configuration of :class:`CBNResidual` (static during a layer).
+#: ``bypass``: ``t = acc`` (sign-extended); ``residual``: add ``res*res_mult`` (else 0).
+cbn_config_layout = data.StructLayout({"bypass": 1, "residual": 1})
+
+
+class CBNResidual(wiring.Component):
+    """CBN + residual post-unit: ``t = acc*mult + bias [+ res*res_mult]`` per slot and part.
+
+    Each beat carries ``lanes`` output slots of the PE array together with their per-slot
+    parameters (fed by the control unit from the parameter buffer), so the stage keeps no state
+    besides its pipeline. The order of the beats is irrelevant to this stage.
+
+    Contract
+    --------
+    * ``t = acc*mult + bias + (res*res_mult if cfg.residual else 0)``, or ``t = acc`` when
+      ``cfg.bypass``; re and im separately. The result is taken modulo ``2**48`` as signed 48-bit:
+      the compiler guarantees that ``t`` fits int48 (the golden :func:`fcircnn.models.spectral.cbn`
+      raises ``OverflowError`` otherwise). ``shift`` is passed through unchanged.
+    * Latency :data:`LATENCY` (2) cycles, initiation interval 1: a product register, then the
+      sum register. The stages share one enable, ``i.ready = ~o.valid | o.ready``; a stalled
+      output holds the whole pipeline (full valid/ready back-pressure, no beat lost or
+      duplicated).
+    * DSP48E2 use: :data:`DSP_PER_LANE` (6) per lane, see there; the adds are in fabric.
+    * ``cfg`` must be static while beats are in flight.
+
+    Parameters
+    ----------
+    lanes : int
+        Slots per beat, 1..64.
+
+    Ports
+    -----
+    i : In(stream.Signature(cbn_input_layout(lanes)))
+    o : Out(stream.Signature(cbn_output_layout(lanes)))
+    cfg : In(cbn_config_layout)
+    """
+
+    def __init__(self, lanes=8):
+        with unused_on_error(self):
+            check_lanes(lanes)
+        self.lanes = lanes
+        super().__init__({
+            "i": In(stream.Signature(cbn_input_layout(lanes))),
+            "o": Out(stream.Signature(cbn_output_layout(lanes))),
+            "cfg": In(cbn_config_layout),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+
+        enable = Signal()
+        valid = Signal(LATENCY)
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+            self.o.valid.eq(valid[-1]),
+        ]
+        with m.If(enable):
+            m.d.sync += valid.eq((valid << 1) | self.i.valid)
+
+        for lane in range(self.lanes):
+            src = self.i.payload[lane]
+            dst = self.o.payload[lane]
+            shift = Signal.like(src.shift, name=f"shift_{lane}")
+            with m.If(enable):
+                m.d.sync += [shift.eq(src.shift), dst.shift.eq(shift)]
+            for part in ("re", "im"):
+                acc = src.acc[part]
+                # Stage 1: the two products (DSPs) and the bias, or ``acc`` alone in bypass.
+                prod = Signal(signed(T_WIDTH), name=f"prod_{lane}_{part}")
+                res = Signal(signed(T_WIDTH), name=f"res_{lane}_{part}")
+                bias = Signal(signed(T_WIDTH), name=f"bias_{lane}_{part}")
+                # acc*mult split so that each multiply fits one DSP48E2 (27x18 signed): the low
+                # 26 bits of acc, zero-extended to a signed 27-bit operand, and the signed top 6.
+                acc_lo = Cat(acc[:_ACC_SPLIT], Const(0, 1)).as_signed()
+                acc_hi = acc[_ACC_SPLIT:].as_signed()
+                mult = src.mult[part]
+                prod_lo = Signal(signed(_ACC_SPLIT + 1 + MULT_WIDTH), name=f"prod_lo_{lane}_{part}")
+                prod_hi = Signal(signed(ACC_WIDTH - _ACC_SPLIT + MULT_WIDTH),
+                                 name=f"prod_hi_{lane}_{part}")
+                m.d.comb += [prod_lo.eq(acc_lo * mult), prod_hi.eq(acc_hi * mult)]
+                with m.If(enable):
+                    m.d.sync += [
+                        prod.eq(Mux(self.cfg.bypass, acc, (prod_hi << _ACC_SPLIT) + prod_lo)),
+                        res.eq(Mux(self.cfg.residual & ~self.cfg.bypass,
+                                   src.res[part] * src.res_mult[part], 0)),
+                        bias.eq(Mux(self.cfg.bypass, 0, src.bias[part])),
+                        # Stage 2: the sum, modulo 2**48.
+                        dst.t[part].eq(prod + res + bias),
+                    ]
+        return m

@@ -1,0 +1,116 @@
+"""The post-processing pipeline: CBN + residual -> quantize -> CReLU -> CMaxPool."""
+
+from amaranth.hdl import Module
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .post_cbn import (
+    DSP_PER_LANE,
+    CBNResidual,
+    cbn_config_layout,
+    cbn_input_layout,
+    check_lanes,
+    unused_on_error,
+)
+from .post_cbn import LATENCY as CBN_LATENCY
+from .post_crelu import LATENCY as CRELU_LATENCY
+from .post_crelu import CReLU, crelu_config_layout
+from .post_maxpool import CMaxPool, check_max_groups, check_max_size, maxpool_config_layout
+from .post_quantize import LATENCY as QUANTIZE_LATENCY
+from .post_quantize import Quantize, quantize_config_layout, slot_layout
+
+__all__ = ["DSP_PER_LANE", "LATENCY_NO_POOL", "PostChain", "post_config_layout"]
+
+#: Cycles from an accepted input beat to its output beat with the pool bypassed (no stall); the
+#: pool adds 3 cycles from the beat completing a window.
+LATENCY_NO_POOL = CBN_LATENCY + QUANTIZE_LATENCY + CRELU_LATENCY
+
+
+def post_config_layout(max_size, max_groups=1):
+    """Runtime configuration of :class:`PostChain`: one field per stage.
+
+    ``cbn``: :data:`~fcircnn.hw.post_cbn.cbn_config_layout`; ``quantize``:
+    :data:`~fcircnn.hw.post_quantize.quantize_config_layout`; ``crelu``:
+    :data:`~fcircnn.hw.post_crelu.crelu_config_layout`; ``pool``:
+    :func:`~fcircnn.hw.post_maxpool.maxpool_config_layout`.
+    """
+    return data.StructLayout({
+        "cbn": cbn_config_layout,
+        "quantize": quantize_config_layout,
+        "crelu": crelu_config_layout,
+        "pool": maxpool_config_layout(max_size, max_groups),
+    })
+
+
+class PostChain(wiring.Component):
+    """The four post-units joined with :func:`amaranth.lib.wiring.connect`.
+
+    Per slot and part: ``t = acc*mult + bias [+ res*res_mult]``, ``y = clip(round-shift(t))``,
+    optional ReLU, optional max pooling; bit-exact with
+    :func:`fcircnn.models.spectral.post_process` per map.
+
+    Contract
+    --------
+    * Input beats: ``lanes`` slots of one output voxel with their per-slot parameters
+      (:func:`~fcircnn.hw.post_cbn.cbn_input_layout`); voxels of a map in raster order
+      ``d, h, w``, each voxel ``cfg.pool.groups`` beats (slot groups), see
+      :class:`~fcircnn.hw.post_maxpool.CMaxPool`. Output beats: the int8 slots
+      (:func:`~fcircnn.hw.post_quantize.slot_layout`) of the pooled (or, with the pool
+      bypassed, every) voxel in the same order.
+    * Latency :data:`LATENCY_NO_POOL` (5) cycles with the pool bypassed; initiation interval 1
+      (except for the pool's inserted padding cycles); full valid/ready back-pressure.
+    * DSP48E2: :data:`DSP_PER_LANE` (6) per lane, all in the CBN stage.
+    * ``cfg`` (:func:`post_config_layout`) static while a map is in flight.
+
+    Parameters
+    ----------
+    lanes : int
+        Slots per beat, 1..64.
+    max_size : tuple of three int
+        Largest map ``(D, H, W)`` the pool accepts, each 1..1024.
+    max_groups : int
+        Largest number of interleaved slot groups per voxel for the pool, 1..256.
+
+    Ports
+    -----
+    i : In(stream.Signature(cbn_input_layout(lanes)))
+    o : Out(stream.Signature(slot_layout(lanes)))
+    cfg : In(post_config_layout(max_size, max_groups))
+    """
+
+    def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1):
+        with unused_on_error(self):
+            check_lanes(lanes)
+            check_max_size(max_size)
+            check_max_groups(max_groups)
+        self._cbn = CBNResidual(lanes)
+        self._quantize = Quantize(lanes)
+        self._crelu = CReLU(lanes)
+        self._pool = CMaxPool(lanes, max_size, max_groups)
+        self.lanes = lanes
+        self.max_size = tuple(max_size)
+        super().__init__({
+            "i": In(stream.Signature(cbn_input_layout(lanes))),
+            "o": Out(stream.Signature(slot_layout(lanes))),
+            "cfg": In(post_config_layout(self.max_size, max_groups)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.cbn = cbn = self._cbn
+        m.submodules.quantize = quantize = self._quantize
+        m.submodules.crelu = crelu = self._crelu
+        m.submodules.pool = pool = self._pool
+
+        wiring.connect(m, wiring.flipped(self.i), cbn.i)
+        wiring.connect(m, cbn.o, quantize.i)
+        wiring.connect(m, quantize.o, crelu.i)
+        wiring.connect(m, crelu.o, pool.i)
+        wiring.connect(m, pool.o, wiring.flipped(self.o))
+        m.d.comb += [
+            cbn.cfg.eq(self.cfg.cbn),
+            quantize.cfg.eq(self.cfg.quantize),
+            crelu.cfg.eq(self.cfg.crelu),
+            pool.cfg.eq(self.cfg.pool),
+        ]
+        return m

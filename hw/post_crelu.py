@@ -1,0 +1,70 @@
+"""Post-unit stage 3: CReLU, ``max(y, 0)`` on the real and imaginary parts independently."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .post_cbn import check_lanes, unused_on_error
+from .post_quantize import slot_layout
+
+__all__ = ["LATENCY", "CReLU", "crelu_config_layout"]
+
+#: Cycles from an accepted input beat to its output beat (no stall).
+LATENCY = 1
+
+#: Runtime configuration of :class:`CReLU` (static during a layer).
+#: ``bypass``: pass-through (the layer has no ReLU; the quantizer's clamp bound -127 stays).
+crelu_config_layout = data.StructLayout({"bypass": 1})
+
+
+class CReLU(wiring.Component):
+    """CReLU post-unit: ``y = max(y, 0)`` for the re and im part of every slot.
+
+    Applied after the quantizer's clamp to ``[-127, 127]`` this gives the clamp to ``[0, 127]``
+    (golden :func:`fcircnn.models.spectral.crelu`). Order of beats and slots is irrelevant.
+
+    Contract
+    --------
+    * Latency :data:`LATENCY` (1) cycle, initiation interval 1: one output register,
+      ``i.ready = ~o.valid | o.ready`` (full back-pressure).
+    * ``cfg.bypass``: the payload passes unchanged (same latency).
+    * ``cfg`` static while beats are in flight.
+
+    Parameters
+    ----------
+    lanes : int
+        Slots per beat, 1..64.
+
+    Ports
+    -----
+    i : In(stream.Signature(slot_layout(lanes)))
+    o : Out(stream.Signature(slot_layout(lanes)))
+    cfg : In(crelu_config_layout)
+    """
+
+    def __init__(self, lanes=8):
+        with unused_on_error(self):
+            check_lanes(lanes)
+        self.lanes = lanes
+        super().__init__({
+            "i": In(stream.Signature(slot_layout(lanes))),
+            "o": Out(stream.Signature(slot_layout(lanes))),
+            "cfg": In(crelu_config_layout),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+
+        enable = Signal()
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+        ]
+        with m.If(enable):
+            m.d.sync += self.o.valid.eq(self.i.valid)
+            for lane in range(self.lanes):
+                for part in ("re", "im"):
+                    y = self.i.payload[lane][part]
+                    m.d.sync += self.o.payload[lane][part].eq(
+                        Mux(~self.cfg.bypass & (y < 0), 0, y))
+        return m
