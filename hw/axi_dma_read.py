@@ -1,0 +1,199 @@
+"""Read half of the AXI DMA: boxes of an NC/8DHW8 map (or contiguous blocks) to a beat stream."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi4 import BURST_INCR, AXI4ReadSignature
+from .axi_dma_box import (
+    COUNT_WIDTH,
+    BoxWalker,
+    Status,
+    box_layout,
+    check_addr_width,
+    status_layout,
+)
+
+__all__ = ["AxiDmaRead", "check_outstanding", "read_beat_layout"]
+
+#: 128-bit beats.
+DATA_WIDTH = 128
+
+
+def read_beat_layout() -> data.StructLayout:
+    """One delivered beat: 8 slots of ``data`` (NC/8DHW8 lanes) and ``last`` of the box."""
+    return data.StructLayout({"data": DATA_WIDTH, "last": 1})
+
+
+def check_outstanding(name: str, value) -> None:
+    """Validate a number of outstanding bursts (1..64)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not 1 <= value <= 64:
+        raise ValueError(f"{name} must be in 1..64, not {value}")
+
+
+class AxiDmaRead(wiring.Component):
+    """AXI4 read DMA: one box command in, its beats out (padding as zeros), one status out.
+
+    Contract
+    --------
+    * ``o`` delivers ``groups x d x h x w`` beats of the box in NC/8DHW8 order (group, d, h, w),
+      padding voxels as zero beats without a bus read; ``last`` marks the final beat. Equal to
+      ``pack_ncdhw8`` of the zero-padded map cut to the box.
+    * Bursts: INCR, 128-bit (``ARSIZE = 4``), 1..256 beats, never across a 4 KB boundary, ID 0;
+      up to ``outstanding`` bursts in flight (the AR channel runs ahead of the data), so a long
+      transfer keeps ``RVALID`` streaming at one beat per cycle. ``RREADY`` follows ``o.ready``.
+    * One ``status`` per command, after its last beat: ``code`` :class:`Status` and, on error,
+      the failing byte address. On ``SLVERR``/``DECERR`` (or an ``RLAST`` at the wrong beat) the
+      DMA stops issuing reads and stops delivering beats, drains every outstanding burst
+      (``RREADY`` high), then reports ``BUS_ERROR``: no beat is delivered twice, none after the
+      error, and every issued burst is completed exactly once (a slave that ends a burst early
+      with RLAST breaks AXI: the DMA flags it but still expects the burst's remaining beats).
+      Bad commands and address
+      overflow are reported without issuing the offending burst (:class:`BoxWalker`).
+    * A new command is accepted once the previous status has been taken.
+
+    Parameters
+    ----------
+    addr_width : int
+        AXI address width, 32..64 (the accelerator's ``address_width``).
+    outstanding : int
+        Bursts in flight, 1..64.
+
+    Ports
+    -----
+    cmd : In(stream.Signature(box_layout(addr_width)))
+    o : Out(stream.Signature(read_beat_layout()))
+    status : Out(stream.Signature(status_layout(addr_width)))
+    m_axi : Out(AXI4ReadSignature(addr_width=addr_width))
+    busy : Out(1)
+    """
+
+    def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
+        try:
+            check_addr_width(addr_width)
+            check_outstanding("outstanding", outstanding)
+        except (TypeError, ValueError):
+            self._MustUse__used = True  # a rejected design is not an unused one
+            raise
+        self.addr_width = addr_width
+        self.outstanding = outstanding
+        super().__init__({
+            "cmd": In(stream.Signature(box_layout(addr_width))),
+            "o": Out(stream.Signature(read_beat_layout())),
+            "status": Out(stream.Signature(status_layout(addr_width))),
+            "m_axi": Out(AXI4ReadSignature(addr_width=addr_width)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        aw = self.addr_width
+        m.submodules.walker = walker = BoxWalker(aw)
+        entry = data.StructLayout({
+            "addr": aw, "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "status": Status,
+        })
+        depth = 2 * self.outstanding + 2
+        m.submodules.fifo = q = fifo.SyncFIFO(width=entry.size, depth=depth)
+        axi = self.m_axi
+
+        busy = Signal()
+        err = Signal()          # a bus error was seen: drain
+        err_addr = Signal(aw)
+        inflight = Signal(range(self.outstanding + 1))
+        st_valid = Signal()
+        st = Signal(status_layout(aw))
+
+        # Command: accepted by the walker, one at a time.
+        m.d.comb += [
+            walker.cmd.payload.eq(self.cmd.payload),
+            walker.cmd.valid.eq(self.cmd.valid & ~busy),
+            self.cmd.ready.eq(walker.cmd.ready & ~busy),
+            self.busy.eq(busy),
+            walker.abort.eq(err),
+        ]
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += busy.eq(1)
+
+        # Segment issue: bursts go out on AR (registered) and into the order FIFO.
+        seg = walker.seg.payload
+        ar_pending = Signal()
+        m.d.comb += [
+            axi.arid.eq(0), axi.arsize.eq(4), axi.arburst.eq(BURST_INCR), axi.arcache.eq(0b0011),
+            axi.arprot.eq(0), axi.arlock.eq(0), axi.arvalid.eq(ar_pending),
+        ]
+        with m.If(axi.arvalid & axi.arready):
+            m.d.sync += ar_pending.eq(0)
+        issue = seg.burst & (seg.status == Status.OK) & ~err
+        ar_free = ~ar_pending | axi.arready
+        pop_burst = Signal()
+        can = q.w_rdy & (~issue | (ar_free & (inflight < self.outstanding)))
+        m.d.comb += walker.seg.ready.eq(can)
+        w_entry = data.View(entry, q.w_data)
+        m.d.comb += [
+            w_entry.addr.eq(seg.addr), w_entry.beats.eq(seg.beats),
+            w_entry.burst.eq(issue), w_entry.last.eq(seg.last), w_entry.status.eq(seg.status),
+            q.w_en.eq(walker.seg.valid & can),
+        ]
+        push_burst = walker.seg.valid & can & issue
+        with m.If(push_burst):
+            m.d.sync += [ar_pending.eq(1), axi.araddr.eq(seg.addr), axi.arlen.eq(seg.beats - 1)]
+        with m.If(push_burst & ~pop_burst):
+            m.d.sync += inflight.eq(inflight + 1)
+        with m.Elif(~push_burst & pop_burst):
+            m.d.sync += inflight.eq(inflight - 1)
+
+        # Data path: the head entry is a zero run or a burst to pass through.
+        head = data.View(entry, q.r_data)
+        count = Signal(COUNT_WIDTH + 2)
+        beat_addr = Signal(aw)
+        at_end = count + 1 >= head.beats
+        o = self.o
+        finish = Signal()
+        with m.If(q.r_rdy & ~st_valid):
+            with m.If(head.status != Status.OK):
+                m.d.comb += [q.r_en.eq(1), finish.eq(1)]
+                with m.If(~err):
+                    m.d.sync += [err.eq(1), err_addr.eq(head.addr), st.code.eq(head.status)]
+            with m.Elif(head.burst):
+                # SLVERR/DECERR have RRESP[1] set; an RLAST at the wrong beat is an error too.
+                # A failing beat is taken from R but never delivered.
+                # (Gated by RVALID: RRESP/RLAST mean nothing, and may be X in simulation,
+                # without it; RREADY must not depend on them.)
+                bad = axi.rvalid & (axi.rresp[1] | (axi.rlast != at_end))
+                m.d.comb += [axi.rready.eq(err | bad | o.ready), o.payload.data.eq(axi.rdata),
+                             o.valid.eq(axi.rvalid & ~err & ~bad),
+                             o.payload.last.eq(head.last & at_end)]
+                with m.If(axi.rvalid & axi.rready):
+                    this_addr = Mux(count == 0, head.addr, beat_addr)
+                    m.d.sync += [count.eq(count + 1), beat_addr.eq(this_addr + 16)]
+                    with m.If(bad & ~err):
+                        m.d.sync += [err.eq(1), st.code.eq(Status.BUS_ERROR),
+                                     err_addr.eq(this_addr)]
+                    with m.If(at_end):
+                        m.d.sync += count.eq(0)
+                        m.d.comb += [q.r_en.eq(1), pop_burst.eq(1), finish.eq(head.last)]
+            with m.Else():
+                # Zero run (beats may be 0 for an abort marker); dropped when draining.
+                m.d.comb += [o.valid.eq(~err & (head.beats != 0)),
+                             o.payload.last.eq(head.last & at_end)]
+                with m.If(err | (head.beats == 0) | o.ready):
+                    m.d.sync += count.eq(count + 1)
+                    with m.If(err | at_end):
+                        m.d.sync += count.eq(0)
+                        m.d.comb += [q.r_en.eq(1), finish.eq(head.last)]
+
+        # Status: after the box's last entry, once every burst has drained.
+        done_wait = Signal()
+        with m.If(finish):
+            m.d.sync += done_wait.eq(1)
+        with m.If(done_wait & (inflight == 0) & ~ar_pending & ~st_valid):
+            m.d.sync += [st_valid.eq(1), done_wait.eq(0)]
+            with m.If(~err):
+                m.d.sync += st.code.eq(Status.OK)
+        m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.code.eq(st.code),
+                     self.status.payload.addr.eq(err_addr)]
+        with m.If(self.status.valid & self.status.ready):
+            m.d.sync += [st_valid.eq(0), busy.eq(0), err.eq(0), err_addr.eq(0)]
+        return m

@@ -1,0 +1,204 @@
+"""Write half of the AXI DMA: a beat stream to a box of an NC/8DHW8 map."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi4 import BURST_INCR, AXI4WriteSignature
+from .axi_dma_box import (
+    COUNT_WIDTH,
+    BoxWalker,
+    Status,
+    box_layout,
+    check_addr_width,
+    status_layout,
+)
+from .axi_dma_read import DATA_WIDTH, check_outstanding
+
+__all__ = ["AxiDmaWrite", "write_beat_layout"]
+
+
+def write_beat_layout() -> data.StructLayout:
+    """One beat to write: 8 slots of ``data`` (NC/8DHW8 lanes)."""
+    return data.StructLayout({"data": DATA_WIDTH})
+
+
+class AxiDmaWrite(wiring.Component):
+    """AXI4 write DMA: one box command and its beats in, bursts out, one status out.
+
+    Contract
+    --------
+    * Takes exactly ``groups x d_len x h_len x w_len`` beats from ``i`` in NC/8DHW8 order
+      (group, d, h, w) and writes them to the box. ``WSTRB`` is all ones except in the box's
+      last slot group, where only the bytes of the first ``last_lanes`` slots are written, so the
+      padding slots of a map stay untouched.
+    * Bursts: INCR, 128-bit, 1..256 beats, never across a 4 KB boundary, ID 0; ``AW`` runs up to
+      ``outstanding`` bursts ahead of ``B``; ``W`` follows ``AW`` order with ``WLAST`` on each
+      burst's final beat, and a burst's first W beat never precedes its AW handshake.
+    * One ``status`` per command once every ``B`` response is in. On ``SLVERR``/``DECERR`` no new
+      burst is issued; the W beats of bursts already issued are still sent (AXI requires them),
+      the remaining beats of the box are taken from ``i`` and dropped (the producer never
+      hangs), and ``BUS_ERROR`` is reported with the address of the failing burst.
+    * A write box must not contain padding: a command with a non-zero ``pre``/``post`` count, a
+      ``last_lanes`` outside 1..8, or any :class:`BoxWalker` bad-command case is reported as
+      ``BAD_COMMAND`` without taking beats or issuing bursts. Address overflow stops the box at
+      the offending burst (``OVERFLOW``); its remaining beats are not taken.
+
+    Parameters
+    ----------
+    addr_width : int
+        AXI address width, 32..64.
+    outstanding : int
+        Write bursts in flight (AW issued, B not yet received), 1..64.
+
+    Ports
+    -----
+    cmd : In(stream.Signature(box_layout(addr_width)))
+    i : In(stream.Signature(write_beat_layout()))
+    status : Out(stream.Signature(status_layout(addr_width)))
+    m_axi : Out(AXI4WriteSignature(addr_width=addr_width))
+    busy : Out(1)
+    """
+
+    def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
+        try:
+            check_addr_width(addr_width)
+            check_outstanding("outstanding", outstanding)
+        except (TypeError, ValueError):
+            self._MustUse__used = True  # a rejected design is not an unused one
+            raise
+        self.addr_width = addr_width
+        self.outstanding = outstanding
+        super().__init__({
+            "cmd": In(stream.Signature(box_layout(addr_width))),
+            "i": In(stream.Signature(write_beat_layout())),
+            "status": Out(stream.Signature(status_layout(addr_width))),
+            "m_axi": Out(AXI4WriteSignature(addr_width=addr_width)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        aw = self.addr_width
+        m.submodules.walker = walker = BoxWalker(aw)
+        went = data.StructLayout({
+            "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "last_group": 1, "status": Status,
+            "addr": aw,
+        })
+        depth = 2 * self.outstanding + 2
+        m.submodules.wq = wq = fifo.SyncFIFO(width=went.size, depth=depth)
+        m.submodules.bq = bq = fifo.SyncFIFO(width=aw, depth=self.outstanding + 1)
+        axi = self.m_axi
+
+        busy = Signal()
+        err = Signal()
+        err_addr = Signal(aw)
+        code = Signal(Status)
+        inflight = Signal(range(self.outstanding + 1))
+        st_valid = Signal()
+        strobe_last = Signal(16)
+
+        # Command: padding and lane checks here, the rest in the walker.
+        c = self.cmd.payload
+        bad_cmd = ((c.d_pre != 0) | (c.d_post != 0) | (c.h_pre != 0) | (c.h_post != 0)
+                   | (c.w_pre != 0) | (c.w_post != 0) | (c.last_lanes == 0)
+                   | (c.last_lanes > 8))
+        m.d.comb += [
+            walker.cmd.payload.eq(c),
+            walker.cmd.valid.eq(self.cmd.valid & ~busy & ~bad_cmd),
+            self.cmd.ready.eq(~busy & (walker.cmd.ready | bad_cmd)),
+            self.busy.eq(busy),
+        ]
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [busy.eq(1),
+                         strobe_last.eq(Mux(c.last_lanes >= 8, 0xFFFF,
+                                            (1 << (c.last_lanes << 1)) - 1))]
+            with m.If(bad_cmd):
+                m.d.sync += [st_valid.eq(1), code.eq(Status.BAD_COMMAND),
+                             err_addr.eq(c.addr)]
+
+        # Segment issue: AW (registered), W-order FIFO, B-order FIFO.
+        seg = walker.seg.payload
+        aw_pending = Signal()
+        m.d.comb += [
+            axi.awid.eq(0), axi.awsize.eq(4), axi.awburst.eq(BURST_INCR),
+            axi.awcache.eq(0b0011), axi.awprot.eq(0), axi.awlock.eq(0),
+            axi.awvalid.eq(aw_pending),
+        ]
+        with m.If(axi.awvalid & axi.awready):
+            m.d.sync += aw_pending.eq(0)
+        issue = seg.burst & (seg.status == Status.OK) & ~err
+        aw_free = ~aw_pending | axi.awready
+        can = wq.w_rdy & (~issue | (aw_free & bq.w_rdy & (inflight < self.outstanding)))
+        m.d.comb += walker.seg.ready.eq(can)
+        wentry = data.View(went, wq.w_data)
+        m.d.comb += [
+            wentry.beats.eq(seg.beats), wentry.burst.eq(issue), wentry.last.eq(seg.last),
+            wentry.last_group.eq(seg.last_group), wentry.status.eq(seg.status),
+            wentry.addr.eq(seg.addr),
+            wq.w_en.eq(walker.seg.valid & can),
+        ]
+        push = walker.seg.valid & can & issue
+        m.d.comb += [bq.w_en.eq(push), bq.w_data.eq(seg.addr)]
+        with m.If(push):
+            m.d.sync += [aw_pending.eq(1), axi.awaddr.eq(seg.addr), axi.awlen.eq(seg.beats - 1)]
+
+        aw_credit = Signal(range(self.outstanding + 2))
+        aw_taken = axi.awvalid & axi.awready
+        w_done = axi.wvalid & axi.wready & axi.wlast
+        with m.If(aw_taken & ~w_done):
+            m.d.sync += aw_credit.eq(aw_credit + 1)
+        with m.Elif(~aw_taken & w_done):
+            m.d.sync += aw_credit.eq(aw_credit - 1)
+
+        # W path: bursts pass beats to W; drained entries (after an error) drop them.
+        head = data.View(went, wq.r_data)
+        count = Signal(COUNT_WIDTH + 2)
+        at_end = count + 1 >= head.beats
+        finish = Signal()
+        with m.If(wq.r_rdy):
+            with m.If(head.status != Status.OK):
+                m.d.comb += [wq.r_en.eq(1), finish.eq(1)]
+                with m.If(~err):
+                    m.d.sync += [err.eq(1), err_addr.eq(head.addr), code.eq(head.status)]
+            with m.Elif(head.burst):
+                # W of a burst only after its AW was accepted (aw_credit counts accepted AWs
+                # whose W burst is not finished; bursts are in order).
+                go = aw_credit != 0
+                m.d.comb += [
+                    axi.wvalid.eq(self.i.valid & go), self.i.ready.eq(axi.wready & go),
+                    axi.wdata.eq(self.i.payload.data), axi.wlast.eq(at_end),
+                    axi.wstrb.eq(Mux(head.last_group, strobe_last, 0xFFFF)),
+                ]
+            with m.Else():
+                m.d.comb += self.i.ready.eq(1)
+            step = Mux(head.burst, axi.wvalid & axi.wready, self.i.valid)
+            with m.If((head.status == Status.OK) & step):
+                m.d.sync += count.eq(count + 1)
+                with m.If(at_end):
+                    m.d.sync += count.eq(0)
+                    m.d.comb += [wq.r_en.eq(1), finish.eq(head.last)]
+
+        # B path.
+        m.d.comb += [axi.bready.eq(1), bq.r_en.eq(axi.bvalid)]
+        got_b = axi.bvalid & axi.bready
+        with m.If(got_b & axi.bresp[1] & ~err):
+            m.d.sync += [err.eq(1), err_addr.eq(bq.r_data), code.eq(Status.BUS_ERROR)]
+        with m.If(push & ~got_b):
+            m.d.sync += inflight.eq(inflight + 1)
+        with m.Elif(~push & got_b):
+            m.d.sync += inflight.eq(inflight - 1)
+
+        # Status once the last entry is out and every B is in.
+        done_wait = Signal()
+        with m.If(finish):
+            m.d.sync += done_wait.eq(1)
+        with m.If(done_wait & (inflight == 0) & ~aw_pending & ~st_valid):
+            m.d.sync += [st_valid.eq(1), done_wait.eq(0)]
+            with m.If(~err):
+                m.d.sync += code.eq(Status.OK)
+        m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.code.eq(code),
+                     self.status.payload.addr.eq(err_addr)]
+        with m.If(self.status.valid & self.status.ready):
+            m.d.sync += [st_valid.eq(0), busy.eq(0), err.eq(0), err_addr.eq(0)]
+        return m

@@ -1,0 +1,220 @@
+"""Input (activation) tile buffer: DMA beats in, ``Td`` voxels x ``Tn/2`` slots out per cycle."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi_dma_read import read_beat_layout
+from .buffer_pingpong import PingPongBanks, check_positive, reject
+from .complex_mul_pair import ACT_WIDTH, complex_layout
+
+__all__ = ["InputBuffer", "core_needs", "input_box_layout"]
+
+SLOTS_PER_BEAT = 8
+
+
+def _vec3(name, value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value, value)
+    try:
+        value = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer or three integers, not {value!r}") from None
+    if len(value) != 3:
+        raise ValueError(f"{name} must have three entries (d, r, c), not {len(value)}")
+    for v in value:
+        check_positive(name, v, 64)
+    return value
+
+
+def input_box_layout(groups: int, depth: int, height: int, width: int) -> data.StructLayout:
+    """Size of the box being loaded: slot ``groups``, ``d``, ``h``, ``w`` voxel counts."""
+    return data.StructLayout({
+        "groups": range(1, groups + 1), "d": range(1, depth + 1),
+        "h": range(1, height + 1), "w": range(1, width + 1),
+    })
+
+
+class InputBuffer(wiring.Component):
+    """Double-buffered input tile of ``Tn`` channels, banked so the PE array reads ``Td`` voxels
+    x ``Tn/2`` slots every cycle without conflict.
+
+    Organisation: ``Td x G`` banks (``G = ceil(Tn/16)`` slot groups of 8 slots), 128-bit words.
+    Bank ``(v, g)`` serves PE voxel lane ``v``: it holds, for slot group ``g``, the ``Kd`` input
+    planes that lane reads (planes ``v*sd .. v*sd + Kd - 1`` of the tile, ``sd`` the depth
+    stride), each ``Hin x Win`` words at ``kd * Hin * Win + h * Win + w``
+    (``Hin = (Tr-1)*sr + Kr``, ``Win = (Tc-1)*sc + Kc``). Planes shared by two lanes are stored
+    in both banks (``Td*Kd / ((Td-1)*sd + Kd)`` replication), which is what makes a read of all
+    lanes at one address conflict-free: every bank has its own read port and each lane reads
+    only its own banks. Every bank has its own write port too, so one DMA beat is written to all
+    the banks that need it in the same cycle.
+
+    Contract
+    --------
+    * Load: configure ``box`` (groups, d, h, w of the box the DMA delivers: ``d <= (Td-1)*sd +
+      Kd``, ``h <= Hin``, ``w <= Win``) before the first beat; beats arrive on ``i`` in
+      NC/8DHW8 box order (group, d, h, w, :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`'s
+      ``o``); the beat with ``last`` commits the tile. ``i.ready`` is low while both halves are
+      full (the DMA waits).
+    * Compute: while ``r_valid``, ``r_en`` with ``r_addr = kd*Hin*Win + h*Win + w`` (tile
+      coordinates of lane 0's input voxel; lane ``v`` reads plane ``v*sd + kd``) gives
+      ``act[v][s]``, slot ``s`` of the tile's ``Tn/2`` (group ``s // 8``; when ``Tn < 16`` the
+      slots ``r_sub*Tn/2 ..`` of group 0) one cycle later, held while ``r_en`` is low.
+      ``r_release`` frees the tile.
+    * ``conflict`` (sticky) rises if either side breaks the handshake; never otherwise.
+
+    Parameters
+    ----------
+    Tn, Td, Tr, Tc : int
+        Channel tile and output tile sizes (``Tn`` a multiple of ``B``).
+    B : int
+        Block size (4, 8, 16).
+    kernel, stride : int or (d, r, c)
+        Largest kernel and stride the buffer must hold a tile for.
+
+    Ports
+    -----
+    i : In(stream.Signature(read_beat_layout()))
+    box : In(input_box_layout(...))
+    r_addr : In(range(depth)); r_en : In(1); r_sub : In(range(subs)); r_release : In(1)
+    r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
+    conflict : Out(1)
+    """
+
+    def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1):
+        try:
+            for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
+                check_positive(name, value, 1024)
+            if B not in (4, 8, 16):
+                raise ValueError(f"B must be one of 4, 8, 16, not {B}")
+            if Tn % B:
+                raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
+            self.kernel = _vec3("kernel", kernel)
+            self.stride = _vec3("stride", stride)
+        except (TypeError, ValueError):
+            reject(self)
+            raise
+        self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
+        (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
+        self.groups = -(-Tn // 16)
+        self.tile_depth = (Td - 1) * sd + kd
+        self.height = (Tr - 1) * sr + kr
+        self.width = (Tc - 1) * sc + kc
+        self.plane = self.height * self.width
+        self.depth = kd * self.plane
+        self.subs = max(1, 16 // Tn) if Tn < 16 else 1
+        self.banks = {(v, g): v * self.groups + g for v in range(Td) for g in range(self.groups)}
+        # Conflict-free by construction: every (lane, group) read in one cycle has its own bank.
+        assert len(set(self.banks.values())) == Td * self.groups
+        act = data.ArrayLayout(data.ArrayLayout(complex_layout(ACT_WIDTH), Tn // 2), Td)
+        super().__init__({
+            "i": In(stream.Signature(read_beat_layout())),
+            "box": In(input_box_layout(self.groups, self.tile_depth, self.height, self.width)),
+            "r_addr": In(range(self.depth)), "r_en": In(1), "r_sub": In(range(self.subs)),
+            "r_release": In(1), "r_valid": Out(1), "act": Out(act),
+            "conflict": Out(1),
+        })
+
+    @classmethod
+    def from_config(cls, accelerator, core) -> "InputBuffer":
+        """Size the buffer for ``core`` of an accelerator and the layers it runs.
+
+        ``kernel``/``stride`` are the largest among the layers
+        :meth:`~fcircnn.models.config.AcceleratorConfig.core_for` assigns to the core (FC and
+        GAP layers are 1x1x1 stride 1), not the core's ``max_kernel``.
+        """
+        kernel, stride = core_needs(accelerator, core)
+        return cls(core.tn, core.td, core.tr, core.tc, B=accelerator.block_size, kernel=kernel,
+                   stride=stride)
+
+    def lanes_of_plane(self, d: int) -> list[tuple[int, int]]:
+        """``(lane, kd)`` pairs that store tile plane ``d``."""
+        kd, sd = self.kernel[0], self.stride[0]
+        return [(v, d - v * sd) for v in range(self.Td) if 0 <= d - v * sd < kd]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.store = store = PingPongBanks(banks=self.Td * self.groups, width=128,
+                                                   depth=self.depth)
+        G, Td = self.groups, self.Td
+        kd_max, sd = self.kernel[0], self.stride[0]
+
+        # Write side: box-order counters.
+        g = Signal(range(G + 1))
+        d = Signal(range(self.tile_depth + 1))
+        h = Signal(range(self.height + 1))
+        w = Signal(range(self.width + 1))
+        hw = Signal(range(self.plane + 1))  # h * Win + w
+        row = Signal(range(self.plane + 1))  # h * Win
+        take = self.i.valid & store.w_ready
+        m.d.comb += self.i.ready.eq(store.w_ready)
+        kd_bits = max(1, (kd_max - 1).bit_length())
+        for v in range(Td):
+            # Lane v stores tile plane d as its plane kd = d - v*sd, if 0 <= kd < Kd.
+            kd = Signal(range(-self.tile_depth - v * sd, self.tile_depth + 1), name=f"kd{v}")
+            m.d.comb += kd.eq(d - v * sd)
+            hit = (kd >= 0) & (kd < kd_max)
+            # kd * (Hin*Win) from a table of constants: no multiplier.
+            plane_base = Signal(range(self.depth), name=f"plane_base{v}")
+            with m.Switch(kd[:kd_bits]):
+                for k in range(kd_max):
+                    with m.Case(k):
+                        m.d.comb += plane_base.eq(k * self.plane)
+            for gg in range(G):
+                b = self.banks[(v, gg)]
+                m.d.comb += [
+                    store.w_data[b].eq(self.i.payload.data),
+                    store.w_en[b].eq(take & hit & (g == gg)),
+                    store.w_addr[b].eq(plane_base + hw),
+                ]
+        with m.If(take):
+            last_w = w == self.box.w - 1
+            last_h = h == self.box.h - 1
+            last_d = d == self.box.d - 1
+            with m.If(~last_w):
+                m.d.sync += [w.eq(w + 1), hw.eq(hw + 1)]
+            with m.Else():
+                m.d.sync += [w.eq(0)]
+                with m.If(~last_h):
+                    m.d.sync += [h.eq(h + 1), row.eq(row + self.width), hw.eq(row + self.width)]
+                with m.Else():
+                    m.d.sync += [h.eq(0), row.eq(0), hw.eq(0)]
+                    with m.If(~last_d):
+                        m.d.sync += d.eq(d + 1)
+                    with m.Else():
+                        m.d.sync += [d.eq(0), g.eq(g + 1)]
+            with m.If(self.i.payload.last):
+                m.d.sync += [g.eq(0), d.eq(0), h.eq(0), w.eq(0), hw.eq(0), row.eq(0)]
+                m.d.comb += store.w_commit.eq(1)
+
+        # Read side.
+        m.d.comb += [store.r_addr.eq(self.r_addr), store.r_en.eq(self.r_en),
+                     store.r_release.eq(self.r_release), self.r_valid.eq(store.r_valid),
+                     self.conflict.eq(store.conflict)]
+        sub = Signal(range(self.subs))
+        with m.If(self.r_en):
+            m.d.sync += sub.eq(self.r_sub)
+        n = self.Tn // 2
+        for v in range(Td):
+            words = [data.View(data.ArrayLayout(complex_layout(ACT_WIDTH), SLOTS_PER_BEAT),
+                               store.r_data[self.banks[(v, gg)]]) for gg in range(G)]
+            for s in range(n):
+                if self.subs > 1:
+                    with m.Switch(sub):
+                        for k in range(self.subs):
+                            with m.Case(k):
+                                m.d.comb += self.act[v][s].eq(words[0][k * n + s])
+                else:
+                    m.d.comb += self.act[v][s].eq(words[s // SLOTS_PER_BEAT][s % SLOTS_PER_BEAT])
+        return m
+
+
+def core_needs(accelerator, core) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Largest ``(kernel, stride)`` per axis among the conv layers ``core`` runs."""
+    kernel, stride = [1, 1, 1], [1, 1, 1]
+    for layer in accelerator.network.resolved:
+        if layer.kind != "conv" or accelerator.core_for(layer).name != core.name:
+            continue
+        kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
+        stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
+    return tuple(kernel), tuple(stride)

@@ -1,0 +1,278 @@
+"""Input tile buffer (:mod:`fcircnn.hw.buffer_input`) on Amaranth's simulator."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Fragment
+from amaranth.sim import Simulator
+
+from fcircnn.gen.dma_plan import conv_input_range
+from fcircnn.hw.buffer_input import InputBuffer
+from fcircnn.models.config import builtin_path, load_accelerator
+from fcircnn.models.layout import pack_ncdhw8
+
+
+def padded_box(rng, slots, shape, box):
+    """Random map; the zero-padded box ([G*8, d, h, w] re, im) and its DMA beats."""
+    re = rng.integers(-127, 128, size=(slots, *shape))
+    im = rng.integers(-127, 128, size=(slots, *shape))
+    G = -(-slots // 8)
+    parts = []
+    for part in (re, im):
+        full = np.zeros((G * 8, *shape), dtype=np.int64)
+        full[:slots] = part
+        pad = [(0, 0)] + [(max(-s, 0), max(s + n - size, 0))
+                          for (s, n), size in zip(box, shape, strict=True)]
+        padded = np.pad(full, pad)
+        parts.append(padded[(slice(None), *(slice(s + p[0], s + p[0] + n)
+                                            for (s, n), p in zip(box, pad[1:], strict=True)))])
+    data = pack_ncdhw8(*parts)
+    beats = [int.from_bytes(data[i:i + 16], "little") for i in range(0, len(data), 16)]
+    return parts, beats
+
+
+def run_buffer(dut, tiles, reads, *, stall_reads=False):
+    """Load ``tiles`` (lists of beats with their box), then read ``reads[t]`` from tile ``t``.
+
+    Returns the act values read per tile and the cycles at which tile loads completed.
+    """
+    out = [[] for _ in tiles]
+    events = {"loaded": [], "conflict": 0}
+
+    async def loader(ctx):
+        for box, beats in tiles:
+            ctx.set(dut.box, box)
+            for k, beat in enumerate(beats):
+                ctx.set(dut.i.payload, {"data": beat, "last": int(k == len(beats) - 1)})
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick().until(dut.i.ready)
+            ctx.set(dut.i.valid, 0)
+            events["loaded"].append(len(events["loaded"]))
+
+    async def reader(ctx):
+        for t, addrs in enumerate(reads):
+            await ctx.tick().until(dut.r_valid)
+            for addr, sub in addrs:
+                ctx.set(dut.r_addr, addr)
+                ctx.set(dut.r_sub, sub)
+                ctx.set(dut.r_en, 1)
+                await ctx.tick()
+                ctx.set(dut.r_en, 0)
+                out[t].append(ctx.get(dut.act))
+                if stall_reads:
+                    await ctx.tick()
+            ctx.set(dut.r_release, 1)
+            await ctx.tick()
+            ctx.set(dut.r_release, 0)
+        events["conflict"] = ctx.get(dut.conflict)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(loader, background=True)
+    sim.add_testbench(reader)
+    sim.run()
+    return out, events
+
+
+def conv_reads(buf, shape_out):
+    """Addresses of every kernel tap x output voxel of a tile, with the expected coordinates."""
+    (kd, kr, kc), (_, sr, sc) = buf.kernel, buf.stride
+    reads, coords = [], []
+    for a in range(kd):
+        for b in range(kr):
+            for c in range(kc):
+                for r in range(shape_out[1]):
+                    for q in range(shape_out[2]):
+                        h, w = r * sr + b, q * sc + c
+                        reads.append(a * buf.plane + h * buf.width + w)
+                        coords.append((a, h, w))
+    return reads, coords
+
+
+def check_tile(buf, parts, got, coords, sub=0):
+    re, im = parts
+    n = buf.Tn // 2
+    for value, (a, h, w) in zip(got, coords, strict=True):
+        for v in range(buf.Td):
+            d = v * buf.stride[0] + a
+            for s in range(n):
+                exp = (re[sub * n + s, d, h, w], im[sub * n + s, d, h, w])
+                slot = value[v][s]
+                assert (slot.re, slot.im) == exp, (v, s, a, h, w)
+
+
+@pytest.mark.parametrize(("Tn", "Td", "kernel", "stride"), [
+    (32, 2, 3, 1),          # C3D core, small tile
+    (16, 3, 3, (2, 2, 2)),  # strided: lanes share no plane
+    (32, 2, (7, 3, 3), (1, 2, 2)),  # R3D conv1-like depth kernel
+])
+def test_conv_reads_match_padded_map(Tn, Td, kernel, stride):
+    rng = np.random.default_rng(Tn + Td)
+    buf = InputBuffer(Tn, Td, 3, 2, kernel=kernel, stride=stride)
+    shape = (9, 7, 6)
+    k = buf.kernel
+    s = buf.stride
+    # Edge tile at the map's origin with padding 1 (d, h, w).
+    box = [conv_input_range(0, n, k[a], s[a], 1) for a, n in enumerate((Td, 3, 2))]
+    parts, beats = padded_box(rng, Tn // 2, shape, box)
+    cfg = {"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]}
+    reads, coords = conv_reads(buf, (Td, 3, 2))
+    got, ev = run_buffer(buf, [(cfg, beats)], [[(a, 0) for a in reads]])
+    check_tile(buf, parts, got[0], coords)
+    assert not ev["conflict"]
+
+
+def test_ping_pong_overlaps_load_and_compute():
+    rng = np.random.default_rng(3)
+    buf = InputBuffer(16, 2, 2, 2, kernel=3, stride=1)
+    box = [conv_input_range(0, n, 3, 1, 1) for n in (2, 2, 2)]
+    tiles, parts = [], []
+    for _ in range(3):
+        p, beats = padded_box(rng, 8, (4, 4, 4), box)
+        parts.append(p)
+        tiles.append(({"groups": 1, "d": 4, "h": 4, "w": 4}, beats))
+    reads, coords = conv_reads(buf, (2, 2, 2))
+    got, ev = run_buffer(buf, tiles, [[(a, 0) for a in reads]] * 3, stall_reads=True)
+    for t in range(3):
+        check_tile(buf, parts[t], got[t], coords)
+    assert not ev["conflict"]
+
+
+def test_small_tn_selects_sub_group():
+    rng = np.random.default_rng(4)
+    buf = InputBuffer(8, 2, 2, 2, kernel=1, stride=(2, 2, 2))
+    assert buf.subs == 2
+    box = [conv_input_range(0, n, 1, 2, 0) for n in (2, 2, 2)]
+    parts, beats = padded_box(rng, 8, (4, 4, 4), box)
+    cfg = {"groups": 1, "d": 3, "h": 3, "w": 3}
+    reads, coords = conv_reads(buf, (2, 2, 2))
+    got, _ = run_buffer(buf, [(cfg, beats)], [[(a, 1) for a in reads]])
+    check_tile(buf, parts, got[0], coords, sub=1)
+
+
+def test_conflict_flag_on_read_without_tile():
+    buf = InputBuffer(16, 1, 1, 1, kernel=1)
+
+    async def tb(ctx):
+        ctx.set(buf.r_en, 1)
+        await ctx.tick()
+        assert ctx.get(buf.conflict) == 1
+
+    sim = Simulator(buf)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_sizes_from_config():
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    buf = InputBuffer.from_config(acc, acc.cores[0])
+    # C3D: 3x3x3 stride 1, Td = 2, Tr = Tc = 7: planes of 9x9, 2 lanes x 2 groups.
+    assert (buf.kernel, buf.stride) == ((3, 3, 3), (1, 1, 1))
+    assert (buf.height, buf.width, buf.depth) == (9, 9, 243)
+    assert len(buf.banks) == 4
+    assert buf.lanes_of_plane(0) == [(0, 0)] and buf.lanes_of_plane(3) == [(1, 2)]
+    assert buf.lanes_of_plane(2) == [(0, 2), (1, 1)]
+    r3d = load_accelerator(builtin_path("r3d18_zcu102"))
+    spatial = InputBuffer.from_config(r3d, r3d.cores[1])
+    assert spatial.kernel == (7, 7, 7) and spatial.height == 6 * 2 + 7
+    for b in (buf, spatial):
+        Fragment.get(b, None)  # elaborates
+
+
+@pytest.mark.parametrize(("kwargs", "exc", "match"), [
+    ({"Tn": 12}, ValueError, "Tn must be a multiple of B"),
+    ({"Td": 0}, ValueError, "Td must be in"),
+    ({"Tr": 2.0}, TypeError, "Tr must be an integer"),
+    ({"B": 6}, ValueError, "B must be one of"),
+    ({"kernel": (3, 3)}, ValueError, "kernel must have three"),
+    ({"stride": 0}, ValueError, "stride must be in"),
+])
+def test_bad_parameters(kwargs, exc, match):
+    args = {"Tn": 16, "Td": 2, "Tr": 2, "Tc": 2} | kwargs
+    with pytest.raises(exc, match=match):
+        InputBuffer(args.pop("Tn"), args.pop("Td"), args.pop("Tr"), args.pop("Tc"), **args)
+
+
+
+
+
+@pytest.mark.slow
+def test_c3d_buffer_maps_to_block_ram():
+    """The paper's C3D configuration: every bank in RAMB36E2/RAMB18E2, none in LUTs or FFs."""
+    from fcircnn.gen.synth import synthesize
+
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    report = synthesize(InputBuffer.from_config(acc, acc.cores[0]), "buffer_input")
+    lutram = {t: n for t, n in report.cells.items()
+              if t.startswith("RAM") and not t.startswith("RAMB")}
+    bram36 = report.bram["RAMB36E2"] + report.bram["RAMB18E2"] / 2
+    print(f"C3D input buffer: {report.bram}, {bram36:g} BRAM36-equivalent, "
+          f"{report.lut} LUT, {report.ff} FF")
+    assert not lutram, lutram
+    assert report.ff < 100  # the words are not in flip-flops
+    # 2 lanes x 2 slot groups, 128 bit x (2 x 243) words: 2 RAMB36 (512 x 72) each.
+    assert report.bram == {"RAMB18E2": 0, "RAMB36E2": 8}
+
+
+def test_dma_fills_buffer_end_to_end():
+    """AxiDmaRead -> InputBuffer: a padded C3D-style tile read from an NC/8DHW8 map in
+    simulated DDR lands where the PE array's conv reads expect it."""
+    from amaranth.hdl import Elaboratable, Module
+    from amaranth.lib import wiring
+
+    from fcircnn.gen.dma_plan import FeatureMap, plan_read_box
+    from fcircnn.hw.axi_dma_read import AxiDmaRead
+    from fcircnn.sim.tb_axi_model import AxiMemory
+
+    class Top(Elaboratable):
+        def __init__(self):
+            self.dma = AxiDmaRead(40, outstanding=4)
+            self.buf = InputBuffer(32, 2, 3, 3, kernel=3, stride=1)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.dma, m.submodules.buf = self.dma, self.buf
+            wiring.connect(m, self.dma.o, self.buf.i)
+            return m
+
+    rng = np.random.default_rng(9)
+    shape = (4, 6, 7)
+    top = Top()
+    dma, buf = top.dma, top.buf
+    box = [conv_input_range(o, n, 3, 1, 1) for o, n in ((2, 2), (3, 3), (6, 1))]  # far corner
+    re = rng.integers(-127, 128, size=(16, *shape))
+    im = rng.integers(-127, 128, size=(16, *shape))
+    # Expected tile: the map zero-padded by 1 on every spatial side, cut to the box.
+    cut = (slice(None), *(slice(s + 1, s + 1 + n) for s, n in box))
+    parts = [np.pad(p, [(0, 0)] + [(1, 1)] * 3)[cut] for p in (re, im)]
+    image = pack_ncdhw8(re, im)
+    fmap = FeatureMap(0x40, 16, shape)
+    mem = bytearray(0x40) + bytearray(image)
+    model = AxiMemory(dma.m_axi, mem, seed=3, stall=0.2)
+    desc = plan_read_box(fmap, (0, 2), *box)
+    reads, coords = conv_reads(buf, (2, 3, 1))
+    got = []
+
+    async def control(ctx):
+        groups, d, h, w = desc.extent
+        ctx.set(buf.box, {"groups": groups, "d": d, "h": h, "w": w})
+        ctx.set(dma.cmd.payload, desc.fields())
+        ctx.set(dma.cmd.valid, 1)
+        await ctx.tick().until(dma.cmd.ready)
+        ctx.set(dma.cmd.valid, 0)
+        ctx.set(dma.status.ready, 1)
+        await ctx.tick().until(buf.r_valid)
+        for a in reads:
+            ctx.set(buf.r_addr, a)
+            ctx.set(buf.r_en, 1)
+            await ctx.tick()
+            got.append(ctx.get(buf.act))
+        assert not ctx.get(buf.conflict)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    for proc in model.processes():
+        sim.add_testbench(proc, background=True)
+    sim.add_testbench(control)
+    sim.run()
+    check_tile(buf, parts, got, coords)

@@ -1,0 +1,119 @@
+"""Weight tile buffer (:mod:`fcircnn.hw.buffer_weight`) on Amaranth's simulator."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Fragment
+from amaranth.sim import Simulator
+
+from fcircnn.hw.buffer_weight import WeightBuffer, weight_image_beats
+from fcircnn.models.config import builtin_path, load_accelerator
+
+
+def weight_image(rng, Tn, Tm, B, taps):
+    """Random weight slots [tap, p, q, k] (re, im) and their image beats."""
+    shape = (taps, Tm // B, Tn // B, B // 2)
+    re = rng.integers(-127, 128, size=shape)
+    im = rng.integers(-127, 128, size=shape)
+    flat = np.stack([re, im], axis=-1).astype(np.int8).reshape(-1, 16)
+    return (re, im), [int.from_bytes(row.tobytes(), "little") for row in flat]
+
+
+def run(dut, tiles, taps_used):
+    got = []
+
+    async def loader(ctx):
+        for beats in tiles:
+            for k, beat in enumerate(beats):
+                ctx.set(dut.i.payload, {"data": beat, "last": int(k == len(beats) - 1)})
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick().until(dut.i.ready)
+            ctx.set(dut.i.valid, 0)
+
+    async def reader(ctx):
+        for _ in tiles:
+            await ctx.tick().until(dut.r_valid)
+            words = []
+            for t in range(taps_used):
+                ctx.set(dut.r_addr, t)
+                ctx.set(dut.r_en, 1)
+                await ctx.tick()
+                ctx.set(dut.r_en, 0)
+                await ctx.tick()  # data held while r_en is low
+                words.append(ctx.get(dut.w))
+            got.append(words)
+            ctx.set(dut.r_release, 1)
+            await ctx.tick()
+            ctx.set(dut.r_release, 0)
+        assert not ctx.get(dut.conflict)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(loader, background=True)
+    sim.add_testbench(reader)
+    sim.run()
+    return got
+
+
+@pytest.mark.parametrize(("Tn", "Tm", "B", "taps"), [(16, 16, 8, 3), (8, 32, 8, 2),
+                                                     (8, 8, 4, 2), (16, 32, 16, 2)])
+def test_gauss_terms_per_block_pair(Tn, Tm, B, taps):
+    rng = np.random.default_rng(Tn * Tm + B)
+    buf = WeightBuffer(Tn, Tm, B=B, taps=taps)
+    tiles, refs = [], []
+    for _ in range(3):  # three tiles: both halves, then reuse
+        ref, beats = weight_image(rng, Tn, Tm, B, taps)
+        assert len(beats) == weight_image_beats(Tn, Tm, B, taps)
+        tiles.append(beats)
+        refs.append(ref)
+    got = run(buf, tiles, taps)
+    for (re, im), words in zip(refs, got, strict=True):
+        for t, w in enumerate(words):
+            for p in range(Tm // B):
+                for q in range(Tn // B):
+                    for k in range(B // 2):
+                        c, d = re[t, p, q, k], im[t, p, q, k]
+                        term = w[p][q][k]
+                        assert (term.c, term.cd, term.d) == (c, c + d, d)
+
+
+def test_sizes_from_config():
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    buf = WeightBuffer.from_config(acc, acc.cores[0])
+    assert (buf.pairs, buf.taps, buf.word_layout.size) == (32, 27, 4 * 27)
+    r3d = load_accelerator(builtin_path("r3d18_zcu102"))
+    pointwise = WeightBuffer.from_config(r3d, r3d.cores[0])
+    spatial = WeightBuffer.from_config(r3d, r3d.cores[1])
+    assert (pointwise.taps, spatial.taps) == (1, 343)
+    for b in (buf, pointwise, spatial):
+        Fragment.get(b, None)  # elaborates
+
+
+@pytest.mark.parametrize(("kwargs", "exc", "match"), [
+    ({"Tn": 12}, ValueError, "Tn must be a multiple of B"),
+    ({"Tm": 0}, ValueError, "Tm must be in"),
+    ({"taps": 1.5}, TypeError, "taps must be an integer"),
+    ({"B": 2}, ValueError, "B must be one of"),
+    ({"Tn": 4, "Tm": 8, "B": 4}, ValueError, r"multiple of 16/B = 4"),
+])
+def test_bad_parameters(kwargs, exc, match):
+    args = {"Tn": 16, "Tm": 16, "B": 8, "taps": 3} | kwargs
+    with pytest.raises(exc, match=match):
+        WeightBuffer(args.pop("Tn"), args.pop("Tm"), **args)
+
+
+@pytest.mark.slow
+def test_c3d_buffer_maps_to_block_ram():
+    """The paper's C3D configuration: every bank in RAMB36E2/RAMB18E2, none in LUTs or FFs."""
+    from fcircnn.gen.synth import synthesize
+
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    report = synthesize(WeightBuffer.from_config(acc, acc.cores[0]), "buffer_weight")
+    lutram = {t: n for t, n in report.cells.items()
+              if t.startswith("RAM") and not t.startswith("RAMB")}
+    bram36 = report.bram["RAMB36E2"] + report.bram["RAMB18E2"] / 2
+    print(f"C3D weight buffer: {report.bram}, {bram36:g} BRAM36-equivalent, "
+          f"{report.lut} LUT, {report.ff} FF")
+    assert not lutram, lutram
+    assert report.ff < 100  # the words are not in flip-flops
+    # 32 block pairs, 108 bit (4 slots x 3 INT9) x (2 x 27) words: 3 RAMB18 (512 x 36) each.
+    assert report.bram == {"RAMB18E2": 96, "RAMB36E2": 0}
