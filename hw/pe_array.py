@@ -1,0 +1,226 @@
+"""PE array: ``Td x Tm/2`` complex int32 accumulators fed by packed complex multiplier pairs."""
+
+from amaranth.hdl import Const, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .complex_mul_pair import (
+    ACT_WIDTH,
+    PAIR_LATENCY,
+    WEIGHT_TERMS,
+    ComplexMultiplierPair,
+    complex_layout,
+)
+from .pe import ACC_WIDTH, PE, tree_levels
+
+__all__ = ["BLOCK_SIZES", "PEArray", "in_layout", "out_layout"]
+
+#: Block sizes the datapath supports.
+BLOCK_SIZES = (4, 8, 16)
+
+
+def in_layout(Tn: int, Tm: int, B: int, Td: int = 1) -> data.StructLayout:
+    """Payload of one input beat of :class:`PEArray`.
+
+    Fields
+    ------
+    act : ``[Td][Tn/2]`` complex int8
+        Activation slots of ``Td`` voxels; slot ``s = q*(B/2) + k`` (input block ``q``, bin ``k``).
+    w : ``[Tm/B][Tn/B][B/2]`` :data:`~fcircnn.hw.complex_mul_pair.WEIGHT_TERMS`
+        Weight terms ``c``, ``c+d``, ``d`` of weight slot ``(p, q, k)``, shared by all voxels.
+    first : 1 bit
+        This beat starts a new accumulation (clears the accumulators).
+    last : 1 bit
+        This beat ends the accumulation; the array emits the sums after it.
+    """
+    return data.StructLayout(
+        {
+            "act": data.ArrayLayout(data.ArrayLayout(complex_layout(ACT_WIDTH), Tn // 2), Td),
+            "w": data.ArrayLayout(
+                data.ArrayLayout(data.ArrayLayout(WEIGHT_TERMS, B // 2), Tn // B), Tm // B
+            ),
+            "first": 1,
+            "last": 1,
+        }
+    )
+
+
+def out_layout(Tm: int, Td: int = 1, acc_width: int = ACC_WIDTH) -> data.ArrayLayout:
+    """Payload of one output beat: ``[Td][Tm/2]`` complex accumulators, slot ``p*(B/2) + k``."""
+    return data.ArrayLayout(data.ArrayLayout(complex_layout(acc_width), Tm // 2), Td)
+
+
+def _check_int(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+
+
+class PEArray(wiring.Component):
+    """Block-circulant convolution datapath: ``Td`` voxels x ``Tm/2`` output slots per beat.
+
+    Per input beat, for every voxel ``v``, output block ``p < Tm/B`` and bin slot ``k < B/2``::
+
+        acc[v][p*(B/2) + k] (+)= sum_{q < Tn/B} w[p][q][k] (*) act[v][q*(B/2) + k]
+
+    where ``(*)`` is the complex product for ``k >= 1`` and the component-wise product
+    ``(re*re) + i(im*im)`` for ``k == 0`` (DESIGN section 2); the slot-0 lanes are fixed in the
+    structure. A beat with ``first`` restarts the accumulators; after a beat with ``last`` has
+    passed through, the array emits all accumulators as one output beat. A test bench (or the
+    control unit) walks input-channel tiles x kernel offsets, one beat each, to compute a
+    convolution; the result equals :func:`fcircnn.models.spectral.conv3d_slots_int`.
+
+    Structure: ``P = Td * (Tm/(2B)) * (Tn/B) * (B/2) = Td*Tm*Tn/(4B)`` instances of
+    :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair` (3 DSP48E2 each, except that the
+    ``P/(B/2)`` pairs of the slot-0 lanes multiply ``b(c+d)`` by a constant 0, which synthesis
+    removes: :attr:`dsp_count` ``= 3P - P/(B/2)``, e.g. 176 instead of 192 for the C3D core); pair
+    ``(v, r, q, k)`` multiplies activation slot ``(v, q, k)`` by the weight slots of output
+    blocks ``2r`` and ``2r + 1`` and feeds one product to each of the two
+    :class:`~fcircnn.hw.pe.PE` ``(v, 2r, k)`` and ``(v, 2r+1, k)``; each PE sums its ``Tn/B``
+    products in an adder tree and accumulates.
+
+    Contract
+    --------
+    * Ranges: activation and weight slot parts in ``[-127, 127]``, weight terms
+      ``c``, ``c+d``, ``d`` precomputed by the compiler; accumulators are exact int32 (the
+      compiler proves ``|acc| < 2**31``), wrapping beyond ``acc_width``.
+    * Initiation interval 1: ``i.ready`` is high whenever the output is empty or being taken
+      (``i.ready = ~o.valid | o.ready``, combinational from ``o.ready``), so a continuously fed
+      array with a ready output accepts a beat every cycle, ``first``/``last`` boundaries
+      included.
+    * Latency: :attr:`latency` (``4 + ceil(log2(Tn/B)) + 1``) cycles from accepting the ``last``
+      beat to ``o.valid``, when the output is ready.
+    * Back-pressure: the whole pipeline stalls while ``o.valid & ~o.ready``; ``o.payload`` is held
+      (the accumulators are the output register). ``o.valid`` never depends on ``o.ready``.
+
+    Parameters
+    ----------
+    Tn : int
+        Input channels per tile (unrolled), a multiple of ``B``.
+    Tm : int
+        Output channels per tile (unrolled), a multiple of ``2B`` (pairs of output blocks).
+    B : int
+        Block size, one of 4, 8, 16.
+    Td : int
+        Voxels computed in parallel (unrolled ``Td`` loop), >= 1; default 1.
+    acc_width : int
+        Accumulator width, >= 32.
+
+    Ports
+    -----
+    i : In(stream.Signature(in_layout(Tn, Tm, B, Td)))
+    o : Out(stream.Signature(out_layout(Tm, Td, acc_width)))
+    """
+
+    def __init__(self, Tn: int, Tm: int, B: int = 8, Td: int = 1, *, acc_width: int = ACC_WIDTH):
+        try:
+            self._validate(Tn, Tm, B, Td, acc_width)
+        except (TypeError, ValueError):
+            self._MustUse__silence = True  # a rejected object is not an unused elaboratable
+            raise
+        self.Tn, self.Tm, self.B, self.Td = Tn, Tm, B, Td
+        self.acc_width = acc_width
+        #: Number of :class:`ComplexMultiplierPair` instances.
+        self.pairs = Td * Tm * Tn // (4 * B)
+        #: Pairs on slot-0 lanes (``k == 0``); their ``b(c+d)`` multiply is by constant 0.
+        self.slot0_pairs = self.pairs // (B // 2)
+        #: DSP48E2 count after synthesis: 3 per pair, minus the constant-zero multiply of every
+        #: slot-0 pair, which any synthesizer removes.
+        self.dsp_count = 3 * self.pairs - self.slot0_pairs
+        #: Cycles from accepting the ``last`` beat to ``o.valid`` (output ready).
+        self.latency = PAIR_LATENCY + tree_levels(Tn // B) + 1
+        super().__init__(
+            {
+                "i": In(stream.Signature(in_layout(Tn, Tm, B, Td))),
+                "o": Out(stream.Signature(out_layout(Tm, Td, acc_width))),
+            }
+        )
+
+    @staticmethod
+    def _validate(Tn, Tm, B, Td, acc_width):
+        for name, value in (("Tn", Tn), ("Tm", Tm), ("B", B), ("Td", Td), ("acc_width", acc_width)):
+            _check_int(name, value)
+        if B not in BLOCK_SIZES:
+            raise ValueError(f"B must be one of {', '.join(map(str, BLOCK_SIZES))}, not {B}")
+        if Tn < B or Tn % B:
+            raise ValueError(f"Tn must be a positive multiple of B ({B}), not {Tn}")
+        if Tm < 2 * B or Tm % (2 * B):
+            raise ValueError(
+                f"Tm must be a positive multiple of 2B ({2 * B}: output blocks go in pairs), "
+                f"not {Tm}"
+            )
+        if Td < 1:
+            raise ValueError(f"Td must be a positive integer, not {Td}")
+        if acc_width < ACC_WIDTH:
+            raise ValueError(
+                f"acc_width must be at least {ACC_WIDTH} (the contract's int32 accumulator), "
+                f"not {acc_width}"
+            )
+
+    @classmethod
+    def from_core(cls, core, block_size: int, **kwargs) -> "PEArray":
+        """PE array of one core of an accelerator file.
+
+        Parameters
+        ----------
+        core : fcircnn.models.config.CoreConfig
+            ``load_accelerator(path).cores[i]``; ``tn``, ``tm`` give ``Tn``, ``Tm``; ``Td`` is
+            ``core.td`` if ``"td"`` is in ``core.unroll``, else 1.
+        block_size : int
+            ``B``, the accelerator's ``block_size``.
+        **kwargs
+            Passed to the constructor (``acc_width``).
+        """
+        td = core.td if "td" in core.unroll else 1
+        return cls(core.tn, core.tm, block_size, td, **kwargs)
+
+    def elaborate(self, platform):
+        m = Module()
+        Tn, Tm, B, Td = self.Tn, self.Tm, self.B, self.Td
+        half = B // 2
+        nq = Tn // B
+
+        ce = Signal()
+        m.d.comb += [
+            ce.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(ce),
+        ]
+
+        # Control travels beside the multipliers (PAIR_LATENCY registers), then into the PEs.
+        valid, first, last = self.i.valid, self.i.payload.first, self.i.payload.last
+        for stage in range(PAIR_LATENCY):
+            ctl = [Signal(name=f"{nm}_s{stage}") for nm in ("valid", "first", "last")]
+            with m.If(ce):
+                m.d.sync += [ctl[0].eq(valid), ctl[1].eq(first), ctl[2].eq(last)]
+            valid, first, last = ctl
+
+        act, w = self.i.payload.act, self.i.payload.w
+        pes = {}
+        for v in range(Td):
+            for p in range(Tm // B):
+                for k in range(half):
+                    pe = PE(nq, acc_width=self.acc_width)
+                    m.submodules[f"pe_v{v}_p{p}_k{k}"] = pe
+                    m.d.comb += [
+                        pe.ce.eq(ce),
+                        pe.valid.eq(valid),
+                        pe.first.eq(first),
+                        pe.last.eq(last),
+                        self.o.payload[v][p * half + k].eq(pe.acc),
+                    ]
+                    pes[v, p, k] = pe
+            for r in range(Tm // (2 * B)):
+                for q in range(nq):
+                    for k in range(half):
+                        pair = ComplexMultiplierPair()
+                        m.submodules[f"pair_v{v}_r{r}_q{q}_k{k}"] = pair
+                        m.d.comb += [
+                            pair.ce.eq(ce),
+                            pair.slot0.eq(Const(int(k == 0), 1)),
+                            pair.act.eq(act[v][q * half + k]),
+                            pair.w[0].eq(w[2 * r][q][k]),
+                            pair.w[1].eq(w[2 * r + 1][q][k]),
+                            pes[v, 2 * r, k].prod[q].eq(pair.prod[0]),
+                            pes[v, 2 * r + 1, k].prod[q].eq(pair.prod[1]),
+                        ]
+        m.d.comb += self.o.valid.eq(pes[0, 0, 0].done)
+        return m
