@@ -14,6 +14,7 @@ from .axi4 import AXI4Signature
 from .axi_dma_box import box_layout, check_addr_width, status_layout
 from .axi_dma_read import AxiDmaRead, check_outstanding, read_beat_layout
 from .axi_dma_write import AxiDmaWrite, write_beat_layout
+from .common import rejecting
 
 __all__ = ["AxiDma"]
 
@@ -44,13 +45,10 @@ class AxiDma(wiring.Component):
 
     def __init__(self, addr_width: int = 40, *, read_outstanding: int = 8,
                  write_outstanding: int = 8):
-        try:
+        with rejecting(self):
             check_addr_width(addr_width)
             check_outstanding("read_outstanding", read_outstanding)
             check_outstanding("write_outstanding", write_outstanding)
-        except (TypeError, ValueError):
-            self._MustUse__used = True  # a rejected design is not an unused one
-            raise
         self.addr_width = addr_width
         self.read_outstanding = read_outstanding
         self.write_outstanding = write_outstanding

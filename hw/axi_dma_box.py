@@ -13,6 +13,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .common import rejecting
+
 __all__ = [
     "BEAT_BYTES",
     "COUNT_WIDTH",
@@ -129,11 +131,8 @@ class BoxWalker(wiring.Component):
     """
 
     def __init__(self, addr_width: int = 40):
-        try:
+        with rejecting(self):
             check_addr_width(addr_width)
-        except (TypeError, ValueError):
-            self._MustUse__used = True  # a rejected design is not an unused one
-            raise
         self.addr_width = addr_width
         super().__init__({
             "cmd": In(stream.Signature(box_layout(addr_width))),

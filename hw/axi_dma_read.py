@@ -13,6 +13,7 @@ from .axi_dma_box import (
     check_addr_width,
     status_layout,
 )
+from .common import rejecting
 
 __all__ = ["AxiDmaRead", "check_outstanding", "read_beat_layout"]
 
@@ -71,12 +72,9 @@ class AxiDmaRead(wiring.Component):
     """
 
     def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
-        try:
+        with rejecting(self):
             check_addr_width(addr_width)
             check_outstanding("outstanding", outstanding)
-        except (TypeError, ValueError):
-            self._MustUse__used = True  # a rejected design is not an unused one
-            raise
         self.addr_width = addr_width
         self.outstanding = outstanding
         super().__init__({

@@ -14,6 +14,7 @@ from .axi_dma_box import (
     status_layout,
 )
 from .axi_dma_read import DATA_WIDTH, check_outstanding
+from .common import rejecting
 
 __all__ = ["AxiDmaWrite", "write_beat_layout"]
 
@@ -61,12 +62,9 @@ class AxiDmaWrite(wiring.Component):
     """
 
     def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
-        try:
+        with rejecting(self):
             check_addr_width(addr_width)
             check_outstanding("outstanding", outstanding)
-        except (TypeError, ValueError):
-            self._MustUse__used = True  # a rejected design is not an unused one
-            raise
         self.addr_width = addr_width
         self.outstanding = outstanding
         super().__init__({

@@ -4,7 +4,8 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .buffer_pingpong import PingPongBanks, check_positive, reject
+from .buffer_pingpong import PingPongBanks
+from .common import check_positive, rejecting
 from .complex_mul_pair import complex_layout
 
 __all__ = ["AccumulatorBuffer", "acc_in_layout", "acc_layout"]
@@ -55,7 +56,7 @@ class AccumulatorBuffer(wiring.Component):
     """
 
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int, *, acc_width: int = 32):
-        try:
+        with rejecting(self):
             for name, value in (("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
             check_positive("acc_width", acc_width, 48)
@@ -63,9 +64,6 @@ class AccumulatorBuffer(wiring.Component):
                 raise ValueError(f"Tm must be a multiple of 8, not {Tm}")
             if acc_width < 32:
                 raise ValueError(f"acc_width must be in 32..48, not {acc_width}")
-        except (TypeError, ValueError):
-            reject(self)
-            raise
         self.Tm, self.Td, self.Tr, self.Tc, self.acc_width = Tm, Td, Tr, Tc, acc_width
         self.groups = -(-Tm // 16)
         self.depth = Tr * Tc

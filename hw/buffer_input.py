@@ -5,7 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_dma_read import read_beat_layout
-from .buffer_pingpong import PingPongBanks, check_positive, reject
+from .buffer_pingpong import PingPongBanks
+from .common import check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["InputBuffer", "core_needs", "input_box_layout"]
@@ -82,7 +83,7 @@ class InputBuffer(wiring.Component):
     """
 
     def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1):
-        try:
+        with rejecting(self):
             for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
             if B not in (4, 8, 16):
@@ -91,9 +92,6 @@ class InputBuffer(wiring.Component):
                 raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
             self.kernel = _vec3("kernel", kernel)
             self.stride = _vec3("stride", stride)
-        except (TypeError, ValueError):
-            reject(self)
-            raise
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)

@@ -5,7 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_dma_write import write_beat_layout
-from .buffer_pingpong import PingPongBanks, check_positive, reject
+from .buffer_pingpong import PingPongBanks
+from .common import check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["OutputBuffer", "output_in_layout", "output_shape_layout"]
@@ -70,14 +71,11 @@ class OutputBuffer(wiring.Component):
     """
 
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int):
-        try:
+        with rejecting(self):
             for name, value in (("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
             if Tm % 8:
                 raise ValueError(f"Tm must be a multiple of 8, not {Tm}")
-        except (TypeError, ValueError):
-            reject(self)
-            raise
         self.Tm, self.Td, self.Tr, self.Tc = Tm, Td, Tr, Tc
         self.groups = -(-Tm // 16)
         self.depth = Tr * Tc

@@ -12,22 +12,9 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PingPongBanks", "check_positive", "reject"]
+from .common import check_positive, rejecting
 
-
-def reject(component) -> None:
-    """Mark a component whose constructor rejected its parameters as used, so Amaranth does
-    not warn that it was "created but never used" on top of the exception."""
-    component._MustUse__used = True
-
-
-def check_positive(name: str, value, maximum: int | None = None) -> None:
-    """Raise ``TypeError``/``ValueError`` unless ``value`` is an integer in ``1..maximum``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    if value < 1 or (maximum is not None and value > maximum):
-        upper = f"..{maximum}" if maximum is not None else " or more"
-        raise ValueError(f"{name} must be in 1{upper}, not {value}")
+__all__ = ["PingPongBanks"]
 
 
 class PingPongBanks(wiring.Component):
@@ -70,16 +57,13 @@ class PingPongBanks(wiring.Component):
     """
 
     def __init__(self, *, banks: int, width: int, depth: int, ram_style: str = "block"):
-        try:
+        with rejecting(self):
             check_positive("banks", banks, 4096)
             check_positive("width", width, 4096)
             check_positive("depth", depth, 1 << 20)
             if ram_style not in ("block", "distributed", "ultra"):
                 raise ValueError(f"ram_style must be 'block', 'distributed' or 'ultra', "
                                  f"not {ram_style!r}")
-        except (TypeError, ValueError):
-            reject(self)
-            raise
         self.banks, self.width, self.depth, self.ram_style = banks, width, depth, ram_style
         words = data.ArrayLayout(unsigned(width), banks)
         super().__init__({

@@ -5,7 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_dma_read import read_beat_layout
-from .buffer_pingpong import PingPongBanks, check_positive, reject
+from .buffer_pingpong import PingPongBanks
+from .common import check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
 __all__ = ["WeightBuffer", "weight_image_beats"]
@@ -62,7 +63,7 @@ class WeightBuffer(wiring.Component):
     """
 
     def __init__(self, Tn: int, Tm: int, *, B: int = 8, taps: int = 27):
-        try:
+        with rejecting(self):
             check_positive("Tn", Tn, 1024)
             check_positive("Tm", Tm, 1024)
             check_positive("taps", taps, 4096)
@@ -75,9 +76,6 @@ class WeightBuffer(wiring.Component):
             if pairs % per_beat:
                 raise ValueError(f"(Tm/B)*(Tn/B) must be a multiple of 16/B = {per_beat} "
                                  f"(whole block pairs per beat), not {pairs}")
-        except (TypeError, ValueError):
-            reject(self)
-            raise
         self.Tn, self.Tm, self.B, self.taps = Tn, Tm, B, taps
         self.pairs, self.per_beat = pairs, per_beat
         self.word_layout = data.ArrayLayout(WEIGHT_TERMS, B // 2)

@@ -4,6 +4,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .common import rejecting
 from .complex_mul_pair import complex_layout
 from .packed_mul import PRODUCT_WIDTH
 
@@ -65,7 +66,7 @@ class PE(wiring.Component):
     """
 
     def __init__(self, n: int, *, acc_width: int = ACC_WIDTH):
-        try:
+        with rejecting(self):
             _check_positive_int("n", n)
             _check_positive_int("acc_width", acc_width)
             if acc_width < ACC_WIDTH:
@@ -73,9 +74,6 @@ class PE(wiring.Component):
                     f"acc_width must be at least {ACC_WIDTH} (the contract's int32 accumulator), "
                     f"not {acc_width}"
                 )
-        except (TypeError, ValueError):
-            self._MustUse__silence = True  # a rejected object is not an unused elaboratable
-            raise
         self.n = n
         self.acc_width = acc_width
         self.latency = tree_levels(n) + 1

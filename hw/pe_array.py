@@ -4,6 +4,7 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .common import rejecting
 from .complex_mul_pair import (
     ACT_WIDTH,
     PAIR_LATENCY,
@@ -112,11 +113,8 @@ class PEArray(wiring.Component):
     """
 
     def __init__(self, Tn: int, Tm: int, B: int = 8, Td: int = 1, *, acc_width: int = ACC_WIDTH):
-        try:
+        with rejecting(self):
             self._validate(Tn, Tm, B, Td, acc_width)
-        except (TypeError, ValueError):
-            self._MustUse__silence = True  # a rejected object is not an unused elaboratable
-            raise
         self.Tn, self.Tm, self.B, self.Td = Tn, Tm, B, Td
         self.acc_width = acc_width
         #: Number of :class:`ComplexMultiplierPair` instances.

@@ -1,10 +1,10 @@
 """Post-unit stage 1: CBN with the residual term, ``t = acc*mult + bias + res*res_mult``."""
 
-import contextlib
-
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .common import rejecting, stall_pipeline
 
 __all__ = [
     "ACC_WIDTH",
@@ -20,7 +20,6 @@ __all__ = [
     "cbn_input_layout",
     "cbn_output_layout",
     "check_lanes",
-    "unused_on_error",
 ]
 
 #: Width of the signed PE accumulator ``acc``.
@@ -46,16 +45,6 @@ _ACC_SPLIT = 26
 
 #: Largest accepted ``lanes``.
 MAX_LANES = 64
-
-
-@contextlib.contextmanager
-def unused_on_error(component):
-    """Around a constructor's validation: a rejected component is not reported as unused."""
-    try:
-        yield
-    except (TypeError, ValueError):
-        component._MustUse__silence = True
-        raise
 
 
 def check_lanes(lanes):
@@ -137,7 +126,7 @@ class CBNResidual(wiring.Component):
     """
 
     def __init__(self, lanes=8):
-        with unused_on_error(self):
+        with rejecting(self):
             check_lanes(lanes)
         self.lanes = lanes
         super().__init__({
@@ -149,15 +138,7 @@ class CBNResidual(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        enable = Signal()
-        valid = Signal(LATENCY)
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-            self.o.valid.eq(valid[-1]),
-        ]
-        with m.If(enable):
-            m.d.sync += valid.eq((valid << 1) | self.i.valid)
+        enable = stall_pipeline(m, self.i, self.o, LATENCY)
 
         for lane in range(self.lanes):
             src = self.i.payload[lane]

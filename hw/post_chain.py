@@ -4,13 +4,13 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .common import rejecting
 from .post_cbn import (
     DSP_PER_LANE,
     CBNResidual,
     cbn_config_layout,
     cbn_input_layout,
     check_lanes,
-    unused_on_error,
 )
 from .post_cbn import LATENCY as CBN_LATENCY
 from .post_crelu import LATENCY as CRELU_LATENCY
@@ -79,7 +79,7 @@ class PostChain(wiring.Component):
     """
 
     def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1):
-        with unused_on_error(self):
+        with rejecting(self):
             check_lanes(lanes)
             check_max_size(max_size)
             check_max_groups(max_groups)

@@ -1,10 +1,11 @@
 """Post-unit stage 3: CReLU, ``max(y, 0)`` on the real and imaginary parts independently."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .post_cbn import check_lanes, unused_on_error
+from .common import rejecting, stall_pipeline
+from .post_cbn import check_lanes
 from .post_quantize import slot_layout
 
 __all__ = ["LATENCY", "CReLU", "crelu_config_layout"]
@@ -43,7 +44,7 @@ class CReLU(wiring.Component):
     """
 
     def __init__(self, lanes=8):
-        with unused_on_error(self):
+        with rejecting(self):
             check_lanes(lanes)
         self.lanes = lanes
         super().__init__({
@@ -55,13 +56,8 @@ class CReLU(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        enable = Signal()
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-        ]
+        enable = stall_pipeline(m, self.i, self.o, LATENCY)
         with m.If(enable):
-            m.d.sync += self.o.valid.eq(self.i.valid)
             for lane in range(self.lanes):
                 for part in ("re", "im"):
                     y = self.i.payload[lane][part]

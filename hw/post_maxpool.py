@@ -6,7 +6,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from .post_cbn import check_lanes, unused_on_error
+from .common import rejecting
+from .post_cbn import check_lanes
 from .post_quantize import slot_layout
 
 __all__ = [
@@ -344,7 +345,7 @@ class CMaxPool(wiring.Component):
     """
 
     def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1):
-        with unused_on_error(self):
+        with rejecting(self):
             check_lanes(lanes)
             check_max_size(max_size)
             check_max_groups(max_groups)

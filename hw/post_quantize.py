@@ -4,7 +4,8 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout, check_lanes, unused_on_error
+from .common import rejecting, stall_pipeline
+from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout, check_lanes
 
 __all__ = [
     "INT8_MAX",
@@ -76,7 +77,7 @@ class Quantize(wiring.Component):
     """
 
     def __init__(self, lanes=8):
-        with unused_on_error(self):
+        with rejecting(self):
             check_lanes(lanes)
         self.lanes = lanes
         super().__init__({
@@ -88,15 +89,7 @@ class Quantize(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        enable = Signal()
-        valid = Signal(LATENCY)
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-            self.o.valid.eq(valid[-1]),
-        ]
-        with m.If(enable):
-            m.d.sync += valid.eq((valid << 1) | self.i.valid)
+        enable = stall_pipeline(m, self.i, self.o, LATENCY)
 
         # floor((t + 2**(s-1)) / 2**s) == (floor(t / 2**(s-1)) + 1) >> 1 for s > 0, so the
         # rounding add moves behind the shifter. Stage 1: v = t >> (s-1) (arithmetic), clamped

@@ -1,0 +1,57 @@
+"""Helpers shared by the hardware components: parameter checks and the stall pipeline."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from amaranth.hdl import Module, Signal, Value
+
+__all__ = ["check_positive", "rejecting", "stall_pipeline"]
+
+
+@contextlib.contextmanager
+def rejecting(component) -> Iterator[None]:
+    """Wrap a constructor's parameter checks.
+
+    When a check raises ``TypeError`` or ``ValueError`` the half-built component is marked so
+    that Amaranth does not also warn that it was "created but never used"; the exception
+    propagates unchanged.
+    """
+    try:
+        yield
+    except (TypeError, ValueError):
+        component._MustUse__silence = True
+        raise
+
+
+def check_positive(name: str, value, maximum: int | None = None) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``value`` is an integer in ``1..maximum``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f"..{maximum}" if maximum is not None else " or more"
+        raise ValueError(f"{name} must be in 1{upper}, not {value}")
+
+
+def stall_pipeline(m: Module, i, o, latency: int) -> Value:
+    """Handshake of a ``latency``-stage pipeline that stalls as a whole.
+
+    Drives ``i.ready`` and ``o.valid`` of the two streams and returns the stage enable
+    ``~o.valid | o.ready``: every pipeline register must update only while it is high. A beat
+    accepted from ``i`` appears on ``o`` ``latency`` enabled cycles later; a stalled output
+    holds every stage, so nothing is lost or duplicated, and the initiation interval is 1.
+    """
+    enable = Signal()
+    m.d.comb += [enable.eq(~o.valid | o.ready), i.ready.eq(enable)]
+    if latency == 1:
+        valid = Signal()
+        m.d.comb += o.valid.eq(valid)
+        with m.If(enable):
+            m.d.sync += valid.eq(i.valid)
+    else:
+        valid = Signal(latency)
+        m.d.comb += o.valid.eq(valid[-1])
+        with m.If(enable):
+            m.d.sync += valid.eq((valid << 1) | i.valid)
+    return enable
