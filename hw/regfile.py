@@ -1,0 +1,408 @@
+"""AXI4-Lite control register file of the accelerator (``s_axi_control``).
+
+The host starts the engine, polls or waits for its interrupt, and reads its error report and
+performance counters through 32-bit registers in a ``2**addr_width``-byte window:
+
+======  ===============  ======  ==========================================================
+offset  name             access  contents
+======  ===============  ======  ==========================================================
+0x00    CTRL             RW      bit0 ``start`` (write 1: one-cycle ``start`` pulse, ignored
+                                 while ``busy``; reads 0), bit1 ``busy`` (RO), bit2 ``done``
+                                 (RO, sticky until the next start), bit3 ``error`` (RO,
+                                 sticky until the next start)
+0x04    GIE              RW      bit0 global interrupt enable
+0x08    IER              RW      interrupt enables: bit0 done, bit1 error
+0x0C    ISR              W1C     interrupt status: bit0 done, bit1 error; set by the event
+                                 (whatever IER holds), cleared by writing 1
+0x10    ERROR_CODE       RO      ``error_code`` captured at the last ``error`` pulse
+0x14    ERROR_ADDR_LO    RO      ``error_addr`` bits 31..0 captured at the last ``error`` pulse
+0x18    ERROR_ADDR_HI    RO      ``error_addr`` bits 63..32
+0x20    DESC_PTR_LO      RW      descriptor-list pointer bits 31..0 (``desc_ptr`` output)
+0x24    DESC_PTR_HI      RW      descriptor-list pointer bits 63..32
+0x28    CYCLES_LO        RO      cycles with ``busy`` high since the last start, bits 31..0
+0x2C    CYCLES_HI        RO      bits 63..32, as latched by the last read of CYCLES_LO
+0x30    PE_BUSY_LO       RO      cycles with ``busy`` and ``pe_busy`` high, bits 31..0
+0x34    PE_BUSY_HI       RO      bits 63..32, as latched by the last read of PE_BUSY_LO
+0x38    DMA_STALL_LO     RO      cycles with ``busy`` and ``dma_stall`` high, bits 31..0
+0x3C    DMA_STALL_HI     RO      bits 63..32, as latched by the last read of DMA_STALL_LO
+0x40    ID               RO      design identifier (parameter ``ident``, default "FCIR")
+0x44    VERSION          RO      register-map version (parameter ``version``, major << 16 |
+                                 minor)
+======  ===============  ======  ==========================================================
+
+Every register resets to 0 except ID and VERSION. Bits not listed read 0 and ignore writes.
+Any other offset in the window (0x1C, 0x48 and up) is unmapped: a write there is ignored and
+answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address
+bits 1..0 are ignored (AXI4-Lite accesses are word-aligned).
+
+The same map is available to generators (C header, host driver) as :data:`REGISTERS` and
+:data:`FIELDS`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .common import check_positive, rejecting
+
+__all__ = [
+    "FIELDS",
+    "IDENT",
+    "REGISTERS",
+    "RESP_OKAY",
+    "RESP_SLVERR",
+    "VERSION",
+    "AXI4LiteSignature",
+    "ControlRegisters",
+    "Field",
+    "Register",
+    "offset",
+]
+
+#: ``xRESP`` codes used by the register file.
+RESP_OKAY, RESP_SLVERR = 0, 2
+
+#: Default design identifier: ASCII "FCIR".
+IDENT = 0x46434952
+#: Default register-map version (major << 16 | minor).
+VERSION = 0x0001_0000
+
+
+class Register(NamedTuple):
+    """One 32-bit register of the map: name, byte offset, access (``"RW"``, ``"RO"``,
+    ``"W1C"``; CTRL mixes a write-1-pulse bit with read-only bits, see :data:`FIELDS`) and a
+    one-line description."""
+
+    name: str
+    offset: int
+    access: str
+    description: str
+
+
+class Field(NamedTuple):
+    """A bit field of a register: register name, field name, lowest bit, width, access
+    (``"W1P"`` write 1 to pulse, reads 0; ``"RO"``; ``"RW"``; ``"W1C"``) and description."""
+
+    register: str
+    name: str
+    bit: int
+    width: int
+    access: str
+    description: str
+
+
+#: The register map (see the module docstring).
+REGISTERS: tuple[Register, ...] = (
+    Register("CTRL", 0x00, "RW", "control: start (W1P), busy, done, error (RO)"),
+    Register("GIE", 0x04, "RW", "global interrupt enable"),
+    Register("IER", 0x08, "RW", "interrupt enable: bit0 done, bit1 error"),
+    Register("ISR", 0x0C, "W1C", "interrupt status: bit0 done, bit1 error (write 1 to clear)"),
+    Register("ERROR_CODE", 0x10, "RO", "error code captured at the last error"),
+    Register("ERROR_ADDR_LO", 0x14, "RO", "error address bits 31..0"),
+    Register("ERROR_ADDR_HI", 0x18, "RO", "error address bits 63..32"),
+    Register("DESC_PTR_LO", 0x20, "RW", "descriptor-list pointer bits 31..0"),
+    Register("DESC_PTR_HI", 0x24, "RW", "descriptor-list pointer bits 63..32"),
+    Register("CYCLES_LO", 0x28, "RO", "busy cycles bits 31..0 (read latches CYCLES_HI)"),
+    Register("CYCLES_HI", 0x2C, "RO", "busy cycles bits 63..32 (latched)"),
+    Register("PE_BUSY_LO", 0x30, "RO", "PE-busy cycles bits 31..0 (read latches PE_BUSY_HI)"),
+    Register("PE_BUSY_HI", 0x34, "RO", "PE-busy cycles bits 63..32 (latched)"),
+    Register("DMA_STALL_LO", 0x38, "RO",
+             "DMA-stall cycles bits 31..0 (read latches DMA_STALL_HI)"),
+    Register("DMA_STALL_HI", 0x3C, "RO", "DMA-stall cycles bits 63..32 (latched)"),
+    Register("ID", 0x40, "RO", "design identifier"),
+    Register("VERSION", 0x44, "RO", "register-map version (major << 16 | minor)"),
+)
+
+#: The bit fields of the registers that have more than one (or a partial) field.
+FIELDS: tuple[Field, ...] = (
+    Field("CTRL", "start", 0, 1, "W1P", "write 1: start the engine (ignored while busy)"),
+    Field("CTRL", "busy", 1, 1, "RO", "the engine is running"),
+    Field("CTRL", "done", 2, 1, "RO", "the descriptor list finished (sticky until start)"),
+    Field("CTRL", "error", 3, 1, "RO", "the engine reported an error (sticky until start)"),
+    Field("GIE", "enable", 0, 1, "RW", "global interrupt enable"),
+    Field("IER", "done", 0, 1, "RW", "interrupt on done"),
+    Field("IER", "error", 1, 1, "RW", "interrupt on error"),
+    Field("ISR", "done", 0, 1, "W1C", "done happened"),
+    Field("ISR", "error", 1, 1, "W1C", "error happened"),
+)
+
+_OFFSETS = {reg.name: reg.offset for reg in REGISTERS}
+_TOP = max(_OFFSETS.values()) + 4
+#: Smallest address width holding the map.
+_MIN_ADDR_WIDTH = (_TOP - 1).bit_length()
+
+
+def offset(name: str) -> int:
+    """Byte offset of register ``name`` (``KeyError`` if there is none)."""
+    return _OFFSETS[name]
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, not {value}")
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """AXI4-Lite manager signature (AW, W, B, AR, R channels).
+
+    Member names are the AXI signal names in lower case; directions are the manager's, so a
+    subordinate declares ``In(AXI4LiteSignature(...))``. A port ``s_axi_control`` becomes
+    ``s_axi_control__awaddr`` etc. in Verilog (cocotbext-axi:
+    ``AxiLiteBus.from_prefix(dut, "s_axi_control_")``).
+
+    Parameters
+    ----------
+    addr_width : int
+        1..64.
+    data_width : int
+        32 or 64.
+    """
+
+    def __init__(self, *, addr_width: int = 12, data_width: int = 32):
+        _check_int("addr_width", addr_width, 1, 64)
+        if not isinstance(data_width, int) or isinstance(data_width, bool):
+            raise TypeError(f"data_width must be an integer, not {data_width!r}")
+        if data_width not in (32, 64):
+            raise ValueError(f"data_width must be 32 or 64, not {data_width}")
+        self.addr_width, self.data_width = addr_width, data_width
+        super().__init__({
+            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
+            "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+    def __eq__(self, other):
+        return (isinstance(other, AXI4LiteSignature) and other.addr_width == self.addr_width
+                and other.data_width == self.data_width)
+
+    def __hash__(self):
+        return hash((AXI4LiteSignature, self.addr_width, self.data_width))
+
+
+class ControlRegisters(wiring.Component):
+    """AXI4-Lite register file between the host and the accelerator's engine.
+
+    Contract
+    --------
+    * The register map is the module's (:data:`REGISTERS`, :data:`FIELDS`).
+    * AXI4-Lite subordinate, 32-bit data, one write and one read outstanding (independent of
+      each other). AW and W are accepted independently, in either order or together; the
+      write takes effect, and ``BVALID`` rises, the cycle after both were accepted; ``AWREADY``
+      and ``WREADY`` stay low until the response has been taken. ``RVALID`` rises the cycle
+      after the AR handshake, ``ARREADY`` is low while a response is pending. Every READY is
+      a function of internal state only, never of a VALID; VALIDs never wait for a READY.
+    * ``BRESP``/``RRESP`` are ``OKAY`` for mapped offsets and ``SLVERR`` for unmapped ones
+      (writes ignored, reads 0). ``WSTRB`` is honoured byte by byte on every write (RW
+      registers, ISR clears, the start bit lives in byte 0).
+    * Writing 1 to CTRL.start while ``busy`` is low gives a one-cycle ``start`` pulse the
+      next cycle and clears CTRL.done, CTRL.error and the three counters. The engine must raise
+      ``busy`` no later than the cycle after ``start`` (back-to-back writes commit at least
+      three cycles apart); a start written while ``busy`` or ``start`` is high is ignored.
+    * A ``done`` pulse sets CTRL.done and ISR.done; an ``error`` pulse sets CTRL.error and
+      ISR.error and captures ``error_code``/``error_addr`` (kept until the next error). An
+      event in the same cycle as a start or an ISR clear wins.
+    * ``interrupt`` = GIE & |(IER & ISR), a level from registers (no combinational input path).
+    * Counters count the cycles ``busy`` (CYCLES), ``busy & pe_busy`` (PE_BUSY), ``busy &
+      dma_stall`` (DMA_STALL) is high, 64-bit, wrapping. Reading a ``_LO`` half latches the
+      matching ``_HI`` half, so LO-then-HI reads one consistent 64-bit value.
+
+    Parameters
+    ----------
+    addr_width : int
+        AXI address width, 7..32 (default 12: a 4 KiB window).
+    error_code_width : int
+        Width of ``error_code``, 1..32 (default 8).
+    error_addr_width : int
+        Width of ``error_addr``, 1..64 (default 64).
+    ident : int
+        Value of the ID register, 0..2**32-1 (default :data:`IDENT`).
+    version : int
+        Value of the VERSION register, 0..2**32-1 (default :data:`VERSION`).
+
+    Ports
+    -----
+    s_axi_control : In(AXI4LiteSignature(addr_width=addr_width))
+    start : Out(1)
+        One-cycle pulse: run the descriptor list at ``desc_ptr``.
+    busy : In(1)
+        The engine is running.
+    done, error : In(1)
+        One-cycle pulses: the list finished / the engine failed.
+    error_code : In(error_code_width)
+    error_addr : In(error_addr_width)
+        Error details, valid with ``error``.
+    desc_ptr : Out(64)
+        DESC_PTR_HI:DESC_PTR_LO.
+    pe_busy, dma_stall : In(1)
+        Performance-counter events.
+    interrupt : Out(1)
+        Level-sensitive interrupt request.
+    """
+
+    def __init__(self, addr_width: int = 12, *, error_code_width: int = 8,
+                 error_addr_width: int = 64, ident: int = IDENT, version: int = VERSION):
+        with rejecting(self):
+            _check_int("addr_width", addr_width, _MIN_ADDR_WIDTH, 32)
+            check_positive("error_code_width", error_code_width, 32)
+            check_positive("error_addr_width", error_addr_width, 64)
+            _check_int("ident", ident, 0, 2**32 - 1)
+            _check_int("version", version, 0, 2**32 - 1)
+        self.addr_width = addr_width
+        self.error_code_width = error_code_width
+        self.error_addr_width = error_addr_width
+        self.ident = ident
+        self.version = version
+        # Created here so a testbench can preset them (e.g. just below 2**32).
+        self._counters = {name: Signal(64, name=f"cnt_{name.lower()}")
+                          for name in ("CYCLES", "PE_BUSY", "DMA_STALL")}
+        super().__init__({
+            "s_axi_control": In(AXI4LiteSignature(addr_width=addr_width)),
+            "start": Out(1),
+            "busy": In(1),
+            "done": In(1),
+            "error": In(1),
+            "error_code": In(error_code_width),
+            "error_addr": In(error_addr_width),
+            "desc_ptr": Out(64),
+            "pe_busy": In(1),
+            "dma_stall": In(1),
+            "interrupt": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axi_control
+        words = {name: off // 4 for name, off in _OFFSETS.items()}
+
+        ctrl_done = Signal()
+        ctrl_error = Signal()
+        gie = Signal()
+        ier = Signal(2)
+        isr = Signal(2)
+        err_code = Signal(32)
+        err_addr = Signal(64)
+        desc_ptr = Signal(64)
+        counters = self._counters
+        shadows = {name: Signal(32, name=f"hi_{name.lower()}") for name in counters}
+
+        # ---- write channel: hold AW and W independently, commit when both are held
+        aw_held, w_held = Signal(), Signal()
+        waddr = Signal(self.addr_width)
+        wdata = Signal(32)
+        wstrb = Signal(4)
+        bvalid = Signal()
+        bresp = Signal(2)
+        m.d.comb += [
+            bus.awready.eq(~aw_held & ~bvalid),
+            bus.wready.eq(~w_held & ~bvalid),
+            bus.bvalid.eq(bvalid),
+            bus.bresp.eq(bresp),
+        ]
+        with m.If(bus.awvalid & bus.awready):
+            m.d.sync += [aw_held.eq(1), waddr.eq(bus.awaddr)]
+        with m.If(bus.wvalid & bus.wready):
+            m.d.sync += [w_held.eq(1), wdata.eq(bus.wdata), wstrb.eq(bus.wstrb)]
+        commit = Signal()
+        m.d.comb += commit.eq(aw_held & w_held)
+        wword = waddr[2:]
+        mapped = Signal()
+        m.d.comb += mapped.eq(Cat(wword == w for w in words.values()).any())
+        with m.If(commit):
+            m.d.sync += [aw_held.eq(0), w_held.eq(0), bvalid.eq(1),
+                         bresp.eq(Mux(mapped, RESP_OKAY, RESP_SLVERR))]
+        with m.If(bvalid & bus.bready):
+            m.d.sync += bvalid.eq(0)
+
+        mask = Cat(wstrb[i].replicate(8) for i in range(4))
+
+        def hit(name):
+            return commit & (wword == words[name])
+
+        def merge(old):
+            return (old & ~mask) | (wdata & mask)
+
+        # ---- CTRL: start pulse, sticky done/error
+        start_accept = Signal()
+        m.d.comb += start_accept.eq(hit("CTRL") & wstrb[0] & wdata[0] & ~self.busy & ~self.start)
+        m.d.sync += self.start.eq(start_accept)
+        with m.If(start_accept):
+            m.d.sync += [ctrl_done.eq(0), ctrl_error.eq(0)]
+            m.d.sync += [counter.eq(0) for counter in counters.values()]
+        with m.Elif(self.busy):
+            events = {"CYCLES": Const(1, 1), "PE_BUSY": self.pe_busy, "DMA_STALL": self.dma_stall}
+            for name, counter in counters.items():
+                with m.If(events[name]):
+                    m.d.sync += counter.eq(counter + 1)
+        with m.If(self.done):
+            m.d.sync += ctrl_done.eq(1)
+        with m.If(self.error):
+            m.d.sync += [ctrl_error.eq(1), err_code.eq(self.error_code),
+                         err_addr.eq(self.error_addr)]
+
+        # ---- interrupts
+        with m.If(hit("GIE")):
+            m.d.sync += gie.eq(merge(gie)[0])
+        with m.If(hit("IER")):
+            m.d.sync += ier.eq(merge(ier)[:2])
+        isr_clear = Signal(2)
+        with m.If(hit("ISR") & wstrb[0]):
+            m.d.comb += isr_clear.eq(wdata[:2])
+        m.d.sync += isr.eq((isr & ~isr_clear) | Cat(self.done, self.error))
+        m.d.comb += self.interrupt.eq(gie & (ier & isr).any())
+
+        # ---- descriptor pointer
+        with m.If(hit("DESC_PTR_LO")):
+            m.d.sync += desc_ptr[:32].eq(merge(desc_ptr[:32]))
+        with m.If(hit("DESC_PTR_HI")):
+            m.d.sync += desc_ptr[32:].eq(merge(desc_ptr[32:]))
+        m.d.comb += self.desc_ptr.eq(desc_ptr)
+
+        # ---- read channel
+        rvalid = Signal()
+        rdata = Signal(32)
+        rresp = Signal(2)
+        m.d.comb += [
+            bus.arready.eq(~rvalid),
+            bus.rvalid.eq(rvalid),
+            bus.rdata.eq(rdata),
+            bus.rresp.eq(rresp),
+        ]
+        values = {
+            "CTRL": Cat(Const(0, 1), self.busy, ctrl_done, ctrl_error),
+            "GIE": gie,
+            "IER": ier,
+            "ISR": isr,
+            "ERROR_CODE": err_code,
+            "ERROR_ADDR_LO": err_addr[:32],
+            "ERROR_ADDR_HI": err_addr[32:],
+            "DESC_PTR_LO": desc_ptr[:32],
+            "DESC_PTR_HI": desc_ptr[32:],
+            "ID": Const(self.ident, 32),
+            "VERSION": Const(self.version, 32),
+        }
+        for name, counter in counters.items():
+            values[f"{name}_LO"] = counter[:32]
+            values[f"{name}_HI"] = shadows[name]
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += rvalid.eq(1)
+            with m.Switch(bus.araddr[2:]):
+                for name, value in values.items():
+                    with m.Case(words[name]):
+                        m.d.sync += [rdata.eq(value), rresp.eq(RESP_OKAY)]
+                        if name.removesuffix("_LO") in counters:
+                            base = name.removesuffix("_LO")
+                            m.d.sync += shadows[base].eq(counters[base][32:])
+                with m.Default():
+                    m.d.sync += [rdata.eq(0), rresp.eq(RESP_SLVERR)]
+        with m.Elif(rvalid & bus.rready):
+            m.d.sync += rvalid.eq(0)
+        return m
