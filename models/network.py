@@ -43,8 +43,12 @@ __all__ = [
     "LayerWeights",
     "Mode",
     "NetworkWeights",
+    "QuantizedLayer",
+    "QuantizedNetwork",
     "RunResult",
+    "calibrate",
     "load_weights",
+    "quantize_network",
     "random_input",
     "random_weights",
     "run_network",
@@ -180,6 +184,8 @@ class RunResult:
     """Per layer, the integer output parts ``(re, im)`` of the ``int`` mode."""
     int_scales: dict[str, np.ndarray]
     """Per layer, the ``[2, B/2]`` scale of the ``int`` output (key ``""``: the input)."""
+    quantized: QuantizedNetwork | None
+    """The integer network of the ``int`` mode (``None`` when it did not run)."""
     seconds: dict[str, float]
     weights: NetworkWeights
 
@@ -300,52 +306,108 @@ class _IntTensor:
     scale: np.ndarray  # [2, B/2]
 
 
-def _int_pass(
-    net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
-    reference_prepool: dict[str, np.ndarray], granularity: quant.Granularity,
-    progress: Progress | None,
-) -> dict[str, _IntTensor]:
+@dataclass(frozen=True)
+class QuantizedLayer:
+    """Everything the integer contract needs for one layer (what a compiler writes to DDR).
+
+    ``wq_re``/``wq_im``: int weight slots ``[P, Q, B/2, *K]`` in ``[-127, 127]`` (``None`` for
+    global average pooling, which sums its input over the voxels). ``post``: the folded
+    ``mult``/``bias``/``shift``/``res_mult`` per part and output slot. Scales are ``[2, B/2]``:
+    ``in_scale`` of the input map, ``w_scale`` of the weights, ``acc_scale`` of the
+    accumulator, ``out_scale`` of the int8 output. ``acc_bound`` is the proved ``|acc|`` bound.
+    """
+
+    name: str
+    wq_re: np.ndarray | None
+    wq_im: np.ndarray | None
+    post: quant.PostParams
+    in_scale: np.ndarray
+    w_scale: np.ndarray | None
+    acc_scale: np.ndarray
+    out_scale: np.ndarray
+    acc_bound: int
+
+
+@dataclass(frozen=True)
+class QuantizedNetwork:
+    """The integer network: input quantization and every layer's :class:`QuantizedLayer`."""
+
+    input_scale: np.ndarray
+    layers: dict[str, QuantizedLayer]
+
+    def quantize_input(self, net: NetworkConfig, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Host side: pad, rfft per block and quantize an input clip to int slot parts."""
+        B = net.resolved[0].block_size
+        xs = spectral.to_slots(spectral.pad_channels(np.asarray(x, dtype=np.float64), B), B)
+        return quant.quantize_slots(xs, self.input_scale)
+
+
+def quantize_network(
+    net: NetworkConfig, weights: NetworkWeights, input_slots: np.ndarray,
+    reference_prepool: dict[str, np.ndarray], granularity: quant.Granularity = "tensor",
+) -> QuantizedNetwork:
+    """Quantize weights and fold CBN, residual and scales, layer by layer.
+
+    Activation scales are max-abs over ``input_slots`` (the network input) and over each
+    layer's float reference after CReLU and before pooling (``reference_prepool``); CBN must
+    be calibrated already for layers that have it.
+    """
     first_B = net.resolved[0].block_size
-    xs_in = spectral.to_slots(spectral.pad_channels(x, first_B), first_B)
-    in_scale = quant.slot_scales(xs_in, first_B, granularity)
-    q_in = _IntTensor(*quant.quantize_slots(xs_in, in_scale), in_scale)
-    outputs: dict[str, _IntTensor] = {"": q_in}
-    layers = net.resolved
-    for i, layer in enumerate(layers):
-        src = _input_of(layer, outputs, q_in)
+    input_scale = quant.slot_scales(input_slots, first_B, granularity)
+    scales: dict[str | None, np.ndarray] = {None: input_scale}
+    layers: dict[str, QuantizedLayer] = {}
+    for layer in net.resolved:
         lw = weights.layers[layer.name]
-        B = layer.block_size
-        out_scale = quant.slot_scales(reference_prepool[layer.name], B, granularity)
+        in_scale = scales[layer.input]
+        out_scale = quant.slot_scales(reference_prepool[layer.name], layer.block_size,
+                                      granularity)
+        S = layer.padded_out_channels // 2
+        gain, offset = np.ones((2, S)), np.zeros((2, S))
         if layer.kind == "gap":
-            voxels = int(np.prod(src.re.shape[1:]))
-            acc_re = src.re.sum(axis=(1, 2, 3), keepdims=True)
-            acc_im = src.im.sum(axis=(1, 2, 3), keepdims=True)
-            acc_scale = src.scale / voxels
+            voxels = int(np.prod(layer.in_shape))
+            wq_re = wq_im = w_scale = None
+            acc_scale = in_scale / voxels
             acc_bound = spectral.INT8_MAX * voxels
-            S = src.re.shape[0]
-            gain, offset = np.ones((2, S)), np.zeros((2, S))
         else:
             ws = spectral.weight_slots(lw.generators)
             w_scale = quant.weight_scales(ws, granularity)
             wq_re, wq_im = quant.quantize_slots(ws, w_scale, axis=2)
-            acc_re, acc_im = spectral.conv3d_slots_int(
-                src.re, src.im, wq_re, wq_im, layer.stride, layer.padding)
-            acc_scale = w_scale * src.scale
+            acc_scale = w_scale * in_scale
             acc_bound = spectral.accumulator_bound(ws.shape[1], layer.kernel)
-            S = acc_re.shape[0]
             if layer.cbn:
                 gain, offset = lw.bn_gain, lw.bn_offset
-            else:
-                gain, offset = np.ones((2, S)), np.zeros((2, S))
+        res_scale = None if layer.residual is None else scales[layer.residual]
+        post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
+        layers[layer.name] = QuantizedLayer(layer.name, wq_re, wq_im, post, in_scale, w_scale,
+                                            acc_scale, out_scale, acc_bound)
+        scales[layer.name] = out_scale
+    return QuantizedNetwork(input_scale, layers)
+
+
+def _int_pass(
+    net: NetworkConfig, qnet: QuantizedNetwork, xq: tuple[np.ndarray, np.ndarray],
+    progress: Progress | None,
+) -> dict[str, _IntTensor]:
+    """Execute the integer contract layer by layer (no float arithmetic)."""
+    q_in = _IntTensor(*xq, qnet.input_scale)
+    outputs: dict[str, _IntTensor] = {"": q_in}
+    layers = net.resolved
+    for i, layer in enumerate(layers):
+        src = _input_of(layer, outputs, q_in)
+        ql = qnet.layers[layer.name]
+        if layer.kind == "gap":
+            acc_re = src.re.sum(axis=(1, 2, 3), keepdims=True)
+            acc_im = src.im.sum(axis=(1, 2, 3), keepdims=True)
+        else:
+            acc_re, acc_im = spectral.conv3d_slots_int(
+                src.re, src.im, ql.wq_re, ql.wq_im, layer.stride, layer.padding)
         res = None if layer.residual is None else outputs[layer.residual]
-        params = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound,
-                                 None if res is None else res.scale)
         parts = []
         for c, acc in enumerate((acc_re, acc_im)):
             res_part = None if res is None else (res.re, res.im)[c]
             parts.append(spectral.post_process(
-                acc, **params.part(c), res=res_part, relu=layer.crelu, pool=_pool_args(layer)))
-        outputs[layer.name] = _IntTensor(parts[0], parts[1], out_scale)
+                acc, **ql.post.part(c), res=res_part, relu=layer.crelu, pool=_pool_args(layer)))
+        outputs[layer.name] = _IntTensor(parts[0], parts[1], ql.out_scale)
         if progress:
             progress("int", i + 1, len(layers))
     return outputs
@@ -369,6 +431,28 @@ def _snr_db(ref: np.ndarray, got: np.ndarray) -> float:
 def _to_time(net: NetworkConfig, slots: np.ndarray) -> np.ndarray:
     last = net.resolved[-1]
     return spectral.from_slots(slots, last.block_size)[: last.out_channels]
+
+
+def calibrate(
+    net: NetworkConfig,
+    *,
+    weights: NetworkWeights | None = None,
+    x: np.ndarray | None = None,
+    seed: int = 0,
+    granularity: quant.Granularity = "tensor",
+) -> tuple[NetworkWeights, QuantizedNetwork]:
+    """Run the float reference (calibrating missing CBN parameters) and quantize the network.
+
+    This is what a compiler needs: the float weights as used, and the integer network whose
+    execution :func:`run_network`'s ``int`` mode performs. Defaults as in :func:`run_network`.
+    """
+    weights = random_weights(net, seed) if weights is None else weights
+    x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
+    _, prepool = _float_pass(net, weights, x, "float", None)
+    B = net.resolved[0].block_size
+    qnet = quantize_network(net, weights, spectral.to_slots(spectral.pad_channels(x, B), B),
+                            prepool, granularity)
+    return weights, qnet
 
 
 def run_network(
@@ -421,9 +505,13 @@ def run_network(
         seconds["slots"] = time.perf_counter() - start
     int_outputs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     int_scales: dict[str, np.ndarray] = {}
+    qnet = None
     if "int" in modes:
+        B = net.resolved[0].block_size
+        qnet = quantize_network(net, weights, spectral.to_slots(spectral.pad_channels(x, B), B),
+                                prepool, granularity)
         start = time.perf_counter()
-        ints = _int_pass(net, weights, x, prepool, granularity, progress)
+        ints = _int_pass(net, qnet, qnet.quantize_input(net, x), progress)
         seconds["int"] = time.perf_counter() - start
         slots["int"] = {
             name: quant.dequantize_slots(t.re, t.im, t.scale) for name, t in ints.items() if name
@@ -456,5 +544,5 @@ def run_network(
         ))
     last = net.resolved[-1].name
     outputs = {mode: _to_time(net, slots[mode][last]) for mode in slots}
-    return RunResult(net.name, reports, outputs, slots, int_outputs, int_scales, seconds,
+    return RunResult(net.name, reports, outputs, slots, int_outputs, int_scales, qnet, seconds,
                      weights)

@@ -15,6 +15,7 @@ import pytest
 from fcircnn.models import spectral as sp
 from fcircnn.models.config import builtin_path, load_network
 from fcircnn.models.network import (
+    calibrate,
     load_weights,
     random_input,
     random_weights,
@@ -163,3 +164,23 @@ def test_run_network_rejects_wrong_input(tmp_path):
         run_network(net, ("int",), x=np.zeros((3, 4, 6, 6)))
     with pytest.raises(ValueError, match="mode must be"):
         run_network(net, ("fast",))
+
+
+def test_calibrate_gives_the_int_mode_network(tmp_path):
+    """The compiler's entry point quantizes exactly as the int mode does."""
+    net = _tiny_network(tmp_path)
+    result = run_network(net, ("int",), seed=2)
+    weights, qnet = calibrate(net, weights=result.weights, x=random_input(net, 2))
+    assert weights is result.weights
+    np.testing.assert_array_equal(qnet.input_scale, result.int_scales[""])
+    for name, ql in qnet.layers.items():
+        ref = result.quantized.layers[name]
+        for field in ("mult", "bias", "shift"):
+            np.testing.assert_array_equal(getattr(ql.post, field), getattr(ref.post, field))
+        if ql.wq_re is not None:
+            np.testing.assert_array_equal(ql.wq_re, ref.wq_re)
+            assert ql.wq_re.shape[2] == net.layer(name).block_size // 2
+        np.testing.assert_array_equal(ql.out_scale, result.int_scales[name])
+    assert qnet.layers["c2"].post.res_mult is not None and qnet.layers["c1"].post.res_mult is None
+    xq = qnet.quantize_input(net, random_input(net, 2))
+    assert max(np.abs(xq[0]).max(), np.abs(xq[1]).max()) == 127
