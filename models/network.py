@@ -39,6 +39,8 @@ from .config import NetworkConfig, ResolvedLayer
 
 __all__ = [
     "MODES",
+    "IntMap",
+    "LayerOverflowError",
     "LayerReport",
     "LayerWeights",
     "Mode",
@@ -51,6 +53,7 @@ __all__ = [
     "quantize_network",
     "random_input",
     "random_weights",
+    "run_int",
     "run_network",
 ]
 
@@ -300,10 +303,21 @@ def _float_pass(
 
 
 @dataclass(frozen=True)
-class _IntTensor:
+class IntMap:
+    """An integer feature map: int slot parts ``re``/``im`` ``[S, D, H, W]`` and its ``[2, B/2]``
+    scale (``value ~ part * scale``)."""
+
     re: np.ndarray
     im: np.ndarray
-    scale: np.ndarray  # [2, B/2]
+    scale: np.ndarray
+
+
+class LayerOverflowError(OverflowError):
+    """A layer's folded post parameters do not fit their fields; ``layer`` names it."""
+
+    def __init__(self, layer: str, message: str) -> None:
+        super().__init__(f"layer {layer!r}: {message}")
+        self.layer = layer
 
 
 @dataclass(frozen=True)
@@ -351,6 +365,11 @@ def quantize_network(
     Activation scales are max-abs over ``input_slots`` (the network input) and over each
     layer's float reference after CReLU and before pooling (``reference_prepool``); CBN must
     be calibrated already for layers that have it.
+
+    Raises
+    ------
+    LayerOverflowError
+        Naming the layer whose multiplier, bias or worst-case ``t`` does not fit.
     """
     first_B = net.resolved[0].block_size
     input_scale = quant.slot_scales(input_slots, first_B, granularity)
@@ -377,20 +396,27 @@ def quantize_network(
             if layer.cbn:
                 gain, offset = lw.bn_gain, lw.bn_offset
         res_scale = None if layer.residual is None else scales[layer.residual]
-        post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
+        try:
+            post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
+        except OverflowError as exc:
+            raise LayerOverflowError(layer.name, str(exc)) from None
         layers[layer.name] = QuantizedLayer(layer.name, wq_re, wq_im, post, in_scale, w_scale,
                                             acc_scale, out_scale, acc_bound)
         scales[layer.name] = out_scale
     return QuantizedNetwork(input_scale, layers)
 
 
-def _int_pass(
+def run_int(
     net: NetworkConfig, qnet: QuantizedNetwork, xq: tuple[np.ndarray, np.ndarray],
-    progress: Progress | None,
-) -> dict[str, _IntTensor]:
-    """Execute the integer contract layer by layer (no float arithmetic)."""
-    q_in = _IntTensor(*xq, qnet.input_scale)
-    outputs: dict[str, _IntTensor] = {"": q_in}
+    progress: Progress | None = None,
+) -> dict[str, IntMap]:
+    """Execute the integer contract layer by layer (no float arithmetic).
+
+    ``xq`` is the quantized input (:meth:`QuantizedNetwork.quantize_input`). Returns every
+    layer's output by name, and the input under the key ``""``.
+    """
+    q_in = IntMap(*xq, qnet.input_scale)
+    outputs: dict[str, IntMap] = {"": q_in}
     layers = net.resolved
     for i, layer in enumerate(layers):
         src = _input_of(layer, outputs, q_in)
@@ -407,7 +433,7 @@ def _int_pass(
             res_part = None if res is None else (res.re, res.im)[c]
             parts.append(spectral.post_process(
                 acc, **ql.post.part(c), res=res_part, relu=layer.crelu, pool=_pool_args(layer)))
-        outputs[layer.name] = _IntTensor(parts[0], parts[1], ql.out_scale)
+        outputs[layer.name] = IntMap(parts[0], parts[1], ql.out_scale)
         if progress:
             progress("int", i + 1, len(layers))
     return outputs
@@ -511,7 +537,7 @@ def run_network(
         qnet = quantize_network(net, weights, spectral.to_slots(spectral.pad_channels(x, B), B),
                                 prepool, granularity)
         start = time.perf_counter()
-        ints = _int_pass(net, qnet, qnet.quantize_input(net, x), progress)
+        ints = run_int(net, qnet, qnet.quantize_input(net, x), progress)
         seconds["int"] = time.perf_counter() - start
         slots["int"] = {
             name: quant.dequantize_slots(t.re, t.im, t.scale) for name, t in ints.items() if name
