@@ -181,6 +181,55 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _address(text: str) -> int:
+    """``--base``: a decimal or ``0x`` hexadecimal byte address."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an address (decimal or 0x...): {text!r}") from None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from fcircnn.gen.compiler import CompileError, compile_network
+    from fcircnn.models.config import load_accelerator
+    from fcircnn.models.network import load_weights
+
+    path = _resolve_config_path(args.config)
+    acc = load_accelerator(path)
+    net = acc.network
+    weights = None
+    if args.weights:
+        try:
+            weights = load_weights(net, args.weights)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--weights: {exc}") from None
+    x = None
+    if args.input:
+        try:
+            x = np.load(args.input)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--input: cannot read {args.input}: {exc}") from None
+        inp = net.input
+        expected = (inp.channels, inp.depth, inp.height, inp.width)
+        if x.shape != expected or not np.issubdtype(x.dtype, np.number):
+            raise UserError(f"--input: {args.input} holds {x.dtype} {x.shape}, the network "
+                            f"{net.name} expects a real array of shape {expected}")
+    print(f"fcircnn compile: {acc.name} ({path}), network {net.name}, seed {args.seed}, "
+          f"{args.granularity} scales, base {args.base:#x}", file=sys.stderr)
+    try:
+        image = compile_network(acc, weights=weights, x=x, seed=args.seed,
+                                granularity=args.granularity, base=args.base)
+    except CompileError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        paths = image.save(args.output)
+    except OSError as exc:
+        raise UserError(f"-o: cannot write {args.output}: {exc}") from None
+    print(image.describe())
+    print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fcircnn",
@@ -223,6 +272,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("config", help="YAML file or built-in name (c3d, r3d18, c3d_zcu102, ...)")
     check.set_defaults(func=cmd_check)
+
+    comp = sub.add_parser(
+        "compile", help="compile a network for an accelerator into a DDR image",
+        description="Calibrate and quantize the network of an accelerator YAML (random or given "
+                    "weights and input), lay out the DDR image (layer descriptors, weight "
+                    "tiles, post-parameter tables, NC/8DHW8 feature maps) and write image.bin, "
+                    "memory_map.json and expected.npz (the int8 output slots of every layer "
+                    "from the golden integer contract); print the memory map. Exit code 2 on "
+                    "bad input or a layer the accelerator cannot run.",
+    )
+    comp.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    comp.add_argument("-o", "--output", default="build/compile", metavar="DIR",
+                      help="output directory (default: build/compile)")
+    comp.add_argument("--seed", type=int, default=0, help="seed of weights and input")
+    comp.add_argument("--weights", metavar="W.npz",
+                      help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
+                           "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
+    comp.add_argument("--input", metavar="X.npy", help="input clip [C, D, H, W] (float)")
+    comp.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
+                      help="int8 scale granularity (default: tensor)")
+    comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
+                      help="DDR address of the image, a multiple of 4096 (default: 0)")
+    comp.set_defaults(func=cmd_compile)
     return parser
 
 

@@ -1,0 +1,574 @@
+"""Network compiler: an accelerator configuration and weights to a DDR image.
+
+:func:`compile_network` calibrates and quantizes the network with the golden model
+(:func:`fcircnn.models.network.calibrate`), lays out every buffer the layer engine reads or
+writes in one contiguous DDR image starting at ``base``, writes one
+:class:`~fcircnn.gen.descriptor.LayerDescriptor` per layer (format: :mod:`fcircnn.gen.descriptor`)
+and computes the int8 output slots of every layer with the golden integer contract, which the
+engine must reproduce bit for bit. :func:`plan_network` does the layout and every check
+without touching data (fast, for sizing).
+
+Memory map
+----------
+Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 KB aligned):
+
+* ``descriptors`` -- the descriptor list, 128 bytes per layer in layer order, each
+  ``next_desc`` pointing at the following one; its base is the value for ``DESC_PTR``;
+* ``cycles`` -- one 16-byte entry per layer (one beat): the layer's cycle count as a
+  little-endian uint64, then 8 reserved bytes; written by the engine at ``cycles_addr``;
+* ``input`` -- the quantized network input, NC/8DHW8 (:func:`fcircnn.models.layout.pack_ncdhw8`);
+* per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
+  output shape, zero in the image: the engine writes it).
+
+Weight image (per layer)
+------------------------
+For the core that runs the layer (``acc.core_for(layer)``, tiles ``Tn``, ``Tm``), output-channel
+tile ``mt < m_tiles = ceil(M/Tm)`` outer, input-channel tile ``nt < n_tiles = ceil(N/Tn)`` inner
+(``M``, ``N`` padded to ``B``), one :class:`~fcircnn.hw.buffer_weight.WeightBuffer` tile image
+each, contiguous, ``weight_image_beats(Tn, Tm, B, taps) * 16`` bytes: tap ``t`` (``kd``, ``kr``,
+``kc`` row-major, ``taps = Kd*Kr*Kc``) major, then block pair ``j = p*(Tn/B) + q`` (``p``, ``q``
+block indices inside the tile), then bin slot ``k < B/2``; two int8 bytes per slot, ``re``
+(= ``c``) then ``im`` (= ``d``) of the integer weight slot ``wq[mt*Tm/B + p, nt*Tn/B + q, k,
+kd, kr, kc]``. Block pairs outside the layer (partial tiles) are zero.
+
+Global average pooling is lowered to a conv over the whole map (kernel = input shape, stride 1,
+no padding) with block-diagonal identity weights: slot 0 of a diagonal block pair is ``1 + 1i``
+(component-wise product: ``re*1``, ``im*1``), slots ``k >= 1`` are ``1 + 0i``, every other pair
+0. Its accumulator is the voxel sum the golden model requantizes, so its post parameters are the
+quantized network's unchanged. A fully connected layer is the conv whose kernel covers the input
+map (channel-minor flatten, as in the golden model).
+
+Post-parameter table (per layer)
+--------------------------------
+One 32-byte little-endian record per output slot ``s`` (slot count rounded up to a multiple of
+8; the extra records are zero and produce zero slots):
+
+======  =====  ===========================================================
+offset  bytes  field
+======  =====  ===========================================================
+0x00    2x2    ``mult`` re, im (int16)
+0x04    2x2    ``res_mult`` re, im (int16; 0 without residual)
+0x08    6x2    ``bias`` re, im (int48, two's complement)
+0x14    1x2    ``shift`` re, im (uint8, 0..47)
+0x16    10     reserved, 0
+======  =====  ===========================================================
+
+The post stage always applies the table (it carries the requantization even for layers without
+CBN): ``t = acc*mult + bias + res*res_mult``, rounding shift, clamp, CReLU if ``FLAG_CRELU``,
+CMaxPool if ``FLAG_POOL`` (DESIGN.md section 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fcircnn.hw.buffer_weight import weight_image_beats
+from fcircnn.models import spectral
+from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
+from fcircnn.models.network import (
+    LayerOverflowError,
+    NetworkWeights,
+    QuantizedNetwork,
+    calibrate,
+    random_input,
+    run_int,
+)
+from fcircnn.models.quant import Granularity, PostParams
+from fcircnn.report import format_table
+
+from .descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_CBN,
+    FLAG_CRELU,
+    FLAG_LAST,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    OP_CONV,
+    OP_GAP,
+    LayerDescriptor,
+)
+from .dma_plan import DmaLimits, plan_block
+
+__all__ = [
+    "ALIGN",
+    "CYCLE_BYTES",
+    "POST_RECORD_BYTES",
+    "CompileError",
+    "DdrImage",
+    "LayerPlan",
+    "NetworkPlan",
+    "Region",
+    "compile_network",
+    "gap_weight_slots",
+    "pack_post_table",
+    "pack_weight_image",
+    "plan_network",
+]
+
+#: Alignment of every region (bytes).
+ALIGN = 4096
+#: Bytes of one post-parameter record.
+POST_RECORD_BYTES = 32
+#: Bytes of one cycle-count entry (one beat: uint64 count, then 8 reserved bytes).
+CYCLE_BYTES = 16
+
+_INT16 = 1 << 15
+_INT48 = 1 << 47
+
+
+class CompileError(ValueError):
+    """The network cannot be compiled for this accelerator; the message names the layer (or
+    the argument) and the limit."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of the DDR image: ``[base, base + size)``, ``base`` 4 KB aligned.
+
+    ``kind`` is ``"descriptors"``, ``"cycles"``, ``"input"``, ``"weights"``, ``"post"`` or
+    ``"output"``.
+    """
+
+    name: str
+    base: int
+    size: int
+    kind: str
+    description: str
+
+    @property
+    def end(self) -> int:
+        """First byte after the region."""
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """Where one layer lives: its layer, core (and index), tiles and descriptor."""
+
+    layer: ResolvedLayer
+    core: CoreConfig
+    core_index: int
+    descriptor: LayerDescriptor
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    """The memory map and descriptors of a network, without data (:func:`plan_network`)."""
+
+    base: int
+    end: int
+    address_width: int
+    regions: tuple[Region, ...]
+    layers: tuple[LayerPlan, ...]
+
+    @property
+    def descriptors(self) -> tuple[LayerDescriptor, ...]:
+        """The descriptors in list order (= layer order)."""
+        return tuple(lp.descriptor for lp in self.layers)
+
+    @property
+    def desc_ptr(self) -> int:
+        """Address of the first descriptor (the value for ``DESC_PTR``)."""
+        return self.region("descriptors").base
+
+    def region(self, name: str) -> Region:
+        """The region called ``name`` (``KeyError`` if there is none)."""
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _slots(channels: int) -> int:
+    return channels // 2
+
+
+def _check_fit(acc: AcceleratorConfig, layer: ResolvedLayer) -> tuple[CoreConfig, int]:
+    try:
+        core = acc.core_for(layer)
+    except ValueError as exc:
+        raise CompileError(f"layer {layer.name!r}: {exc}") from None
+    B = acc.block_size
+    pairs, per_beat = (core.tm // B) * (core.tn // B), 16 // B
+    if pairs % per_beat:
+        raise CompileError(
+            f"layer {layer.name!r}: core {core.name!r} has (Tm/B)*(Tn/B) = {pairs}, not a "
+            f"multiple of 16/B = {per_beat} (whole block pairs per weight beat)")
+    if layer.kind == "gap":
+        bound = spectral.INT8_MAX * math.prod(layer.in_shape)
+    else:
+        bound = spectral.accumulator_bound(layer.padded_in_channels // B, layer.kernel)
+    if bound >= 2 ** (spectral.ACC_BITS - 1):
+        raise CompileError(
+            f"layer {layer.name!r}: accumulator bound {bound} does not fit the signed "
+            f"{spectral.ACC_BITS}-bit accumulator (must be < 2**{spectral.ACC_BITS - 1})")
+    index = next(i for i, c in enumerate(acc.cores) if c is core)
+    return core, index
+
+
+def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
+    """Lay out the DDR image and build the descriptors (no calibration, no data).
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+        Validated accelerator bound to its network
+        (:func:`~fcircnn.models.config.load_accelerator`).
+    base : int
+        Byte address of the image; a multiple of 4096.
+
+    Raises
+    ------
+    CompileError
+        Naming the layer and the limit: no core fits (kernel > ``max_kernel``, stride >
+        ``max_stride``, ...), weight-beat rule of the core, accumulator bound ``>= 2**31``, a
+        descriptor field overflow, a weight image or post table the DMA cannot read
+        (:func:`~fcircnn.gen.dma_plan.plan_block`); or ``base`` misaligned, or the image passing
+        ``2**address_width``.
+    """
+    if not isinstance(base, int) or isinstance(base, bool) or base < 0 or base % ALIGN:
+        raise CompileError(f"base must be a non-negative multiple of {ALIGN} (4 KB), "
+                           f"not {base!r}")
+    net = acc.network
+    layers = net.resolved
+    B = acc.block_size
+    fits = [_check_fit(acc, layer) for layer in layers]
+
+    regions: list[Region] = []
+    cursor = base
+
+    def add(name: str, size: int, kind: str, description: str) -> Region:
+        nonlocal cursor
+        region = Region(name, cursor, size, kind, description)
+        regions.append(region)
+        cursor = _round_up(cursor + max(size, 1), ALIGN)
+        return region
+
+    n = len(layers)
+    desc = add("descriptors", n * DESCRIPTOR_BYTES, "descriptors",
+               f"{n} layer descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
+    cycles = add("cycles", n * CYCLE_BYTES, "cycles",
+                 f"{n} cycle counts (uint64 + 8 reserved bytes)")
+    first = layers[0]
+    in_slots = _slots(first.padded_in_channels)
+    inp = net.input
+    maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
+                      f"input {in_slots} slots x {'x'.join(map(str, inp.shape))} NC/8DHW8")}
+    per_layer = []
+    for layer, (core, _) in zip(layers, fits, strict=True):
+        m_tiles = -(-layer.padded_out_channels // core.tm)
+        n_tiles = -(-layer.padded_in_channels // core.tn)
+        taps = layer.kernel_volume
+        wbytes = m_tiles * n_tiles * weight_image_beats(core.tn, core.tm, B, taps) * 16
+        out_slots = _slots(layer.padded_out_channels)
+        w = add(f"{layer.name}.weights", wbytes, "weights",
+                f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "
+                f"(core {core.name})")
+        p = add(f"{layer.name}.post", _round_up(out_slots, SLOTS_PER_BEAT) * POST_RECORD_BYTES,
+                "post", f"{out_slots} post records of {POST_RECORD_BYTES} bytes (+ zero "
+                f"records to a multiple of 8)")
+        o = add(f"{layer.name}.output", ncdhw8_size(out_slots, *layer.out_shape), "output",
+                f"output {out_slots} slots x {'x'.join(map(str, layer.out_shape))} NC/8DHW8")
+        maps[layer.name] = o
+        per_layer.append((w, p, o, m_tiles, n_tiles))
+    end = cursor
+    limit = 1 << acc.address_width
+    if end > limit:
+        raise CompileError(f"image [{base:#x}, {end:#x}) passes the {acc.address_width}-bit "
+                           f"address space (ends beyond 2**{acc.address_width} = {limit:#x})")
+
+    limits = DmaLimits.from_config(acc)
+    plans = []
+    for i, (layer, (core, core_index), (w, p, o, m_tiles, n_tiles)) in enumerate(
+            zip(layers, fits, per_layer, strict=True)):
+        flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
+                 | (FLAG_RESIDUAL if layer.residual is not None else 0)
+                 | (FLAG_POOL if layer.pool is not None else 0) | (FLAG_LAST if i == n - 1 else 0))
+        pool = layer.pool
+        try:
+            d = LayerDescriptor(
+                layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
+                flags=flags, in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
+                out_slots=_slots(layer.padded_out_channels), conv_shape=layer.conv_shape,
+                out_shape=layer.out_shape, kernel=layer.kernel, stride=layer.stride,
+                padding=layer.padding,
+                pool_window=pool.window if pool else (1, 1, 1),
+                pool_stride=pool.stride if pool else (1, 1, 1),
+                pool_padding=pool.padding if pool else (0, 0, 0),
+                in_base=maps[layer.input].base, out_base=o.base,
+                res_base=0 if layer.residual is None else maps[layer.residual].base,
+                weight_base=w.base, post_base=p.base,
+                cycles_addr=cycles.base + i * CYCLE_BYTES,
+                next_desc=0 if i == n - 1 else desc.base + (i + 1) * DESCRIPTOR_BYTES,
+                weight_bytes=w.size, m_tiles=m_tiles, n_tiles=n_tiles,
+            )
+            d.check_address_width(acc.address_width)
+            for blob_base, blob_size in ((w.base, w.size), (p.base, p.size)):
+                plan_block(blob_base, blob_size, limits=limits)
+        except ValueError as exc:
+            raise CompileError(f"layer {layer.name!r}: descriptor: {exc}") from None
+        plans.append(LayerPlan(layer, core, core_index, d))
+    return NetworkPlan(base, end, acc.address_width, tuple(regions), tuple(plans))
+
+
+def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Integer weight slots ``(re, im)`` ``[blocks, blocks, B/2, *kernel]`` of global average
+    pooling lowered to a conv: block-diagonal, slot 0 ``1 + 1i``, slots ``k >= 1`` ``1 + 0i``.
+
+    With these weights :func:`~fcircnn.models.spectral.conv3d_slots_int` over a map of shape
+    ``kernel`` returns the voxel sum of each slot part.
+    """
+    half = B // 2
+    re = np.zeros((blocks, blocks, half, *kernel), dtype=np.int64)
+    im = np.zeros_like(re)
+    diag = np.arange(blocks)
+    re[diag, diag] = 1
+    im[diag, diag, 0] = 1
+    return re, im
+
+
+def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int) -> bytes:
+    """Integer weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` -> the layer's weight image (module
+    docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles."""
+    P, Q, half = wq_re.shape[:3]
+    taps = math.prod(wq_re.shape[3:])
+    pm, qn = Tm // B, Tn // B
+    mt, nt = -(-P // pm), -(-Q // qn)
+    both = np.zeros((mt * pm, nt * qn, half, taps, 2), dtype=np.int8)
+    both[:P, :Q, ..., 0] = np.asarray(wq_re).reshape(P, Q, half, taps)
+    both[:P, :Q, ..., 1] = np.asarray(wq_im).reshape(P, Q, half, taps)
+    # [mt, p, nt, q, k, tap, part] -> [mt, nt, tap, p, q, k, part]
+    tiles = both.reshape(mt, pm, nt, qn, half, taps, 2).transpose(0, 2, 5, 1, 3, 4, 6)
+    return np.ascontiguousarray(tiles).tobytes()
+
+
+def pack_post_table(post: PostParams) -> bytes:
+    """Post parameters ``[2, S]`` -> ``ceil(S/8)*8`` records of 32 bytes (module docstring).
+
+    Raises
+    ------
+    OverflowError
+        If a value leaves its field (cannot happen for :func:`~fcircnn.models.quant.fold_post`
+        output).
+    """
+    S = post.mult.shape[1]
+    res_mult = np.zeros_like(post.mult) if post.res_mult is None else post.res_mult
+    for name, arr, lo, hi in (("mult", post.mult, -_INT16, _INT16), ("res_mult", res_mult,
+                              -_INT16, _INT16), ("bias", post.bias, -_INT48, _INT48),
+                              ("shift", post.shift, 0, 48)):
+        if arr.size and (arr.min() < lo or arr.max() >= hi):
+            raise OverflowError(f"{name} outside [{lo}, {hi - 1}]")
+    rec = np.zeros((_round_up(S, SLOTS_PER_BEAT), POST_RECORD_BYTES), dtype=np.uint8)
+
+    def le(values: np.ndarray, dtype: str, nbytes: int) -> np.ndarray:
+        return np.asarray(values).astype(dtype).view(np.uint8).reshape(S, -1)[:, :nbytes]
+
+    for c in (0, 1):
+        rec[:S, 2 * c:2 * c + 2] = le(post.mult[c], "<i2", 2)
+        rec[:S, 4 + 2 * c:6 + 2 * c] = le(res_mult[c], "<i2", 2)
+        rec[:S, 8 + 6 * c:14 + 6 * c] = le(post.bias[c], "<i8", 6)
+        rec[:S, 0x14 + c] = post.shift[c].astype(np.uint8)
+    return rec.tobytes()
+
+
+@dataclass(frozen=True)
+class DdrImage:
+    """A compiled network: the image bytes, its memory map, descriptors and expected outputs.
+
+    Attributes
+    ----------
+    data : bytes
+        The image, ``data[0]`` at address ``plan.base``; ``len(data) = plan.end - plan.base``.
+    plan : NetworkPlan
+        Regions and per-layer descriptors.
+    quantized : QuantizedNetwork
+        The integer network the image encodes.
+    input_parts : (ndarray, ndarray)
+        The quantized input slots ``(re, im)`` int8 ``[S, D, H, W]``.
+    expected : dict of str to (ndarray, ndarray)
+        Per layer name, the int8 output slot parts ``(re, im)`` ``[S, D, H, W]`` (pooled) of the
+        golden integer contract: what the engine must write to ``<name>.output``.
+    network, accelerator : str
+        Names.
+    """
+
+    data: bytes
+    plan: NetworkPlan
+    quantized: QuantizedNetwork
+    input_parts: tuple[np.ndarray, np.ndarray]
+    expected: dict[str, tuple[np.ndarray, np.ndarray]]
+    network: str
+    accelerator: str
+
+    @property
+    def base(self) -> int:
+        return self.plan.base
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        return self.plan.regions
+
+    @property
+    def descriptors(self) -> tuple[LayerDescriptor, ...]:
+        return self.plan.descriptors
+
+    @property
+    def desc_ptr(self) -> int:
+        return self.plan.desc_ptr
+
+    def region(self, name: str) -> Region:
+        return self.plan.region(name)
+
+    def read(self, addr: int, size: int) -> bytes:
+        """``size`` image bytes at absolute address ``addr``."""
+        if addr < self.base or addr + size > self.base + len(self.data):
+            raise ValueError(f"[{addr:#x}, {addr + size:#x}) is outside the image")
+        return self.data[addr - self.base:addr - self.base + size]
+
+    def describe(self) -> str:
+        """Text table of the memory map and the descriptors."""
+        head = (f"network {self.network} on {self.accelerator}: image [{self.base:#x}, "
+                f"{self.plan.end:#x}) = {len(self.data)} bytes, DESC_PTR = {self.desc_ptr:#x}")
+        lines = [head]
+        lines += format_table(["region", "kind", "base", "end", "bytes", "description"],
+                              [[r.name, r.kind, f"{r.base:#x}", f"{r.end:#x}", r.size,
+                                r.description] for r in self.regions])
+        lines.append("")
+        rows = []
+        for lp in self.plan.layers:
+            d = lp.descriptor
+            rows.append([d.layer, lp.layer.name, lp.core.name, "gap" if d.op == OP_GAP else "conv",
+                         f"{d.flags:#04x}", f"{d.in_slots}x{'x'.join(map(str, d.in_shape))}",
+                         f"{d.out_slots}x{'x'.join(map(str, d.out_shape))}",
+                         "x".join(map(str, d.kernel)), f"{d.m_tiles}x{d.n_tiles}",
+                         f"{d.in_base:#x}", f"{d.out_base:#x}", f"{d.weight_base:#x}"])
+        lines += format_table(["#", "layer", "core", "op", "flags", "in", "out", "kernel",
+                               "tiles", "in_base", "out_base", "weight_base"], rows)
+        return "\n".join(lines)
+
+    def memory_map(self) -> dict:
+        """JSON-ready memory map: image extent, regions and descriptor fields."""
+        return {
+            "network": self.network,
+            "accelerator": self.accelerator,
+            "base": self.base,
+            "end": self.plan.end,
+            "size": len(self.data),
+            "address_width": self.plan.address_width,
+            "desc_ptr": self.desc_ptr,
+            "descriptor_bytes": DESCRIPTOR_BYTES,
+            "post_record_bytes": POST_RECORD_BYTES,
+            "regions": [{"name": r.name, "base": r.base, "size": r.size, "kind": r.kind,
+                         "description": r.description} for r in self.regions],
+            "descriptors": [{"name": lp.layer.name, "core_name": lp.core.name,
+                             **lp.descriptor.as_dict()} for lp in self.plan.layers],
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Write ``image.bin``, ``memory_map.json`` and ``expected.npz`` (int8 arrays
+        ``<layer>.re`` / ``<layer>.im`` and ``input.re`` / ``input.im``) into ``directory``
+        (created if missing); return the paths."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / "image.bin", out / "memory_map.json", out / "expected.npz"]
+        paths[0].write_bytes(self.data)
+        paths[1].write_text(json.dumps(self.memory_map(), indent=2) + "\n")
+        arrays = {"input.re": self.input_parts[0].astype(np.int8),
+                  "input.im": self.input_parts[1].astype(np.int8)}
+        for name, (re, im) in self.expected.items():
+            arrays[f"{name}.re"] = re.astype(np.int8)
+            arrays[f"{name}.im"] = im.astype(np.int8)
+        np.savez(paths[2], **arrays)
+        return paths
+
+
+def compile_network(
+    acc: AcceleratorConfig,
+    *,
+    weights: NetworkWeights | None = None,
+    x: np.ndarray | None = None,
+    seed: int = 0,
+    granularity: Granularity = "tensor",
+    base: int = 0,
+) -> DdrImage:
+    """Compile ``acc.network`` into a DDR image for ``acc``.
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+        Validated accelerator bound to its network.
+    weights : NetworkWeights, optional
+        Float weights (default: random with ``seed``); missing CBN is calibrated on ``x``.
+    x : ndarray ``[C, D, H, W]``, optional
+        Input clip (default: random with ``seed``); calibrates the int8 scales and is written
+        quantized into the ``input`` region.
+    seed, granularity
+        As in :func:`fcircnn.models.network.run_network`.
+    base : int
+        Address of the image, a multiple of 4096.
+
+    Returns
+    -------
+    DdrImage
+        Whose ``expected`` equals ``run_network(net, ("int",), ...)``'s ``int_outputs`` for the
+        same arguments.
+
+    Raises
+    ------
+    CompileError
+        See :func:`plan_network`; also a post parameter that does not fit int16/int48, or an
+        input of the wrong shape.
+    """
+    plan = plan_network(acc, base=base)
+    net = acc.network
+    inp = net.input
+    expected_shape = (inp.channels, inp.depth, inp.height, inp.width)
+    x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
+    if x.shape != expected_shape:
+        raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
+                           f"{expected_shape}")
+    try:
+        weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity)
+    except LayerOverflowError as exc:
+        raise CompileError(f"layer {exc.layer!r}: post parameters: {exc}") from None
+    xq = qnet.quantize_input(net, x)
+    ints = run_int(net, qnet, xq)
+
+    image = bytearray(plan.end - plan.base)
+
+    def put(addr: int, blob: bytes) -> None:
+        image[addr - plan.base:addr - plan.base + len(blob)] = blob
+
+    for lp in plan.layers:
+        put(plan.desc_ptr + lp.descriptor.layer * DESCRIPTOR_BYTES, lp.descriptor.pack())
+    put(plan.region("input").base, pack_ncdhw8(*xq))
+    B = acc.block_size
+    for lp in plan.layers:
+        layer, ql, d = lp.layer, qnet.layers[lp.layer.name], lp.descriptor
+        if layer.kind == "gap":
+            wq_re, wq_im = gap_weight_slots(layer.padded_in_channels // B, B, layer.kernel)
+        else:
+            wq_re, wq_im = ql.wq_re, ql.wq_im
+        blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B)
+        assert len(blob) == d.weight_bytes
+        put(d.weight_base, blob)
+        try:
+            put(d.post_base, pack_post_table(ql.post))
+        except OverflowError as exc:
+            raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
+    expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))
+                for name, t in ints.items() if name}
+    return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
+                    expected, net.name, acc.name)

@@ -1,0 +1,267 @@
+"""Layer descriptors: the binary contract between the compiler and the layer engine.
+
+The engine reads a linked list of fixed-size descriptors from DDR, starting at the register
+``DESC_PTR`` (:mod:`fcircnn.hw.regfile`), one descriptor per layer. A descriptor is
+:data:`DESCRIPTOR_BYTES` = 128 bytes (eight 128-bit beats), stored at a 16-byte aligned
+address, little-endian; every field is an unsigned integer at a fixed byte offset.
+:func:`descriptor_layout` is the same layout as an Amaranth ``data.StructLayout`` (field
+``f`` occupies bits ``[8*offset +: 8*size]`` of the 1024-bit little-endian descriptor word).
+
+======  =====  ================  ===========================================================
+offset  bytes  field             contents
+======  =====  ================  ===========================================================
+0x00    2      ``layer``         layer index in the network (0-based)
+0x02    1      ``core``          index of the core (``AcceleratorConfig.cores``) that runs it
+0x03    1      ``op``            :data:`OP_CONV` (0) conv / fc, :data:`OP_GAP` (1) global
+                                 average pooling lowered to a conv (see the compiler)
+0x04    2      ``flags``         bit 0 :data:`FLAG_CBN`, bit 1 :data:`FLAG_CRELU`, bit 2
+                                 :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
+                                 :data:`FLAG_LAST`; other bits 0
+0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
+0x08    2x3    ``in_shape``      input map ``D, H, W``
+0x0E    2      ``out_slots``     slots of the output map (``M/2``)
+0x10    2x3    ``conv_shape``    ``D, H, W`` after the convolution (= the residual map's)
+0x16    2x3    ``out_shape``     ``D, H, W`` after the pool (the map written to DDR)
+0x1C    2x3    ``kernel``        ``Kd, Kr, Kc`` (fc and gap: the whole input map)
+0x22    1x3    ``stride``        conv stride ``d, h, w``
+0x25    1x3    ``padding``       conv zero padding ``d, h, w``
+0x28    1x3    ``pool_window``   CMaxPool window (1, 1, 1 without pool)
+0x2B    1x3    ``pool_stride``   CMaxPool stride (1, 1, 1 without pool)
+0x2E    1x3    ``pool_padding``  CMaxPool padding, padded voxels never win (0 without pool)
+0x31    7      (reserved)        0
+0x38    8      ``in_base``       byte address of the input map (NC/8DHW8)
+0x40    8      ``out_base``      byte address of the output map (NC/8DHW8, ``out_shape``)
+0x48    8      ``res_base``      byte address of the residual map (``out_slots`` x
+                                 ``conv_shape``), 0 without residual
+0x50    8      ``weight_base``   byte address of the layer's weight image
+0x58    8      ``post_base``     byte address of the post-parameter table
+0x60    8      ``cycles_addr``   where the engine writes the layer's cycle count (uint64)
+0x68    8      ``next_desc``     address of the next descriptor, 0 after the last
+0x70    4      ``weight_bytes``  bytes of the weight image
+0x74    2      ``m_tiles``       output-channel tiles ``ceil(M / Tm)``
+0x76    2      ``n_tiles``       input-channel tiles ``ceil(N / Tn)``
+0x78    8      (reserved)        0
+======  =====  ================  ===========================================================
+
+Addresses are 16-byte aligned and below ``2**address_width`` (checked by the compiler; the
+fields hold 64 bits). Every field is validated on construction: a value outside its field
+raises ``ValueError`` naming the field and its limit.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import astuple, dataclass, fields
+
+from amaranth.lib import data
+
+__all__ = [
+    "DESCRIPTOR_BYTES",
+    "FLAG_CBN",
+    "FLAG_CRELU",
+    "FLAG_LAST",
+    "FLAG_POOL",
+    "FLAG_RESIDUAL",
+    "OP_CONV",
+    "OP_GAP",
+    "LayerDescriptor",
+    "descriptor_layout",
+]
+
+#: Bytes of one descriptor (eight 128-bit beats).
+DESCRIPTOR_BYTES = 128
+
+#: ``op``: convolution (also fully connected layers: the conv over the whole map).
+OP_CONV = 0
+#: ``op``: global average pooling, executed as a conv with block-diagonal identity weights.
+OP_GAP = 1
+
+FLAG_CBN = 1 << 0
+FLAG_CRELU = 1 << 1
+FLAG_RESIDUAL = 1 << 2
+FLAG_POOL = 1 << 3
+FLAG_LAST = 1 << 4
+_FLAGS_MASK = 0x1F
+
+# (field, struct code, count) in byte order; vectors are (d, h, w) tuples.
+_FIELDS: tuple[tuple[str, str, int], ...] = (
+    ("layer", "H", 1),
+    ("core", "B", 1),
+    ("op", "B", 1),
+    ("flags", "H", 1),
+    ("in_slots", "H", 1),
+    ("in_shape", "H", 3),
+    ("out_slots", "H", 1),
+    ("conv_shape", "H", 3),
+    ("out_shape", "H", 3),
+    ("kernel", "H", 3),
+    ("stride", "B", 3),
+    ("padding", "B", 3),
+    ("pool_window", "B", 3),
+    ("pool_stride", "B", 3),
+    ("pool_padding", "B", 3),
+    ("_reserved0", "7x", 0),
+    ("in_base", "Q", 1),
+    ("out_base", "Q", 1),
+    ("res_base", "Q", 1),
+    ("weight_base", "Q", 1),
+    ("post_base", "Q", 1),
+    ("cycles_addr", "Q", 1),
+    ("next_desc", "Q", 1),
+    ("weight_bytes", "I", 1),
+    ("m_tiles", "H", 1),
+    ("n_tiles", "H", 1),
+    ("_reserved1", "8x", 0),
+)
+_BITS = {"B": 8, "H": 16, "I": 32, "Q": 64}
+_FORMAT = "<" + "".join(code if n == 0 else f"{n}{code}" for _, code, n in _FIELDS)
+_STRUCT = struct.Struct(_FORMAT)
+assert _STRUCT.size == DESCRIPTOR_BYTES
+
+_ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base",
+                   "cycles_addr", "next_desc")
+
+Vec3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class LayerDescriptor:
+    """One layer for the engine (field meanings and byte offsets: module docstring).
+
+    Raises
+    ------
+    ValueError
+        On construction, naming the field and its limit, if a value is not a non-negative
+        integer that fits its field, a vector has not three entries, an address is not
+        16-byte aligned, a shape or kernel entry is 0, or ``flags``/``op`` is unknown.
+    """
+
+    layer: int
+    core: int
+    op: int
+    flags: int
+    in_slots: int
+    in_shape: Vec3
+    out_slots: int
+    conv_shape: Vec3
+    out_shape: Vec3
+    kernel: Vec3
+    stride: Vec3
+    padding: Vec3
+    pool_window: Vec3
+    pool_stride: Vec3
+    pool_padding: Vec3
+    in_base: int
+    out_base: int
+    res_base: int
+    weight_base: int
+    post_base: int
+    cycles_addr: int
+    next_desc: int
+    weight_bytes: int
+    m_tiles: int
+    n_tiles: int
+
+    def __post_init__(self) -> None:
+        for name, code, count in _FIELDS:
+            if count == 0:
+                continue
+            limit = (1 << _BITS[code]) - 1
+            value = getattr(self, name)
+            values = value if count > 1 else (value,)
+            if count > 1:
+                if not isinstance(value, (tuple, list)) or len(value) != count:
+                    raise ValueError(f"{name} must be {count} integers (d, h, w), not {value!r}")
+                object.__setattr__(self, name, tuple(value))
+            for v in values:
+                if not isinstance(v, int) or isinstance(v, bool):
+                    raise ValueError(f"{name} must be an integer, not {v!r}")
+                if not 0 <= v <= limit:
+                    raise ValueError(f"{name} = {v} does not fit its {_BITS[code]}-bit field "
+                                     f"(0..{limit})")
+        for name in ("in_slots", "out_slots", "in_shape", "conv_shape", "out_shape", "kernel",
+                     "stride", "pool_window", "pool_stride", "m_tiles", "n_tiles"):
+            value = getattr(self, name)
+            if min(value if isinstance(value, tuple) else (value,)) < 1:
+                raise ValueError(f"{name} must be >= 1, not {value!r}")
+        for name in _ADDRESS_FIELDS:
+            if getattr(self, name) % 16:
+                raise ValueError(f"{name} = {getattr(self, name):#x} must be 16-byte aligned")
+        if self.op not in (OP_CONV, OP_GAP):
+            raise ValueError(f"op must be {OP_CONV} (conv) or {OP_GAP} (gap), not {self.op}")
+        if self.flags & ~_FLAGS_MASK:
+            raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
+
+    def check_address_width(self, address_width: int) -> None:
+        """Raise ``ValueError`` naming the field if an address is not below
+        ``2**address_width`` (the accelerator's AXI address width, 32..64)."""
+        if not 1 <= address_width <= 64:
+            raise ValueError(f"address_width must be in 1..64, not {address_width}")
+        for name in _ADDRESS_FIELDS:
+            value = getattr(self, name)
+            if value >> address_width:
+                raise ValueError(f"{name} = {value:#x} does not fit the {address_width}-bit "
+                                 f"address space (< 2**{address_width})")
+
+    @property
+    def last(self) -> bool:
+        """Whether this is the last descriptor of the list."""
+        return bool(self.flags & FLAG_LAST)
+
+    def pack(self) -> bytes:
+        """The 128 descriptor bytes (little-endian, layout of the module docstring)."""
+        values: list[int] = []
+        for name, _, count in _FIELDS:
+            if count == 1:
+                values.append(getattr(self, name))
+            elif count > 1:
+                values.extend(getattr(self, name))
+        return _STRUCT.pack(*values)
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> LayerDescriptor:
+        """Inverse of :meth:`pack`.
+
+        Raises
+        ------
+        ValueError
+            If ``raw`` is not 128 bytes, a reserved byte is not 0, or a field is invalid.
+        """
+        raw = bytes(raw)
+        if len(raw) != DESCRIPTOR_BYTES:
+            raise ValueError(f"a descriptor is {DESCRIPTOR_BYTES} bytes, not {len(raw)}")
+        if any(raw[0x31:0x38]) or any(raw[0x78:0x80]):
+            raise ValueError("reserved descriptor bytes (0x31..0x37, 0x78..0x7F) must be 0")
+        flat = iter(_STRUCT.unpack(raw))
+        kwargs = {}
+        for name, _, count in _FIELDS:
+            if count == 1:
+                kwargs[name] = next(flat)
+            elif count > 1:
+                kwargs[name] = tuple(next(flat) for _ in range(count))
+        return cls(**kwargs)
+
+    def as_dict(self) -> dict[str, int | list[int]]:
+        """Field values by name (JSON-ready: vectors as lists)."""
+        return {f.name: list(v) if isinstance(v, tuple) else v
+                for f, v in zip(fields(self), astuple(self), strict=True)}
+
+
+def descriptor_layout() -> data.StructLayout:
+    """The descriptor as an Amaranth ``StructLayout`` of 1024 bits.
+
+    Same bit positions as :meth:`LayerDescriptor.pack` read as a little-endian integer;
+    vectors are ``ArrayLayout(unsigned(w), 3)`` indexed ``d, h, w``; the reserved bytes are
+    fields ``_reserved0`` (56 bits) and ``_reserved1`` (64 bits).
+    """
+    members: dict[str, object] = {}
+    for name, code, count in _FIELDS:
+        if count == 0:
+            members[name] = 8 * int(code[:-1])
+        elif count == 1:
+            members[name] = _BITS[code]
+        else:
+            members[name] = data.ArrayLayout(_BITS[code], count)
+    layout = data.StructLayout(members)
+    assert layout.size == 8 * DESCRIPTOR_BYTES
+    return layout

@@ -1,0 +1,426 @@
+"""Network compiler (:mod:`fcircnn.gen.compiler`) and the ``fcircnn compile`` command.
+
+The decisive test decodes the image bytes alone (descriptors, weight tiles, post tables, input
+map), re-runs the golden integer contract from the decoded data and compares bit for bit with
+the compiler's expected outputs and with ``run_network(..., ("int",))``.
+"""
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from fcircnn.cli import main
+from fcircnn.gen.compiler import (
+    ALIGN,
+    POST_RECORD_BYTES,
+    CompileError,
+    compile_network,
+    gap_weight_slots,
+    plan_network,
+)
+from fcircnn.gen.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_CRELU,
+    FLAG_LAST,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    OP_GAP,
+    LayerDescriptor,
+)
+from fcircnn.models import spectral
+from fcircnn.models.config import builtin_path, load_accelerator
+from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
+from fcircnn.models.network import random_weights, run_network
+from fcircnn.models.quant import PostParams
+
+NET = """
+name: small
+input: {channels: 3, depth: 4, height: 8, width: 8}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
+     residual: c1, pool: {window: 2}}
+  - {name: c3, type: conv, out_channels: 24, kernel: 3, stride: [1, 2, 2], padding: 1,
+     cbn: true, crelu: true}
+  - {name: gap, type: gap}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+ACC = """
+name: small_acc
+network: net.yaml
+device:
+  part: xczu9eg-ffvb1156-2-e
+  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
+clock_mhz: 200
+block_size: %(B)d
+address_width: 32
+cores:
+  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [tn, tm],
+     max_kernel: [3, 3, 3]}
+"""
+
+
+def _write(tmp_path, B=8, tn=16, tm=16, net=NET):
+    (tmp_path / "net.yaml").write_text(net % {"B": B})
+    path = tmp_path / "acc.yaml"
+    path.write_text(ACC % {"B": B, "tn": tn, "tm": tm})
+    return path
+
+
+@pytest.fixture
+def acc_path(tmp_path):
+    return _write(tmp_path)
+
+
+@pytest.fixture
+def acc(acc_path):
+    return load_accelerator(acc_path)
+
+
+@pytest.fixture
+def image(acc):
+    return compile_network(acc, seed=3, base=0x10000)
+
+
+# --------------------------------------------------------------------------------------------
+# Decoder: image bytes -> golden integer contract (independent of the compiler's encoders)
+
+_POST = np.dtype([("mult", "<i2", (2,)), ("res_mult", "<i2", (2,)), ("bias", "u1", (2, 6)),
+                  ("shift", "u1", (2,)), ("pad", "u1", (10,))])
+assert _POST.itemsize == POST_RECORD_BYTES
+
+
+def _decode_weights(raw, d, Tn, Tm, B):
+    half = B // 2
+    P, Q = d.out_slots // half, d.in_slots // half
+    taps = math.prod(d.kernel)
+    pm, qn = Tm // B, Tn // B
+    flat = np.frombuffer(raw, dtype=np.int8).astype(np.int64)
+    assert flat.size == d.m_tiles * d.n_tiles * taps * pm * qn * half * 2
+    full = np.zeros((d.m_tiles * pm, d.n_tiles * qn, half, taps, 2), dtype=np.int64)
+    tile_bytes = taps * pm * qn * half * 2
+    for mt in range(d.m_tiles):
+        for nt in range(d.n_tiles):
+            start = (mt * d.n_tiles + nt) * tile_bytes
+            tile = flat[start:start + tile_bytes].reshape(taps, pm, qn, half, 2)
+            for t in range(taps):
+                for p in range(pm):
+                    for q in range(qn):
+                        full[mt * pm + p, nt * qn + q, :, t] = tile[t, p, q]
+    assert not full[P:].any() and not full[:, Q:].any(), "partial tiles must be zero-padded"
+    w = full[:P, :Q].reshape(P, Q, half, *d.kernel, 2)
+    return w[..., 0], w[..., 1]
+
+
+def _decode_post(raw, slots, residual):
+    rec = np.frombuffer(raw, dtype=_POST)
+    assert not rec["pad"].any() and not rec[slots:].tobytes().strip(b"\0")
+    rec = rec[:slots]
+    weights = 1 << (8 * np.arange(6, dtype=np.int64))
+    bias = (rec["bias"].astype(np.int64) * weights).sum(axis=2)
+    bias = np.where(bias >= 1 << 47, bias - (1 << 48), bias)
+    res_mult = rec["res_mult"].T.astype(np.int64)
+    if not residual:
+        assert not res_mult.any()
+    return PostParams(mult=rec["mult"].T.astype(np.int64), bias=bias.T,
+                      shift=rec["shift"].T.astype(np.int64),
+                      res_mult=res_mult if residual else None)
+
+
+def _execute(data, base, desc_ptr, acc):
+    """Run every descriptor from the image bytes alone; return outputs by layer index."""
+    mem = bytearray(data)
+
+    def read(addr, size):
+        assert base <= addr and addr + size <= base + len(mem)
+        return bytes(mem[addr - base:addr - base + size])
+
+    B = acc.block_size
+    outputs = {}
+    addr, seen = desc_ptr, 0
+    while True:
+        d = LayerDescriptor.unpack(read(addr, DESCRIPTOR_BYTES))
+        assert d.layer == seen
+        core = acc.cores[d.core]
+        xr, xi = unpack_ncdhw8(read(d.in_base, ncdhw8_size(d.in_slots, *d.in_shape)),
+                               d.in_slots, d.in_shape)
+        wr, wi = _decode_weights(read(d.weight_base, d.weight_bytes), d, core.tn, core.tm, B)
+        residual = bool(d.flags & FLAG_RESIDUAL)
+        groups = -(-d.out_slots // 8)
+        post = _decode_post(read(d.post_base, groups * 8 * POST_RECORD_BYTES), d.out_slots,
+                            residual)
+        acc_re, acc_im = spectral.conv3d_slots_int(xr, xi, wr, wi, d.stride, d.padding)
+        assert acc_re.shape[1:] == d.conv_shape
+        res = None
+        if residual:
+            res = unpack_ncdhw8(read(d.res_base, ncdhw8_size(d.out_slots, *d.conv_shape)),
+                                d.out_slots, d.conv_shape)
+        pool = ((d.pool_window, d.pool_stride, d.pool_padding) if d.flags & FLAG_POOL
+                else None)
+        parts = [spectral.post_process(a, **post.part(c), res=None if res is None else res[c],
+                                       relu=bool(d.flags & FLAG_CRELU), pool=pool)
+                 for c, a in enumerate((acc_re, acc_im))]
+        assert parts[0].shape[1:] == d.out_shape
+        blob = pack_ncdhw8(*parts)
+        assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
+        mem[d.out_base - base:d.out_base - base + len(blob)] = blob
+        outputs[d.layer] = (parts[0], parts[1])
+        seen += 1
+        if d.flags & FLAG_LAST:
+            assert d.next_desc == 0
+            return outputs
+        addr = d.next_desc
+
+
+def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
+    net = acc.network
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    assert len(outputs) == len(net.resolved)
+    golden = run_network(net, ("int",), seed=3).int_outputs
+    for layer in net.resolved:
+        got = outputs[layer.index]
+        for c in (0, 1):
+            np.testing.assert_array_equal(got[c], image.expected[layer.name][c], layer.name)
+            np.testing.assert_array_equal(got[c], golden[layer.name][c], layer.name)
+    # the input region holds the quantized input
+    re, im = image.input_parts
+    assert image.read(image.region("input").base, image.region("input").size) == \
+        pack_ncdhw8(re.astype(np.int64), im.astype(np.int64))
+
+
+def test_bin_granularity_and_given_weights(acc):
+    net = acc.network
+    w = random_weights(net, 7)
+    x = np.random.default_rng(5).standard_normal((3, 4, 8, 8))
+    img = compile_network(acc, weights=w, x=x, granularity="bin")
+    outputs = _execute(img.data, img.base, img.desc_ptr, acc)
+    golden = run_network(net, ("int",), weights=random_weights(net, 7), x=x,
+                         granularity="bin").int_outputs
+    for layer in net.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], golden[layer.name][c])
+
+
+def test_gap_lowered_to_a_conv_is_the_voxel_sum():
+    rng = np.random.default_rng(0)
+    for B, shape in ((8, (2, 3, 5)), (4, (1, 7, 7)), (16, (3, 2, 2))):
+        S = 3 * B // 2
+        re = rng.integers(-127, 128, (S, *shape))
+        im = rng.integers(-127, 128, (S, *shape))
+        wr, wi = gap_weight_slots(3, B, shape)
+        acc_re, acc_im = spectral.conv3d_slots_int(re, im, wr, wi)
+        np.testing.assert_array_equal(acc_re, re.sum(axis=(1, 2, 3), keepdims=True))
+        np.testing.assert_array_equal(acc_im, im.sum(axis=(1, 2, 3), keepdims=True))
+
+
+def test_descriptors_match_the_network(acc, image):
+    net = acc.network
+    descs = image.descriptors
+    assert len(descs) == len(net.resolved)
+    for i, (d, layer) in enumerate(zip(descs, net.resolved, strict=True)):
+        raw = image.read(image.desc_ptr + i * DESCRIPTOR_BYTES, DESCRIPTOR_BYTES)
+        assert LayerDescriptor.unpack(raw) == d
+        assert (d.op == OP_GAP) == (layer.kind == "gap")
+        assert d.kernel == layer.kernel and d.out_shape == layer.out_shape
+        assert d.cycles_addr == image.region("cycles").base + 16 * i
+        assert d.weight_base == image.region(f"{layer.name}.weights").base
+        assert d.out_base == image.region(f"{layer.name}.output").base
+    assert descs[-1].last and not any(d.last for d in descs[:-1])
+    c2, c3 = descs[1], descs[2]
+    assert c2.res_base == descs[0].out_base and c2.flags & FLAG_POOL
+    assert (c3.m_tiles, c3.n_tiles) == (2, 1)  # 24 output channels on Tm = 16: partial tile
+
+
+def test_memory_map_regions_are_aligned_disjoint_and_in_range(acc, image):
+    regions = sorted(image.regions, key=lambda r: r.base)
+    assert regions[0].base == image.base == 0x10000
+    for r in regions:
+        assert r.base % ALIGN == 0 and r.size > 0
+        assert r.end <= image.base + len(image.data) <= 1 << acc.address_width
+    for a, b in itertools.pairwise(regions):
+        assert a.end <= b.base
+    kinds = [r.kind for r in regions]
+    assert kinds.count("weights") == kinds.count("post") == kinds.count("output") == 5
+    assert {"descriptors", "cycles", "input"} <= set(kinds)
+
+
+def test_save_writes_the_three_files(tmp_path, acc, image):
+    paths = image.save(tmp_path / "out")
+    assert [p.name for p in paths] == ["image.bin", "memory_map.json", "expected.npz"]
+    assert paths[0].read_bytes() == image.data
+    mm = json.loads(paths[1].read_text())
+    assert mm["desc_ptr"] == image.desc_ptr and len(mm["descriptors"]) == 5
+    assert mm["descriptors"][1]["name"] == "c2" and mm["descriptors"][1]["kernel"] == [3, 3, 3]
+    with np.load(paths[2]) as npz:
+        assert npz["fc.re"].dtype == np.int8
+        np.testing.assert_array_equal(npz["c2.im"], image.expected["c2"][1])
+    text = image.describe()
+    assert "c3.weights" in text and "DESC_PTR" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Rejections
+
+
+def _replace_core(acc, **changes):
+    core = acc.cores[0].model_copy(update=changes)
+    return acc.model_copy(update={"cores": (core,)})
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"max_kernel": (1, 3, 3)}, r"layer 'c1'.*kernel 3x3x3 > max_kernel 1x3x3"),
+    ({"max_stride": (1, 1, 1)}, r"layer 'c3'.*stride 1x2x2 > max_stride 1x1x1"),
+])
+def test_core_limits(acc, changes, match):
+    with pytest.raises(CompileError, match=match):
+        plan_network(_replace_core(acc, **changes))
+
+
+def test_weight_beat_rule(tmp_path):
+    acc = load_accelerator(_write(tmp_path, B=4, tn=4, tm=8))
+    with pytest.raises(CompileError, match=r"layer 'c1'.*\(Tm/B\)\*\(Tn/B\) = 2.*16/B = 4"):
+        plan_network(acc)
+
+
+def test_accumulator_bound(tmp_path):
+    net = """
+name: wide
+input: {channels: 8, depth: 1, height: 260, width: 260}
+classes: 8
+block_size: %(B)d
+layers:
+  - {name: big_fc, type: fc, out_channels: 8}
+"""
+    acc = load_accelerator(_write(tmp_path, net=net))
+    with pytest.raises(CompileError, match=r"layer 'big_fc'.*accumulator bound .*2\*\*31"):
+        plan_network(acc)
+
+
+def test_post_parameter_overflow(acc):
+    w = random_weights(acc.network, 0)
+    w.layers["c2"].bn_gain = np.ones((2, 8))
+    w.layers["c2"].bn_offset = np.full((2, 8), -1e15)  # CReLU zeroes c2: bias needs > int48
+    with pytest.raises(CompileError, match=r"layer 'c2': post parameters.*int16/int48"):
+        compile_network(acc, weights=w)
+
+
+@pytest.mark.parametrize("base, match", [
+    (0x800, "base must be a non-negative multiple of 4096"),
+    (-4096, "base must be a non-negative multiple of 4096"),
+    ((1 << 32) - 4096, r"passes the 32-bit address space"),
+])
+def test_base_and_address_range(acc, base, match):
+    with pytest.raises(CompileError, match=match):
+        plan_network(acc, base=base)
+
+
+def test_wrong_input_shape(acc):
+    with pytest.raises(CompileError, match="input has shape"):
+        compile_network(acc, x=np.zeros((3, 4, 8, 9)))
+
+
+# --------------------------------------------------------------------------------------------
+# Full size
+
+
+@pytest.mark.parametrize("name, layers", [("c3d_zcu102", 11), ("r3d18_zcu102", 22)])
+def test_full_size_plan(name, layers):
+    acc = load_accelerator(builtin_path(name))
+    start = time.perf_counter()
+    plan = plan_network(acc, base=0x4000_0000)
+    assert time.perf_counter() - start < 5
+    assert len(plan.descriptors) == layers and plan.end <= 1 << acc.address_width
+    B = acc.block_size
+    for lp in plan.layers:
+        layer, d = lp.layer, lp.descriptor
+        core = lp.core
+        taps = layer.kernel_volume
+        expect = d.m_tiles * d.n_tiles * taps * (core.tm // B) * (core.tn // B) * B
+        assert d.weight_bytes == plan.region(f"{layer.name}.weights").size == expect
+        assert plan.region(f"{layer.name}.output").size == ncdhw8_size(d.out_slots,
+                                                                       *layer.out_shape)
+    if name == "r3d18_zcu102":
+        cores = {lp.layer.name: lp.core.name for lp in plan.layers}
+        assert cores["l2b1_down"] == "pointwise" and cores["conv1"] == "spatial"
+
+
+def test_full_size_c3d_compile():
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    img = compile_network(acc)  # about 8 s
+    assert len(img.data) == img.plan.end - img.plan.base
+    assert len(img.descriptors) == 11 and set(img.expected) == {
+        layer.name for layer in acc.network.resolved}
+    for d, layer in zip(img.descriptors, acc.network.resolved, strict=True):
+        assert img.expected[layer.name][0].shape == (d.out_slots, *d.out_shape)
+        assert img.read(d.weight_base, d.weight_bytes).strip(b"\0")  # weights written
+    regions = sorted(img.regions, key=lambda r: r.base)
+    assert all(a.end <= b.base for a, b in itertools.pairwise(regions))
+    assert all(r.base % ALIGN == 0 for r in regions)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102"])
+def test_full_size_image_alone_reproduces_the_golden_integer_contract(name):
+    acc = load_accelerator(builtin_path(name))
+    img = compile_network(acc, base=0x1000_0000)
+    outputs = _execute(img.data, img.base, img.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          img.expected[layer.name][c], layer.name)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_compile_writes_files(tmp_path, acc_path, capsys):
+    out = tmp_path / "build"
+    assert main(["compile", str(acc_path), "-o", str(out), "--seed", "3",
+                 "--base", "0x10000"]) == 0
+    text = capsys.readouterr().out
+    assert "c2.output" in text and "DESC_PTR" in text
+    for f in ("image.bin", "memory_map.json", "expected.npz"):
+        assert (out / f).is_file()
+    assert json.loads((out / "memory_map.json").read_text())["base"] == 0x10000
+
+
+def test_cli_compile_with_weights_and_input(tmp_path, acc, acc_path):
+    w = tmp_path / "w.npz"
+    random_weights(acc.network, 1).save(str(w))
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((3, 4, 8, 8)))
+    assert main(["compile", str(acc_path), "-o", str(tmp_path / "o"), "--weights", str(w),
+                 "--input", str(x), "--granularity", "bin"]) == 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--base", "0x801"], "multiple of 4096"),
+    (["--base", "zz"], "--base"),
+    (["--input", "missing.npy"], "--input"),
+    (["--weights", "missing.npz"], "--weights"),
+])
+def test_cli_compile_bad_input_exits_2(tmp_path, acc_path, extra, message):
+    proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "compile", str(acc_path),
+                           "-o", str(tmp_path / "o"), *extra],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_compile_bad_config_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["compile", str(bad), "-o", str(tmp_path / "o")]) == 2
+    proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "compile", "--help"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "--granularity" in proc.stdout

@@ -1,0 +1,135 @@
+"""Layer descriptors (:mod:`fcircnn.gen.descriptor`): packing, Amaranth mirror, field limits."""
+
+import dataclasses
+
+import pytest
+from amaranth.lib import data
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fcircnn.gen.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_LAST,
+    FLAG_POOL,
+    OP_GAP,
+    LayerDescriptor,
+    descriptor_layout,
+)
+
+_VEC = ("in_shape", "conv_shape", "out_shape", "kernel", "stride", "padding", "pool_window",
+        "pool_stride", "pool_padding")
+_ADDR = ("in_base", "out_base", "res_base", "weight_base", "post_base", "cycles_addr",
+         "next_desc")
+
+
+def _example(**changes) -> LayerDescriptor:
+    base = dict(
+        layer=3, core=1, op=0, flags=FLAG_POOL, in_slots=256, in_shape=(8, 28, 28),
+        out_slots=256, conv_shape=(8, 28, 28), out_shape=(4, 14, 14), kernel=(3, 3, 3),
+        stride=(1, 1, 1), padding=(1, 1, 1), pool_window=(2, 2, 2), pool_stride=(2, 2, 2),
+        pool_padding=(0, 0, 0), in_base=0x10000, out_base=0x20000, res_base=0,
+        weight_base=0x30000, post_base=0x40000, cycles_addr=0x1030, next_desc=0x200,
+        weight_bytes=884736, m_tiles=8, n_tiles=16,
+    )
+    base.update(changes)
+    return LayerDescriptor(**base)
+
+
+def _vec(bits, lo=0):
+    return st.tuples(*[st.integers(lo, (1 << bits) - 1)] * 3)
+
+
+def _addr():
+    return st.integers(0, (1 << 60) - 1).map(lambda a: a * 16)
+
+
+descriptors = st.builds(
+    LayerDescriptor,
+    layer=st.integers(0, 0xFFFF), core=st.integers(0, 0xFF), op=st.sampled_from([0, 1]),
+    flags=st.integers(0, 0x1F), in_slots=st.integers(1, 0xFFFF), in_shape=_vec(16, 1),
+    out_slots=st.integers(1, 0xFFFF), conv_shape=_vec(16, 1), out_shape=_vec(16, 1),
+    kernel=_vec(16, 1), stride=_vec(8, 1), padding=_vec(8), pool_window=_vec(8, 1),
+    pool_stride=_vec(8, 1), pool_padding=_vec(8),
+    in_base=_addr(), out_base=_addr(), res_base=_addr(), weight_base=_addr(),
+    post_base=_addr(), cycles_addr=_addr(), next_desc=_addr(),
+    weight_bytes=st.integers(0, 0xFFFFFFFF), m_tiles=st.integers(1, 0xFFFF),
+    n_tiles=st.integers(1, 0xFFFF),
+)
+
+
+@given(desc=descriptors)
+@settings(max_examples=150, deadline=None, derandomize=True)
+def test_pack_unpack_round_trip(desc):
+    raw = desc.pack()
+    assert len(raw) == DESCRIPTOR_BYTES
+    assert LayerDescriptor.unpack(raw) == desc
+
+
+@given(desc=descriptors)
+@settings(max_examples=60, deadline=None, derandomize=True)
+def test_amaranth_layout_reads_the_same_fields(desc):
+    layout = descriptor_layout()
+    assert layout.size == 8 * DESCRIPTOR_BYTES
+    view = data.Const(layout, int.from_bytes(desc.pack(), "little"))
+    for f in dataclasses.fields(desc):
+        value = getattr(desc, f.name)
+        if f.name in _VEC:
+            assert tuple(view[f.name][i] for i in range(3)) == value, f.name
+        else:
+            assert view[f.name] == value, f.name
+    assert view["_reserved0"] == 0 and view["_reserved1"] == 0
+
+
+def test_fixed_offsets_of_the_documented_table():
+    raw = _example(layer=0x0102, next_desc=0xABCDE0, weight_bytes=0x11223344).pack()
+    assert raw[0:2] == bytes([0x02, 0x01])
+    assert int.from_bytes(raw[0x68:0x70], "little") == 0xABCDE0
+    assert int.from_bytes(raw[0x70:0x74], "little") == 0x11223344
+    assert int.from_bytes(raw[0x1C:0x22], "little") == 3 | 3 << 16 | 3 << 32
+    assert raw[0x28:0x2B] == bytes([2, 2, 2])
+
+
+@pytest.mark.parametrize("field, value, limit", [
+    ("layer", 1 << 16, "16-bit"),
+    ("core", 256, "8-bit"),
+    ("in_slots", 1 << 16, "0..65535"),
+    ("kernel", (3, 1 << 16, 3), "16-bit"),
+    ("stride", (256, 1, 1), "0..255"),
+    ("in_base", 1 << 64, "64-bit"),
+    ("weight_bytes", 1 << 32, "32-bit"),
+    ("m_tiles", -1, "0..65535"),
+])
+def test_field_limits_name_the_field(field, value, limit):
+    with pytest.raises(ValueError, match=field) as info:
+        _example(**{field: value})
+    assert limit in str(info.value)
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"out_base": 0x20008}, "out_base .* 16-byte aligned"),
+    ({"op": 2}, "op must be"),
+    ({"flags": 0x20}, "flags"),
+    ({"kernel": (3, 0, 3)}, "kernel must be >= 1"),
+    ({"stride": (1, 1)}, "stride must be 3 integers"),
+    ({"layer": True}, "layer must be an integer"),
+])
+def test_invalid_values_are_rejected(changes, match):
+    with pytest.raises(ValueError, match=match):
+        _example(**changes)
+
+
+def test_unpack_rejects_bad_bytes():
+    raw = bytearray(_example(op=OP_GAP, flags=FLAG_LAST).pack())
+    assert LayerDescriptor.unpack(bytes(raw)).last
+    with pytest.raises(ValueError, match="128 bytes"):
+        LayerDescriptor.unpack(bytes(raw[:64]))
+    raw[0x7F] = 1
+    with pytest.raises(ValueError, match="reserved"):
+        LayerDescriptor.unpack(bytes(raw))
+
+
+def test_address_width_check_names_the_field():
+    desc = _example(post_base=1 << 40)
+    desc.check_address_width(41)
+    with pytest.raises(ValueError, match=r"post_base = 0x10000000000 .* 40-bit"):
+        desc.check_address_width(40)
