@@ -121,13 +121,13 @@ def _report(result, modes: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def cmd_golden(args: argparse.Namespace) -> int:
-    from fcircnn.models.config import load_accelerator, load_network
-    from fcircnn.models.network import load_weights, run_network
+def _load_weights_and_input(net, args: argparse.Namespace):
+    """``--weights`` and ``--input`` of ``golden`` and ``compile``, checked against ``net``.
 
-    path = _resolve_config_path(args.network)
-    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
-    modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
+    Returns ``(weights, x)``, each ``None`` when not given (random from the seed).
+    """
+    from fcircnn.models.network import load_weights
+
     weights = None
     if args.weights:
         try:
@@ -145,6 +145,17 @@ def cmd_golden(args: argparse.Namespace) -> int:
         if x.shape != expected or not np.issubdtype(x.dtype, np.number):
             raise UserError(f"--input: {args.input} holds {x.dtype} {x.shape}, the network "
                             f"{net.name} expects a real array of shape {expected}")
+    return weights, x
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from fcircnn.models.config import load_accelerator, load_network
+    from fcircnn.models.network import run_network
+
+    path = _resolve_config_path(args.network)
+    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
+    modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
+    weights, x = _load_weights_and_input(net, args)
     print(f"fcircnn golden: network {net.name} ({path}), modes {', '.join(modes)}, "
           f"seed {args.seed}, {args.granularity} scales", file=sys.stderr)
     result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
@@ -192,28 +203,11 @@ def _address(text: str) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     from fcircnn.gen.compiler import CompileError, compile_network
     from fcircnn.models.config import load_accelerator
-    from fcircnn.models.network import load_weights
 
     path = _resolve_config_path(args.config)
     acc = load_accelerator(path)
     net = acc.network
-    weights = None
-    if args.weights:
-        try:
-            weights = load_weights(net, args.weights)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--weights: {exc}") from None
-    x = None
-    if args.input:
-        try:
-            x = np.load(args.input)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--input: cannot read {args.input}: {exc}") from None
-        inp = net.input
-        expected = (inp.channels, inp.depth, inp.height, inp.width)
-        if x.shape != expected or not np.issubdtype(x.dtype, np.number):
-            raise UserError(f"--input: {args.input} holds {x.dtype} {x.shape}, the network "
-                            f"{net.name} expects a real array of shape {expected}")
+    weights, x = _load_weights_and_input(net, args)
     print(f"fcircnn compile: {acc.name} ({path}), network {net.name}, seed {args.seed}, "
           f"{args.granularity} scales, base {args.base:#x}", file=sys.stderr)
     try:
