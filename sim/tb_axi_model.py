@@ -13,8 +13,9 @@ import random
 from collections import deque
 
 from fcircnn.hw.axi4 import RESP_OKAY, RESP_SLVERR
+from fcircnn.models.layout import ncdhw8_address
 
-__all__ = ["AxiMemory", "ProtocolError"]
+__all__ = ["AxiMemory", "ProtocolError", "SparseMemory", "box_beat_addresses"]
 
 
 class ProtocolError(AssertionError):
@@ -34,6 +35,34 @@ def check_burst(addr: int, length: int, size: int, burst: int, what: str) -> Non
         raise ProtocolError(f"{what} of {beats} beats")
     if addr // 4096 != (addr + beats * 16 - 1) // 4096:
         raise ProtocolError(f"{what} {addr:#x}+{beats} beats crosses a 4 KB boundary")
+
+
+class SparseMemory(dict):
+    """Byte memory as a dict, for addresses near the top of a 64-bit space (holes read as 0);
+    usable as :class:`AxiMemory`'s ``mem``."""
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return bytes(self.get(a, 0) for a in range(key.start, key.stop))
+        return self.get(key, 0)
+
+
+def box_beat_addresses(fmap, groups, d, h, w) -> list[tuple[int, int | None]]:
+    """Reference walk of a DMA box: ``(slot group, beat address)`` for every beat in NC/8DHW8
+    order (group, d, h, w), the address ``None`` for voxels outside the map (padding).
+
+    ``fmap`` is a :class:`fcircnn.gen.dma_plan.FeatureMap`; each range is ``(start, count)``.
+    """
+    D, H, W = fmap.shape
+    out = []
+    for g in range(groups[0], groups[0] + groups[1]):
+        for z in range(d[0], d[0] + d[1]):
+            for y in range(h[0], h[0] + h[1]):
+                for x in range(w[0], w[0] + w[1]):
+                    inside = 0 <= z < D and 0 <= y < H and 0 <= x < W
+                    out.append((g, ncdhw8_address(8 * g, z, y, x, fmap.shape, fmap.base)
+                                if inside else None))
+    return out
 
 
 class AxiMemory:

@@ -24,7 +24,7 @@ from fcircnn.hw.axi_dma_box import (
     segment_layout,
     status_layout,
 )
-from fcircnn.models.layout import ncdhw8_address
+from fcircnn.sim.tb_axi_model import box_beat_addresses
 
 PAGE = 4096
 FIELDS = ("addr", "stride_g", "stride_d", "stride_h", "groups", "d_pre", "d_len", "d_post",
@@ -97,17 +97,8 @@ def expand(segments):
 
 
 def box_beats(fmap, groups, d, h, w):
-    """Beat addresses of a read box of ``fmap`` in NC/8DHW8 order, ``None`` where padded."""
-    out = []
-    D, H, W = fmap.shape
-    for g in range(groups[0], groups[0] + groups[1]):
-        for z in range(d[0], d[0] + d[1]):
-            for y in range(h[0], h[0] + h[1]):
-                for x in range(w[0], w[0] + w[1]):
-                    inside = 0 <= z < D and 0 <= y < H and 0 <= x < W
-                    out.append(ncdhw8_address(8 * g, z, y, x, fmap.shape, fmap.base)
-                               if inside else None)
-    return out
+    """Beat addresses of a read box in NC/8DHW8 order, ``None`` where padded."""
+    return [addr for _, addr in box_beat_addresses(fmap, groups, d, h, w)]
 
 
 def full(fields):

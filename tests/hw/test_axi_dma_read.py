@@ -18,7 +18,7 @@ from fcircnn.hw.axi4 import RESP_DECERR, RESP_OKAY, RESP_SLVERR
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.axi_dma_read import AxiDmaRead, check_outstanding
 from fcircnn.models.layout import ncdhw8_address
-from fcircnn.sim.tb_axi_model import AxiMemory
+from fcircnn.sim.tb_axi_model import AxiMemory, SparseMemory, box_beat_addresses
 
 AW = 40
 PAGE = 4096
@@ -26,15 +26,6 @@ PAGE = 4096
 
 def status_of(value):
     return value if isinstance(value, Status) else Status(int(value))
-
-
-class SparseMemory(dict):
-    """Byte memory for addresses near the top of a 64-bit space (reads of holes are 0)."""
-
-    def __getitem__(self, key):
-        if isinstance(key, slice):
-            return bytes(self.get(a, 0) for a in range(key.start, key.stop))
-        return self.get(key, 0)
 
 
 class FaultyMemory(AxiMemory):
@@ -162,17 +153,8 @@ def run_read(mem, cmds, *, aw=AW, outstanding=4, seed=0, stall=0.0, ready_p=None
 
 
 def box_beats(fmap, groups, d, h, w):
-    """Byte address of every beat of a read box in NC/8DHW8 order, ``None`` where padded."""
-    out = []
-    D, H, W = fmap.shape
-    for g in range(groups[0], groups[0] + groups[1]):
-        for z in range(d[0], d[0] + d[1]):
-            for y in range(h[0], h[0] + h[1]):
-                for x in range(w[0], w[0] + w[1]):
-                    inside = 0 <= z < D and 0 <= y < H and 0 <= x < W
-                    out.append(ncdhw8_address(8 * g, z, y, x, fmap.shape, fmap.base)
-                               if inside else None)
-    return out
+    """Beat addresses of a read box in NC/8DHW8 order, ``None`` where padded."""
+    return [addr for _, addr in box_beat_addresses(fmap, groups, d, h, w)]
 
 
 def ref_read(mem, beats):

@@ -19,8 +19,7 @@ from fcircnn.gen.dma_plan import FeatureMap, plan_write_box
 from fcircnn.hw.axi4 import RESP_DECERR, RESP_EXOKAY, RESP_OKAY
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.axi_dma_write import AxiDmaWrite
-from fcircnn.models.layout import ncdhw8_address
-from fcircnn.sim.tb_axi_model import AxiMemory
+from fcircnn.sim.tb_axi_model import AxiMemory, SparseMemory, box_beat_addresses
 
 AW = 40
 PAGE = 4096
@@ -29,15 +28,6 @@ FULL = 0xFFFF
 
 def status_of(value):
     return value if isinstance(value, Status) else Status(int(value))
-
-
-class SparseMemory(dict):
-    """Byte memory for addresses near the top of a 64-bit space (holes read as 0)."""
-
-    def __getitem__(self, key):
-        if isinstance(key, slice):
-            return bytes(self.get(a, 0) for a in range(key.start, key.stop))
-        return self.get(key, 0)
 
 
 class FaultyBMemory(AxiMemory):
@@ -162,12 +152,8 @@ def run_write(mem, jobs, *, aw=AW, outstanding=4, seed=0, stall=0.0, valid_p=Non
 
 
 def box_voxels(fmap, groups, d, h, w):
-    """(group, beat address) of every voxel of a write box in NC/8DHW8 order."""
-    return [(g, ncdhw8_address(8 * g, z, y, x, fmap.shape, fmap.base))
-            for g in range(groups[0], groups[0] + groups[1])
-            for z in range(d[0], d[0] + d[1])
-            for y in range(h[0], h[0] + h[1])
-            for x in range(w[0], w[0] + w[1])]
+    """(group, beat address) of every voxel of a write box (inside the map) in NC/8DHW8 order."""
+    return box_beat_addresses(fmap, groups, d, h, w)
 
 
 def ref_write(mem, voxels, payload, last_group, last_lanes, beats=None):
