@@ -1,4 +1,9 @@
-"""The post-processing pipeline: CBN + residual -> quantize -> CReLU -> CMaxPool."""
+"""The post-processing pipeline: CBN + residual -> quantize -> CReLU -> CMaxPool.
+
+A skid buffer (:class:`~fcircnn.hw.skid_buffer.SkidBuffer`) between CReLU and CMaxPool cuts
+the combinational ready path from the output (through the pool's axis stages) off the stage
+enables of CBN, quantizer and CReLU.
+"""
 
 from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
@@ -18,12 +23,15 @@ from .post_crelu import CReLU, crelu_config_layout
 from .post_maxpool import CMaxPool, check_max_groups, check_max_size, maxpool_config_layout
 from .post_quantize import LATENCY as QUANTIZE_LATENCY
 from .post_quantize import Quantize, quantize_config_layout, slot_layout
+from .skid_buffer import LATENCY as SKID_LATENCY
+from .skid_buffer import SkidBuffer
 
 __all__ = ["DSP_PER_LANE", "LATENCY_NO_POOL", "PostChain", "post_config_layout"]
 
-#: Cycles from an accepted input beat to its output beat with the pool bypassed (no stall); the
-#: pool adds 3 cycles from the beat completing a window.
-LATENCY_NO_POOL = CBN_LATENCY + QUANTIZE_LATENCY + CRELU_LATENCY
+#: Cycles from an accepted input beat to its output beat with the pool bypassed (no stall):
+#: CBN, quantizer, CReLU and the skid buffer before the pool (6); the pool adds 3 cycles from
+#: the beat completing a window.
+LATENCY_NO_POOL = CBN_LATENCY + QUANTIZE_LATENCY + CRELU_LATENCY + SKID_LATENCY
 
 
 def post_config_layout(max_size, max_groups=1):
@@ -43,7 +51,7 @@ def post_config_layout(max_size, max_groups=1):
 
 
 class PostChain(wiring.Component):
-    """The four post-units joined with :func:`amaranth.lib.wiring.connect`.
+    """The four post-units joined with :func:`amaranth.lib.wiring.connect`, with skid buffers.
 
     Per slot and part: ``t = acc*mult + bias [+ res*res_mult]``, ``y = clip(round-shift(t))``,
     optional ReLU, optional max pooling; bit-exact with
@@ -57,8 +65,16 @@ class PostChain(wiring.Component):
       :class:`~fcircnn.hw.post_maxpool.CMaxPool`. Output beats: the int8 slots
       (:func:`~fcircnn.hw.post_quantize.slot_layout`) of the pooled (or, with the pool
       bypassed, every) voxel in the same order.
-    * Latency :data:`LATENCY_NO_POOL` (5) cycles with the pool bypassed; initiation interval 1
+    * Latency :data:`LATENCY_NO_POOL` (6) cycles with the pool bypassed; initiation interval 1
       (except for the pool's inserted padding cycles); full valid/ready back-pressure.
+    * Ready timing: a :class:`~fcircnn.hw.skid_buffer.SkidBuffer` between CReLU and CMaxPool
+      ends the combinational path from ``o.ready`` (through the pool's axis stages). The CBN,
+      quantizer and CReLU stage enables, and so ``i.ready``, depend only on flip-flops (their
+      valid registers and the skid buffer's registered ready), one LUT level deep, not on
+      ``o.ready`` or ``i.valid``. (A skid buffer at the input would hold two copies of the
+      252-bit-per-lane CBN input, about 4300 FF for 8 lanes, for no shorter path.)
+      ``o.valid``/``o.payload`` are the pool's (combinational from the skid buffer when the
+      pool is bypassed).
     * DSP48E2: :data:`DSP_PER_LANE` (6) per lane, all in the CBN stage.
     * ``cfg`` (:func:`post_config_layout`) static while a map is in flight.
 
@@ -86,6 +102,7 @@ class PostChain(wiring.Component):
         self._cbn = CBNResidual(lanes)
         self._quantize = Quantize(lanes)
         self._crelu = CReLU(lanes)
+        self._skid_pool = SkidBuffer(slot_layout(lanes))
         self._pool = CMaxPool(lanes, max_size, max_groups)
         self.lanes = lanes
         self.max_size = tuple(max_size)
@@ -100,12 +117,14 @@ class PostChain(wiring.Component):
         m.submodules.cbn = cbn = self._cbn
         m.submodules.quantize = quantize = self._quantize
         m.submodules.crelu = crelu = self._crelu
+        m.submodules.skid_pool = skid_pool = self._skid_pool
         m.submodules.pool = pool = self._pool
 
         wiring.connect(m, wiring.flipped(self.i), cbn.i)
         wiring.connect(m, cbn.o, quantize.i)
         wiring.connect(m, quantize.o, crelu.i)
-        wiring.connect(m, crelu.o, pool.i)
+        wiring.connect(m, crelu.o, skid_pool.i)
+        wiring.connect(m, skid_pool.o, pool.i)
         wiring.connect(m, pool.o, wiring.flipped(self.o))
         m.d.comb += [
             cbn.cfg.eq(self.cfg.cbn),

@@ -119,3 +119,42 @@ def test_chain_synthesis_dsp_count(tmp_path, lanes):
     report.check_multipliers(expected_dsp=lanes * DSP_PER_LANE)
     assert report.dsp == 6 * lanes
     assert report.bram == {"RAMB18E2": 0, "RAMB36E2": 0}
+
+
+def test_chain_ready_is_registered():
+    # Neither i.ready (the input skid buffer) nor the shared stage enable of CBN, quantizer and
+    # CReLU (CBN's i.ready, cut off by the skid buffer before the pool) follows o.ready within a
+    # cycle, whether the chain is empty, filling or stalled (pool bypassed: its ready is o.ready).
+    from amaranth.sim import Simulator
+
+    from fcircnn.hw.post_cbn import cbn_input_layout
+    from fcircnn.sim.runner import pack
+
+    lanes = 1
+    case = make_case(5, lanes=lanes, size=(1, 3, 6))
+    beats = to_beats({name: map_to_beats(pair, lanes) for name, pair in case.items()})
+    cfg = chain_config((1, 3, 6), residual=True, relu=True, pool=None)
+    dut = PostChain(lanes, MAX_SIZE)
+    seen = set()
+
+    async def testbench(ctx):
+        ctx.set(dut.cfg.as_value(), pack(dut.cfg.shape(), cfg))
+        ctx.set(dut.i.valid, 1)
+        for cycle, beat in enumerate(beats):
+            ctx.set(dut.i.payload.as_value(), pack(cbn_input_layout(lanes), beat))
+            ready = cycle >= 12
+            ctx.set(dut.o.ready, ready)
+            i_ready, enable = ctx.get(dut.i.ready), ctx.get(dut._cbn.i.ready)
+            seen.add((i_ready, enable))
+            ctx.set(dut.o.ready, not ready)
+            assert ctx.get(dut.i.ready) == i_ready, "i.ready follows o.ready"
+            assert ctx.get(dut._cbn.i.ready) == enable, "the stage enable follows o.ready"
+            ctx.set(dut.o.ready, ready)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert {i_ready for i_ready, _ in seen} == {0, 1}
+    assert {enable for _, enable in seen} == {0, 1}
