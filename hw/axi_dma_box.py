@@ -13,6 +13,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.models.layout import BEAT_BYTES
+
 from .common import rejecting
 
 __all__ = [
@@ -27,7 +29,6 @@ __all__ = [
 ]
 
 #: Bytes per 128-bit beat.
-BEAT_BYTES = 16
 #: Width of the count fields of a box.
 COUNT_WIDTH = 16
 

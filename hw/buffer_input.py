@@ -4,14 +4,15 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.models.layout import SLOTS_PER_BEAT
+
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_positive, rejecting
+from .common import check_block_size, check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["InputBuffer", "core_needs", "input_box_layout"]
 
-SLOTS_PER_BEAT = 8
 
 
 def _vec3(name, value):
@@ -86,8 +87,7 @@ class InputBuffer(wiring.Component):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
-            if B not in (4, 8, 16):
-                raise ValueError(f"B must be one of 4, 8, 16, not {B}")
+            check_block_size(B)
             if Tn % B:
                 raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
             self.kernel = _vec3("kernel", kernel)

@@ -4,6 +4,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.models.layout import SLOTS_PER_BEAT
+
 from .axi_dma_write import write_beat_layout
 from .buffer_pingpong import PingPongBanks
 from .common import check_positive, rejecting
@@ -11,7 +13,6 @@ from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["OutputBuffer", "output_in_layout", "output_shape_layout"]
 
-SLOTS_PER_BEAT = 8
 
 
 def output_in_layout(Tm: int, Td: int, Tr: int, Tc: int) -> data.StructLayout:

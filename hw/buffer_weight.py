@@ -4,14 +4,15 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.models.layout import SLOTS_PER_BEAT
+
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_positive, rejecting
+from .common import check_block_size, check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
 __all__ = ["WeightBuffer", "weight_image_beats"]
 
-SLOTS_PER_BEAT = 8
 
 
 def weight_image_beats(Tn: int, Tm: int, B: int, taps: int) -> int:
@@ -67,8 +68,7 @@ class WeightBuffer(wiring.Component):
             check_positive("Tn", Tn, 1024)
             check_positive("Tm", Tm, 1024)
             check_positive("taps", taps, 4096)
-            if B not in (4, 8, 16):
-                raise ValueError(f"B must be one of 4, 8, 16, not {B}")
+            check_block_size(B)
             for name, value in (("Tn", Tn), ("Tm", Tm)):
                 if value % B:
                     raise ValueError(f"{name} must be a multiple of B ({B}), not {value}")

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 from amaranth.hdl import Module, Signal, Value
 
-__all__ = ["check_positive", "rejecting", "stall_pipeline"]
+from fcircnn.models.spectral import BLOCK_SIZES
+
+__all__ = ["check_block_size", "check_positive", "rejecting", "stall_pipeline"]
 
 
 @contextlib.contextmanager
@@ -32,6 +34,12 @@ def check_positive(name: str, value, maximum: int | None = None) -> None:
     if value < 1 or (maximum is not None and value > maximum):
         upper = f"..{maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be in 1{upper}, not {value}")
+
+
+def check_block_size(B) -> None:
+    """Raise ``ValueError`` unless ``B`` is a legal block size (4, 8 or 16)."""
+    if B not in BLOCK_SIZES:
+        raise ValueError(f"B must be one of {', '.join(map(str, BLOCK_SIZES))}, not {B}")
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Value:

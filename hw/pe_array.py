@@ -4,7 +4,9 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .common import rejecting
+from fcircnn.models.spectral import BLOCK_SIZES
+
+from .common import check_block_size, rejecting
 from .complex_mul_pair import (
     ACT_WIDTH,
     PAIR_LATENCY,
@@ -17,7 +19,6 @@ from .pe import ACC_WIDTH, PE, tree_levels
 __all__ = ["BLOCK_SIZES", "PEArray", "in_layout", "out_layout"]
 
 #: Block sizes the datapath supports.
-BLOCK_SIZES = (4, 8, 16)
 
 
 def in_layout(Tn: int, Tm: int, B: int, Td: int = 1) -> data.StructLayout:
@@ -137,8 +138,7 @@ class PEArray(wiring.Component):
     def _validate(Tn, Tm, B, Td, acc_width):
         for name, value in (("Tn", Tn), ("Tm", Tm), ("B", B), ("Td", Td), ("acc_width", acc_width)):
             _check_int(name, value)
-        if B not in BLOCK_SIZES:
-            raise ValueError(f"B must be one of {', '.join(map(str, BLOCK_SIZES))}, not {B}")
+        check_block_size(B)
         if Tn < B or Tn % B:
             raise ValueError(f"Tn must be a positive multiple of B ({B}), not {Tn}")
         if Tm < 2 * B or Tm % (2 * B):

@@ -4,6 +4,8 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.models.spectral import INT8_MAX
+
 from .common import rejecting, stall_pipeline
 from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout, check_lanes
 
@@ -16,8 +18,6 @@ __all__ = [
     "slot_layout",
 ]
 
-#: Upper clamp bound; the lower one is ``-INT8_MAX`` (``-128`` never occurs).
-INT8_MAX = 127
 #: Cycles from an accepted input beat to its output beat (no stall).
 LATENCY = 2
 

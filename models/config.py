@@ -45,6 +45,8 @@ from pydantic_core import PydanticCustomError
 
 from fcircnn.report import format_table
 
+from .spectral import BLOCK_SIZES
+
 __all__ = [
     "ALLOWED_BLOCK_SIZES",
     "ALLOWED_BUS_WIDTHS",
@@ -71,7 +73,7 @@ __all__ = [
 ]
 
 #: Legal block sizes ``B`` (even powers of two).
-ALLOWED_BLOCK_SIZES: tuple[int, ...] = (4, 8, 16)
+ALLOWED_BLOCK_SIZES: tuple[int, ...] = BLOCK_SIZES
 #: Legal AXI data widths (NC/8DHW8 packs 8 slots x 16 bit per beat).
 ALLOWED_BUS_WIDTHS: tuple[int, ...] = (128,)
 #: Loop names a core may unroll.

@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "ACC_BITS",
+    "BLOCK_SIZES",
     "INT8_MAX",
     "T_BITS",
     "accumulator_bound",
@@ -48,6 +49,8 @@ __all__ = [
     "weight_slots",
 ]
 
+BLOCK_SIZES: tuple[int, ...] = (4, 8, 16)
+"""Legal circulant block sizes ``B`` (even powers of two)."""
 INT8_MAX = 127
 """Largest magnitude of an int8 slot part (``-128`` never occurs)."""
 ACC_BITS = 32
@@ -72,7 +75,7 @@ def _triple(value: int | Sequence[int], name: str) -> Triple:
 
 
 def _check_block_size(B: int) -> None:
-    if B not in (4, 8, 16):
+    if B not in BLOCK_SIZES:
         raise ValueError(f"B must be an even power of two: 4, 8 or 16, not {B}")
 
 
