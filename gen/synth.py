@@ -115,6 +115,17 @@ class SynthReport:
         return {t: self.cells.get(t, 0) for t in ("RAMB18E2", "RAMB36E2")}
 
     @property
+    def bram36(self) -> float:
+        """Block RAM in RAMB36E2 equivalents (a RAMB18E2 is half of one)."""
+        return self.cells.get("RAMB36E2", 0) + self.cells.get("RAMB18E2", 0) / 2
+
+    @property
+    def lutram(self) -> dict[str, int]:
+        """Distributed-RAM cells (``RAM32M``, ``RAM64X1D``, ... but not ``RAMB*``) by type."""
+        return {t: n for t, n in self.cells.items()
+                if t.startswith("RAM") and not t.startswith("RAMB")}
+
+    @property
     def leftover_multipliers(self) -> int:
         """``$mul`` / ``$__MUL*`` cells still in the final netlist (should be 0)."""
         return sum(n for t, n in self.cells.items() if t == "$mul" or t.startswith("$__MUL"))

@@ -86,3 +86,11 @@ def test_c3d_pe_array_dsp_count():
     dut = PEArray(32, 64, 8)
     report = synthesize(dut, "pe_array")
     report.check_multipliers(expected_dsp=176)
+
+
+def test_report_memory_figures():
+    report = SynthReport(top="t", cells={"RAMB36E2": 3, "RAMB18E2": 5, "RAM32M": 2,
+                                         "RAM64X1D": 1, "LUT6": 9},
+                         rtl_multipliers=0, soft_multipliers=0)
+    assert report.bram36 == 5.5
+    assert report.lutram == {"RAM32M": 2, "RAM64X1D": 1}
