@@ -124,8 +124,17 @@ class AxiMemory:
                 self.reads.append((addr, length + 1))
                 self._rq.append([addr, length + 1, 0, self.cycle + self.latency])
 
+    def _read_resp(self, addr: int) -> int:
+        """RRESP of the beat at ``addr`` (subclasses inject faults here)."""
+        return RESP_SLVERR if self._error(addr) else RESP_OKAY
+
+    def _read_last(self, burst: int, beat: int, last: bool) -> bool:
+        """RLAST of beat ``beat`` of the ``burst``-th read burst (``last``: the legal value)."""
+        return last
+
     async def _r(self, ctx):
         axi = self.axi
+        burst = 0
         while True:
             head = self._rq[0] if self._rq else None
             show = head is not None and head[3] <= self.cycle and self._go()
@@ -133,8 +142,8 @@ class AxiMemory:
                 addr = head[0] + 16 * head[2]
                 word = int.from_bytes(self.mem[addr:addr + 16], "little")
                 ctx.set(axi.rdata, word)
-                ctx.set(axi.rresp, RESP_SLVERR if self._error(addr) else RESP_OKAY)
-                ctx.set(axi.rlast, head[2] == head[1] - 1)
+                ctx.set(axi.rresp, self._read_resp(addr))
+                ctx.set(axi.rlast, self._read_last(burst, head[2], head[2] == head[1] - 1))
             ctx.set(axi.rvalid, show)
             _, _, ready = await ctx.tick().sample(axi.rready)
             if show and ready:
@@ -142,6 +151,7 @@ class AxiMemory:
                 if head[2] == head[1]:
                     self._rq.popleft()
                     self.read_done += 1
+                    burst += 1
 
     async def _aw(self, ctx):
         axi = self.axi

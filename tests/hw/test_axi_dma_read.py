@@ -40,25 +40,11 @@ class FaultyMemory(AxiMemory):
         self.resp = dict(resp or {})
         self.bad_last = set(bad_last)
 
-    async def _r(self, ctx):
-        axi = self.axi
-        burst = 0
-        while True:
-            head = self._rq[0] if self._rq else None
-            show = head is not None and head[3] <= self.cycle and self._go()
-            if show:
-                addr = head[0] + 16 * head[2]
-                ctx.set(axi.rdata, int.from_bytes(self.mem[addr:addr + 16], "little"))
-                ctx.set(axi.rresp, self.resp.get(addr, RESP_OKAY))
-                ctx.set(axi.rlast, (head[2] == head[1] - 1) ^ ((burst, head[2]) in self.bad_last))
-            ctx.set(axi.rvalid, show)
-            _, _, ready = await ctx.tick().sample(axi.rready)
-            if show and ready:
-                head[2] += 1
-                if head[2] == head[1]:
-                    self._rq.popleft()
-                    self.read_done += 1
-                    burst += 1
+    def _read_resp(self, addr):
+        return self.resp.get(addr, RESP_OKAY)
+
+    def _read_last(self, burst, beat, last):
+        return last ^ ((burst, beat) in self.bad_last)
 
 
 def run_read(mem, cmds, *, aw=AW, outstanding=4, seed=0, stall=0.0, ready_p=None,
