@@ -335,13 +335,15 @@ async def run_cocotb_stream(dut, in_words, n_out, rng, *, p_idle=0.3, p_stall=0.
     return out
 
 
-async def cocotb_reset(dut, cfg_word):
-    """Start the 5 ns clock, apply ``cfg_word``, idle the streams and pulse ``rst``."""
+async def cocotb_reset(dut, cfg_word=None):
+    """Start the 5 ns clock, apply ``cfg_word`` (if the design has a ``cfg`` port), idle the
+    streams and pulse ``rst``."""
     from cocotb.clock import Clock
     from cocotb.triggers import ClockCycles
 
     Clock(dut.clk, 5, unit="ns").start()
-    dut.cfg.value = cfg_word
+    if cfg_word is not None:
+        dut.cfg.value = cfg_word
     dut.i__valid.value = 0
     dut.i__payload.value = 0
     dut.o__ready.value = 0

@@ -8,21 +8,9 @@ compares the whole output sequence with the input (nothing lost, duplicated or r
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
 
 from fcircnn.sim.runner import tb_params
-from fcircnn.sim.tb_post_util import run_cocotb_stream
-
-
-async def _reset(dut):
-    Clock(dut.clk, 5, unit="ns").start()
-    dut.i__valid.value = 0
-    dut.i__payload.value = 0
-    dut.o__ready.value = 0
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+from fcircnn.sim.tb_post_util import cocotb_reset, run_cocotb_stream
 
 
 async def _check(dut, salt, *, p_idle, p_stall):
@@ -30,7 +18,7 @@ async def _check(dut, salt, *, p_idle, p_stall):
     width, beats, seed = params["width"], params["beats"], params["seed"] + salt
     rng = random.Random(seed)
     words = [rng.randrange(1 << width) for _ in range(beats)]
-    await _reset(dut)
+    await cocotb_reset(dut)
     out = await run_cocotb_stream(dut, words, beats, rng, p_idle=p_idle, p_stall=p_stall)
     assert out == words
 
