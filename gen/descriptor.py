@@ -2,10 +2,10 @@
 
 The engine reads a linked list of fixed-size descriptors from DDR, starting at the register
 ``DESC_PTR`` (:mod:`fcircnn.hw.regfile`), one descriptor per layer. A descriptor is
-:data:`DESCRIPTOR_BYTES` = 128 bytes (eight 128-bit beats), stored at a 16-byte aligned
+:data:`DESCRIPTOR_BYTES` = 256 bytes (sixteen 128-bit beats), stored at a 16-byte aligned
 address, little-endian; every field is an unsigned integer at a fixed byte offset.
 :func:`descriptor_layout` is the same layout as an Amaranth ``data.StructLayout`` (field
-``f`` occupies bits ``[8*offset +: 8*size]`` of the 1024-bit little-endian descriptor word).
+``f`` occupies bits ``[8*offset +: 8*size]`` of the 2048-bit little-endian descriptor word).
 
 ======  =====  ================  ===========================================================
 offset  bytes  field             contents
@@ -41,7 +41,30 @@ offset  bytes  field             contents
 0x74    2      ``m_tiles``       output-channel tiles ``ceil(M / Tm)``
 0x76    2      ``n_tiles``       input-channel tiles ``ceil(N / Tn)``
 0x78    8      (reserved)        0
+0x80    1x3    ``tile``          conv output tile ``d, h, w`` of this layer (<= the core's
+                                 ``Td, Tr, Tc``); pool pass: 0
+0x83    1      (reserved)        0
+0x84    2x3    ``tiles``         tiles per axis, ``ceil(conv_shape / tile)``; pool pass: 0
+0x8A    2      (reserved)        0
+0x8C    4x3    ``in_stride``     byte strides of the input map: slot group, depth plane, row
+0x98    4x3    ``out_stride``    byte strides of the output map (conv: ``conv_shape``, also
+                                 the residual map's; pool pass: ``out_shape``)
+0xA4    4x3    ``in_step``       input bytes per tile step: ``tile*stride*in_stride`` per axis
+                                 (``d``, ``h``; ``w`` with a 16-byte voxel stride)
+0xB0    4x3    ``in_pad_bytes``  ``padding * in_stride`` per axis (the first tile is clipped)
+0xBC    4x3    ``out_step``      output bytes per tile step: ``tile * out_stride`` per axis
+0xC8    4      ``weight_tile_bytes`` bytes of one ``(mt, nt)`` weight tile
+0xCC    4      ``in_nt_step``    input bytes per input-channel tile step (``max(1, Tn/16)``
+                                 groups; with ``Tn < 16``, every ``16/Tn`` tiles)
+0xD0    4      ``out_mt_step``   output bytes per output-channel tile (``Tm/16`` groups)
+0xD4    44     (reserved)        0
 ======  =====  ================  ===========================================================
+
+The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
+(:func:`fcircnn.gen.compiler.plan_network`), so the engine needs no multiplier or divider for
+its tile walk. A pool pass (:data:`OP_POOL`) runs the CMaxPool of a layer whose pool does not
+fit the conv tiles as its own descriptor: it reads ``in_slots x in_shape`` at ``in_base`` and
+writes the pooled ``out_slots x out_shape`` at ``out_base``, slot group by slot group.
 
 Addresses are 16-byte aligned and below ``2**address_width`` (checked by the compiler; the
 fields hold 64 bits). Every field is validated on construction: a value outside its field
@@ -64,17 +87,20 @@ __all__ = [
     "FLAG_RESIDUAL",
     "OP_CONV",
     "OP_GAP",
+    "OP_POOL",
     "LayerDescriptor",
     "descriptor_layout",
 ]
 
-#: Bytes of one descriptor (eight 128-bit beats).
-DESCRIPTOR_BYTES = 128
+#: Bytes of one descriptor (sixteen 128-bit beats).
+DESCRIPTOR_BYTES = 256
 
 #: ``op``: convolution (also fully connected layers: the conv over the whole map).
 OP_CONV = 0
 #: ``op``: global average pooling, executed as a conv with block-diagonal identity weights.
 OP_GAP = 1
+#: ``op``: a pool pass (CMaxPool over a whole map, no PE array).
+OP_POOL = 2
 
 FLAG_CBN = 1 << 0
 FLAG_CRELU = 1 << 1
@@ -112,6 +138,19 @@ _FIELDS: tuple[tuple[str, str, int], ...] = (
     ("m_tiles", "H", 1),
     ("n_tiles", "H", 1),
     ("_reserved1", "8x", 0),
+    ("tile", "B", 3),
+    ("_reserved2", "1x", 0),
+    ("tiles", "H", 3),
+    ("_reserved3", "2x", 0),
+    ("in_stride", "I", 3),
+    ("out_stride", "I", 3),
+    ("in_step", "I", 3),
+    ("in_pad_bytes", "I", 3),
+    ("out_step", "I", 3),
+    ("weight_tile_bytes", "I", 1),
+    ("in_nt_step", "I", 1),
+    ("out_mt_step", "I", 1),
+    ("_reserved4", "44x", 0),
 )
 _BITS = {"B": 8, "H": 16, "I": 32, "Q": 64}
 _FORMAT = "<" + "".join(code if n == 0 else f"{n}{code}" for _, code, n in _FIELDS)
@@ -161,6 +200,16 @@ class LayerDescriptor:
     weight_bytes: int
     m_tiles: int
     n_tiles: int
+    tile: Vec3 = (0, 0, 0)
+    tiles: Vec3 = (0, 0, 0)
+    in_stride: Vec3 = (0, 0, 0)
+    out_stride: Vec3 = (0, 0, 0)
+    in_step: Vec3 = (0, 0, 0)
+    in_pad_bytes: Vec3 = (0, 0, 0)
+    out_step: Vec3 = (0, 0, 0)
+    weight_tile_bytes: int = 0
+    in_nt_step: int = 0
+    out_mt_step: int = 0
 
     def __post_init__(self) -> None:
         for name, code, count in _FIELDS:
@@ -187,8 +236,9 @@ class LayerDescriptor:
         for name in _ADDRESS_FIELDS:
             if getattr(self, name) % 16:
                 raise ValueError(f"{name} = {getattr(self, name):#x} must be 16-byte aligned")
-        if self.op not in (OP_CONV, OP_GAP):
-            raise ValueError(f"op must be {OP_CONV} (conv) or {OP_GAP} (gap), not {self.op}")
+        if self.op not in (OP_CONV, OP_GAP, OP_POOL):
+            raise ValueError(f"op must be {OP_CONV} (conv), {OP_GAP} (gap) or {OP_POOL} "
+                             f"(pool pass), not {self.op}")
         if self.flags & ~_FLAGS_MASK:
             raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
 
@@ -230,8 +280,10 @@ class LayerDescriptor:
         raw = bytes(raw)
         if len(raw) != DESCRIPTOR_BYTES:
             raise ValueError(f"a descriptor is {DESCRIPTOR_BYTES} bytes, not {len(raw)}")
-        if any(raw[0x31:0x38]) or any(raw[0x78:0x80]):
-            raise ValueError("reserved descriptor bytes (0x31..0x37, 0x78..0x7F) must be 0")
+        reserved = ((0x31, 0x38), (0x78, 0x80), (0x83, 0x84), (0x8A, 0x8C), (0xD4, 0x100))
+        if any(any(raw[a:b]) for a, b in reserved):
+            raise ValueError("reserved descriptor bytes (0x31..0x37, 0x78..0x7F, 0x83, "
+                             "0x8A..0x8B, 0xD4..0xFF) must be 0")
         flat = iter(_STRUCT.unpack(raw))
         kwargs = {}
         for name, _, count in _FIELDS:
@@ -248,11 +300,11 @@ class LayerDescriptor:
 
 
 def descriptor_layout() -> data.StructLayout:
-    """The descriptor as an Amaranth ``StructLayout`` of 1024 bits.
+    """The descriptor as an Amaranth ``StructLayout`` of 2048 bits.
 
     Same bit positions as :meth:`LayerDescriptor.pack` read as a little-endian integer;
     vectors are ``ArrayLayout(unsigned(w), 3)`` indexed ``d, h, w``; the reserved bytes are
-    fields ``_reserved0`` (56 bits) and ``_reserved1`` (64 bits).
+    fields ``_reserved0`` .. ``_reserved4``.
     """
     members: dict[str, object] = {}
     for name, code, count in _FIELDS:

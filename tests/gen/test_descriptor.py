@@ -17,7 +17,8 @@ from fcircnn.gen.descriptor import (
 )
 
 _VEC = ("in_shape", "conv_shape", "out_shape", "kernel", "stride", "padding", "pool_window",
-        "pool_stride", "pool_padding")
+        "pool_stride", "pool_padding", "tile", "tiles", "in_stride", "out_stride", "in_step",
+        "in_pad_bytes", "out_step")
 _ADDR = ("in_base", "out_base", "res_base", "weight_base", "post_base", "cycles_addr",
          "next_desc")
 
@@ -87,6 +88,13 @@ def test_fixed_offsets_of_the_documented_table():
     assert int.from_bytes(raw[0x70:0x74], "little") == 0x11223344
     assert int.from_bytes(raw[0x1C:0x22], "little") == 3 | 3 << 16 | 3 << 32
     assert raw[0x28:0x2B] == bytes([2, 2, 2])
+    derived = _example(tile=(1, 2, 3), tiles=(4, 5, 6), in_stride=(7, 8, 9),
+                       weight_tile_bytes=0x55667788, out_mt_step=0x99).pack()
+    assert derived[0x80:0x83] == bytes([1, 2, 3])
+    assert int.from_bytes(derived[0x84:0x8A], "little") == 4 | 5 << 16 | 6 << 32
+    assert int.from_bytes(derived[0x8C:0x98], "little") == 7 | 8 << 32 | 9 << 64
+    assert int.from_bytes(derived[0xC8:0xCC], "little") == 0x55667788
+    assert int.from_bytes(derived[0xD0:0xD4], "little") == 0x99
 
 
 @pytest.mark.parametrize("field, value, limit", [
@@ -107,7 +115,7 @@ def test_field_limits_name_the_field(field, value, limit):
 
 @pytest.mark.parametrize("changes, match", [
     ({"out_base": 0x20008}, "out_base .* 16-byte aligned"),
-    ({"op": 2}, "op must be"),
+    ({"op": 3}, "op must be"),
     ({"flags": 0x20}, "flags"),
     ({"kernel": (3, 0, 3)}, "kernel must be >= 1"),
     ({"stride": (1, 1)}, "stride must be 3 integers"),
@@ -121,9 +129,13 @@ def test_invalid_values_are_rejected(changes, match):
 def test_unpack_rejects_bad_bytes():
     raw = bytearray(_example(op=OP_GAP, flags=FLAG_LAST).pack())
     assert LayerDescriptor.unpack(bytes(raw)).last
-    with pytest.raises(ValueError, match="128 bytes"):
+    with pytest.raises(ValueError, match="256 bytes"):
         LayerDescriptor.unpack(bytes(raw[:64]))
     raw[0x7F] = 1
+    with pytest.raises(ValueError, match="reserved"):
+        LayerDescriptor.unpack(bytes(raw))
+    raw[0x7F] = 0
+    raw[0xFF] = 1
     with pytest.raises(ValueError, match="reserved"):
         LayerDescriptor.unpack(bytes(raw))
 
