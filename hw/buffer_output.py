@@ -16,11 +16,13 @@ __all__ = ["OutputBuffer", "output_in_layout", "output_shape_layout"]
 
 
 def output_in_layout(Tm: int, Td: int, Tr: int, Tc: int) -> data.StructLayout:
-    """One write: voxel ``addr = r*Tc + c`` of all ``Td`` lanes, ``Tm/2`` int8 slots each;
-    ``last`` commits the tile."""
+    """One write: slot group ``group`` (8 int8 slots, one NC/8DHW8 beat) of voxel ``addr =
+    r*Tc + c`` of depth lane ``lane``; ``last`` commits the tile."""
     return data.StructLayout({
+        "lane": range(Td),
+        "group": range(-(-Tm // 16)),
         "addr": range(Tr * Tc),
-        "slots": data.ArrayLayout(data.ArrayLayout(complex_layout(ACT_WIDTH), Tm // 2), Td),
+        "slots": data.ArrayLayout(complex_layout(ACT_WIDTH), SLOTS_PER_BEAT),
         "last": 1,
     })
 
@@ -38,8 +40,9 @@ class OutputBuffer(wiring.Component):
 
     Organisation: ``Td x G`` banks (``G = ceil(Tm/16)`` slot groups), 128-bit words (one
     NC/8DHW8 beat), ``Tr*Tc`` words per half; bank ``(v, g)`` holds group ``g`` of voxel lane
-    ``v`` at ``r*Tc + c``. A write of one PE-array output (``Td`` voxels x ``Tm/2`` slots) is one
-    word in each bank (no conflict); the store side reads one bank per cycle.
+    ``v`` at ``r*Tc + c``. A write (one post-unit output beat: 8 slots of one lane and group)
+    touches one bank; the store side reads one bank per cycle. (A whole PE-array output, ``Td``
+    voxels x ``Tm/2`` slots, is ``Td x G`` writes.)
 
     The int32 accumulators stay in :class:`~fcircnn.hw.pe_array.PEArray` (its output register),
     so this buffer holds the results after the post-units (CBN, quantize, CReLU): a quarter of the
@@ -47,8 +50,9 @@ class OutputBuffer(wiring.Component):
 
     Contract
     --------
-    * Fill: ``i`` writes ``slots`` at voxel ``addr`` of every lane; the write with ``last``
-      commits the tile. ``i.ready`` is low while both halves are full.
+    * Fill: ``i`` writes ``slots`` (one slot group) at voxel ``addr`` of bank
+      ``(lane, group)``; the write with ``last`` commits the tile. ``i.ready`` is low while
+      both halves are full.
     * Store: ``shape`` (the tile's extent, edge tiles included) is latched with the tile when
       it is committed, so the next tile's extent can be set while this one is stored. ``o``
       then streams the tile's ``groups x d x h x w`` beats in NC/8DHW8 box order (group, d, h,
@@ -96,7 +100,6 @@ class OutputBuffer(wiring.Component):
         m = Module()
         G, Td = self.groups, self.Td
         m.submodules.store = store = PingPongBanks(banks=Td * G, width=128, depth=self.depth)
-        slots = self.Tm // 2
 
         # Fill side.
         take = self.i.valid & store.w_ready
@@ -104,12 +107,10 @@ class OutputBuffer(wiring.Component):
         for v in range(Td):
             for g in range(G):
                 b = v * G + g
-                word = data.View(data.ArrayLayout(complex_layout(ACT_WIDTH), SLOTS_PER_BEAT),
-                                 store.w_data[b])
-                for s in range(SLOTS_PER_BEAT):
-                    if g * SLOTS_PER_BEAT + s < slots:
-                        m.d.comb += word[s].eq(self.i.payload.slots[v][g * SLOTS_PER_BEAT + s])
-                m.d.comb += [store.w_addr[b].eq(self.i.payload.addr), store.w_en[b].eq(take)]
+                m.d.comb += [store.w_data[b].eq(self.i.payload.slots),
+                             store.w_addr[b].eq(self.i.payload.addr),
+                             store.w_en[b].eq(take & (self.i.payload.lane == v)
+                                              & (self.i.payload.group == g))]
         m.d.comb += store.w_commit.eq(take & self.i.payload.last)
         # The extent travels with its half: latched at commit, used while storing that half.
         shapes = [Signal(self.shape.shape(), name=f"shape{k}") for k in range(2)]

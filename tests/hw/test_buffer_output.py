@@ -19,13 +19,16 @@ def run(dut, tiles, shapes, seed=0, stall=0.3):
         for (re, im), shape in zip(tiles, shapes, strict=True):
             ctx.set(dut.shape, shape)
             Td, Tr, Tc = dut.Td, dut.Tr, dut.Tc
-            order = [(r, c) for r in range(Tr) for c in range(Tc)]
-            rng.shuffle(order)  # the PE array may produce voxels in any order
-            for k, (r, c) in enumerate(order):
-                slots = [[{"re": int(re[s, v, r, c]), "im": int(im[s, v, r, c])}
-                          for s in range(dut.Tm // 2)] for v in range(Td)]
-                ctx.set(dut.i.payload, {"addr": r * Tc + c, "slots": slots,
-                                        "last": int(k == len(order) - 1)})
+            G = -(-dut.Tm // 16)
+            order = [(v, g, r, c) for v in range(Td) for g in range(G) for r in range(Tr)
+                     for c in range(Tc)]
+            rng.shuffle(order)  # the post-units may deliver (lane, group, voxel) in any order
+            for k, (v, g, r, c) in enumerate(order):
+                slots = [{"re": int(re[s, v, r, c]), "im": int(im[s, v, r, c])}
+                         if s < dut.Tm // 2 else {"re": 0, "im": 0}
+                         for s in range(8 * g, 8 * g + 8)]
+                ctx.set(dut.i.payload, {"lane": v, "group": g, "addr": r * Tc + c,
+                                        "slots": slots, "last": int(k == len(order) - 1)})
                 ctx.set(dut.i.valid, 1)
                 await ctx.tick().until(dut.i.ready)
             ctx.set(dut.i.valid, 0)
