@@ -92,6 +92,7 @@ from .descriptor import (
     FLAG_RESIDUAL,
     OP_CONV,
     OP_GAP,
+    OP_POOL,
     LayerDescriptor,
 )
 from .dma_plan import DmaLimits, plan_block
@@ -150,12 +151,21 @@ class Region:
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """Where one layer lives: its layer, core (and index), tiles and descriptor."""
+    """Where one layer lives: its layer, core (and index) and descriptors.
+
+    ``descriptor`` is the layer's convolution (weights, post table); ``descriptors`` all of
+    its descriptors in list order: the convolution, then the pool pass if the layer pools.
+    """
 
     layer: ResolvedLayer
     core: CoreConfig
     core_index: int
     descriptor: LayerDescriptor
+    descriptors: tuple[LayerDescriptor, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.descriptors:
+            object.__setattr__(self, "descriptors", (self.descriptor,))
 
 
 @dataclass(frozen=True)
@@ -170,8 +180,8 @@ class NetworkPlan:
 
     @property
     def descriptors(self) -> tuple[LayerDescriptor, ...]:
-        """The descriptors in list order (= layer order)."""
-        return tuple(lp.descriptor for lp in self.layers)
+        """Every descriptor in list order (a pooling layer has two)."""
+        return tuple(d for lp in self.layers for d in lp.descriptors)
 
     @property
     def desc_ptr(self) -> int:
@@ -217,8 +227,82 @@ def _check_fit(acc: AcceleratorConfig, layer: ResolvedLayer) -> tuple[CoreConfig
     return core, index
 
 
+def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Byte strides (slot group, depth plane, row) of an NC/8DHW8 map of ``shape``."""
+    D, H, W = shape
+    return (D * H * W * 16, H * W * 16, W * 16)
+
+
+def _derived(layer: ResolvedLayer, core: CoreConfig, B: int) -> dict:
+    """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`)."""
+    conv = layer.conv_shape
+    tile = tuple(min(t, n) for t, n in zip((core.td, core.tr, core.tc), conv, strict=True))
+    tiles = tuple(-(-n // t) for n, t in zip(conv, tile, strict=True))
+    stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
+    padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
+    ins, outs = _strides(layer.in_shape), _strides(conv)
+    axis_in = (ins[1], ins[2], 16)
+    axis_out = (outs[1], outs[2], 16)
+    return {
+        "tile": tile, "tiles": tiles, "in_stride": ins, "out_stride": outs,
+        "in_step": tuple(t * s * b for t, s, b in zip(tile, stride, axis_in, strict=True)),
+        "in_pad_bytes": tuple(p * b for p, b in zip(padding, axis_in, strict=True)),
+        "out_step": tuple(t * b for t, b in zip(tile, axis_out, strict=True)),
+        "weight_tile_bytes": weight_image_beats(core.tn, core.tm, B, layer.kernel_volume) * 16,
+        "in_nt_step": max(1, core.tn // 16) * ins[0],
+        "out_mt_step": (core.tm // 16) * outs[0],
+    }
+
+
+def _check_engine_fit(acc: AcceleratorConfig, layer: ResolvedLayer, core: CoreConfig) -> None:
+    """Reject a layer the core's buffers, post-units or descriptor fields cannot hold."""
+    from fcircnn.hw.layer_engine import engine_geometry
+    from fcircnn.hw.post_maxpool import MAX_WINDOW
+
+    geo = engine_geometry(acc, core)
+    stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
+    padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
+    tile = [min(t, n) for t, n in zip((core.td, core.tr, core.tc), layer.conv_shape,
+                                      strict=True)]
+    box = [(t - 1) * s + k for t, s, k in zip(tile, stride, layer.kernel, strict=True)]
+    room = [(t - 1) * s + k for t, s, k in zip((core.td, core.tr, core.tc), geo.stride,
+                                               geo.kernel, strict=True)]
+    if any(b > r for b, r in zip(box, room, strict=True)):
+        raise CompileError(f"layer {layer.name!r}: input tile {_fmt(box)} (kernel "
+                           f"{_fmt(layer.kernel)}) does not fit core {core.name!r}'s input buffer "
+                           f"{_fmt(room)}")
+    if layer.kernel_volume > geo.taps:
+        raise CompileError(f"layer {layer.name!r}: kernel of {layer.kernel_volume} taps does not "
+                           f"fit core {core.name!r}'s weight buffer ({geo.taps} taps)")
+    if any(p >= k for p, k in zip(padding, layer.kernel, strict=True)):
+        raise CompileError(f"layer {layer.name!r}: padding {_fmt(padding)} must be smaller than "
+                           f"the kernel {_fmt(layer.kernel)}")
+    if core.tm % 16:
+        raise CompileError(f"layer {layer.name!r}: core {core.name!r} has Tm = {core.tm}, the "
+                           f"layer engine needs a multiple of 16 (whole output slot groups)")
+    if core.tn > 16 and core.tn % 16:
+        raise CompileError(f"layer {layer.name!r}: core {core.name!r} has Tn = {core.tn}, the "
+                           f"layer engine needs a multiple of 16 above 16")
+    if layer.pool is not None:
+        pool = layer.pool
+        if max(pool.window) > MAX_WINDOW or max(pool.stride) > MAX_WINDOW:
+            raise CompileError(f"layer {layer.name!r}: pool window {_fmt(pool.window)} / stride "
+                               f"{_fmt(pool.stride)} exceed CMaxPool's limit {MAX_WINDOW}")
+        if any(p >= w for p, w in zip(pool.padding, pool.window, strict=True)):
+            raise CompileError(f"layer {layer.name!r}: pool padding {_fmt(pool.padding)} must be "
+                               f"smaller than the window {_fmt(pool.window)}")
+
+
+def _fmt(v) -> str:
+    return "x".join(map(str, v))
+
+
 def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
     """Lay out the DDR image and build the descriptors (no calibration, no data).
+
+    A layer with a pool runs as two descriptors: the convolution (whose output, the
+    ``conv_shape`` map, goes to the region ``<name>.conv``) and a pool pass
+    (:data:`~fcircnn.gen.descriptor.OP_POOL`) from there to ``<name>.output``.
 
     Parameters
     ----------
@@ -232,8 +316,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
     ------
     CompileError
         Naming the layer and the limit: no core fits (kernel > ``max_kernel``, stride >
-        ``max_stride``, ...), weight-beat rule of the core, accumulator bound ``>= 2**31``, a
-        descriptor field overflow, a weight image or post table the DMA cannot read
+        ``max_stride``, ...), the core's buffers (input tile, weight taps), the weight-beat rule
+        of the core, accumulator bound ``>= 2**31``, pool limits, a descriptor field overflow,
+        a weight image or post table the DMA cannot read
         (:func:`~fcircnn.gen.dma_plan.plan_block`); or ``base`` misaligned, or the image passing
         ``2**address_width``.
     """
@@ -244,6 +329,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
     layers = net.resolved
     B = acc.block_size
     fits = [_check_fit(acc, layer) for layer in layers]
+    for layer, (core, _) in zip(layers, fits, strict=True):
+        _check_engine_fit(acc, layer, core)
 
     regions: list[Region] = []
     cursor = base
@@ -255,11 +342,11 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
         cursor = _round_up(cursor + max(size, 1), ALIGN)
         return region
 
-    n = len(layers)
-    desc = add("descriptors", n * DESCRIPTOR_BYTES, "descriptors",
-               f"{n} layer descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
-    cycles = add("cycles", n * CYCLE_BYTES, "cycles",
-                 f"{n} cycle counts (uint64 + 8 reserved bytes)")
+    n_desc = sum(2 if layer.pool is not None else 1 for layer in layers)
+    desc = add("descriptors", n_desc * DESCRIPTOR_BYTES, "descriptors",
+               f"{n_desc} descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
+    cycles = add("cycles", n_desc * CYCLE_BYTES, "cycles",
+                 f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 DMA-stall)")
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
     inp = net.input
@@ -275,13 +362,19 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
         w = add(f"{layer.name}.weights", wbytes, "weights",
                 f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "
                 f"(core {core.name})")
-        p = add(f"{layer.name}.post", _round_up(out_slots, SLOTS_PER_BEAT) * POST_RECORD_BYTES,
-                "post", f"{out_slots} post records of {POST_RECORD_BYTES} bytes (+ zero "
-                f"records to a multiple of 8)")
+        records = m_tiles * core.tm // 2
+        p = add(f"{layer.name}.post", records * POST_RECORD_BYTES, "post",
+                f"{out_slots} post records of {POST_RECORD_BYTES} bytes (+ zero records to "
+                f"{m_tiles} whole output-channel tiles)")
+        mid = None
+        if layer.pool is not None:
+            mid = add(f"{layer.name}.conv", ncdhw8_size(out_slots, *layer.conv_shape), "conv",
+                      f"conv output before the pool, {out_slots} slots x "
+                      f"{_fmt(layer.conv_shape)} NC/8DHW8")
         o = add(f"{layer.name}.output", ncdhw8_size(out_slots, *layer.out_shape), "output",
                 f"output {out_slots} slots x {'x'.join(map(str, layer.out_shape))} NC/8DHW8")
         maps[layer.name] = o
-        per_layer.append((w, p, o, m_tiles, n_tiles))
+        per_layer.append((w, p, mid, o, m_tiles, n_tiles))
     end = cursor
     limit = 1 << acc.address_width
     if end > limit:
@@ -290,35 +383,56 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
 
     limits = DmaLimits.from_config(acc)
     plans = []
-    for i, (layer, (core, core_index), (w, p, o, m_tiles, n_tiles)) in enumerate(
+    k = 0  # descriptor index
+    for i, (layer, (core, core_index), (w, p, mid, o, m_tiles, n_tiles)) in enumerate(
             zip(layers, fits, per_layer, strict=True)):
-        flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
-                 | (FLAG_RESIDUAL if layer.residual is not None else 0)
-                 | (FLAG_POOL if layer.pool is not None else 0) | (FLAG_LAST if i == n - 1 else 0))
         pool = layer.pool
+        out_slots = _slots(layer.padded_out_channels)
+        flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
+                 | (FLAG_RESIDUAL if layer.residual is not None else 0))
+        ones, zeros = (1, 1, 1), (0, 0, 0)
+
+        def link(index: int, last: bool) -> dict:
+            return {"cycles_addr": cycles.base + index * CYCLE_BYTES,
+                    "next_desc": 0 if last else desc.base + (index + 1) * DESCRIPTOR_BYTES}
+
+        last_layer = i == len(layers) - 1
         try:
+            conv_last = last_layer and pool is None
             d = LayerDescriptor(
                 layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
-                flags=flags, in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
-                out_slots=_slots(layer.padded_out_channels), conv_shape=layer.conv_shape,
-                out_shape=layer.out_shape, kernel=layer.kernel, stride=layer.stride,
-                padding=layer.padding,
-                pool_window=pool.window if pool else (1, 1, 1),
-                pool_stride=pool.stride if pool else (1, 1, 1),
-                pool_padding=pool.padding if pool else (0, 0, 0),
-                in_base=maps[layer.input].base, out_base=o.base,
+                flags=flags | (FLAG_LAST if conv_last else 0),
+                in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
+                out_slots=out_slots, conv_shape=layer.conv_shape, out_shape=layer.conv_shape,
+                kernel=layer.kernel, stride=layer.stride, padding=layer.padding,
+                pool_window=ones, pool_stride=ones, pool_padding=zeros,
+                in_base=maps[layer.input].base, out_base=(mid or o).base,
                 res_base=0 if layer.residual is None else maps[layer.residual].base,
-                weight_base=w.base, post_base=p.base,
-                cycles_addr=cycles.base + i * CYCLE_BYTES,
-                next_desc=0 if i == n - 1 else desc.base + (i + 1) * DESCRIPTOR_BYTES,
-                weight_bytes=w.size, m_tiles=m_tiles, n_tiles=n_tiles,
+                weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
+                n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B),
             )
             d.check_address_width(acc.address_width)
+            descs = [d]
+            if pool is not None:
+                pd = LayerDescriptor(
+                    layer=i, core=core_index, op=OP_POOL,
+                    flags=FLAG_POOL | (FLAG_LAST if last_layer else 0),
+                    in_slots=out_slots, in_shape=layer.conv_shape, out_slots=out_slots,
+                    conv_shape=layer.conv_shape, out_shape=layer.out_shape, kernel=ones,
+                    stride=ones, padding=zeros, pool_window=pool.window,
+                    pool_stride=pool.stride, pool_padding=pool.padding, in_base=mid.base,
+                    out_base=o.base, res_base=0, weight_base=0, post_base=0, weight_bytes=0,
+                    m_tiles=1, n_tiles=1, **link(k + 1, last_layer),
+                    in_stride=_strides(layer.conv_shape), out_stride=_strides(layer.out_shape),
+                )
+                pd.check_address_width(acc.address_width)
+                descs.append(pd)
             for blob_base, blob_size in ((w.base, w.size), (p.base, p.size)):
                 plan_block(blob_base, blob_size, limits=limits)
         except ValueError as exc:
             raise CompileError(f"layer {layer.name!r}: descriptor: {exc}") from None
-        plans.append(LayerPlan(layer, core, core_index, d))
+        k += len(descs)
+        plans.append(LayerPlan(layer, core, core_index, d, tuple(descs)))
     return NetworkPlan(base, end, acc.address_width, tuple(regions), tuple(plans))
 
 
@@ -354,8 +468,9 @@ def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B:
     return np.ascontiguousarray(tiles).tobytes()
 
 
-def pack_post_table(post: PostParams) -> bytes:
-    """Post parameters ``[2, S]`` -> ``ceil(S/8)*8`` records of 32 bytes (module docstring).
+def pack_post_table(post: PostParams, records: int | None = None) -> bytes:
+    """Post parameters ``[2, S]`` -> ``records`` (default ``ceil(S/8)*8``) records of 32 bytes
+    (module docstring); records beyond ``S`` are zero.
 
     Raises
     ------
@@ -370,7 +485,10 @@ def pack_post_table(post: PostParams) -> bytes:
                               ("shift", post.shift, 0, 48)):
         if arr.size and (arr.min() < lo or arr.max() >= hi):
             raise OverflowError(f"{name} outside [{lo}, {hi - 1}]")
-    rec = np.zeros((_round_up(S, SLOTS_PER_BEAT), POST_RECORD_BYTES), dtype=np.uint8)
+    count = _round_up(S, SLOTS_PER_BEAT) if records is None else records
+    if count < S:
+        raise ValueError(f"records = {count} is fewer than the {S} slots")
+    rec = np.zeros((count, POST_RECORD_BYTES), dtype=np.uint8)
 
     def le(values: np.ndarray, dtype: str, nbytes: int) -> np.ndarray:
         return np.asarray(values).astype(dtype).view(np.uint8).reshape(S, -1)[:, :nbytes]
@@ -472,8 +590,8 @@ class DdrImage:
             "post_record_bytes": POST_RECORD_BYTES,
             "regions": [{"name": r.name, "base": r.base, "size": r.size, "kind": r.kind,
                          "description": r.description} for r in self.regions],
-            "descriptors": [{"name": lp.layer.name, "core_name": lp.core.name,
-                             **lp.descriptor.as_dict()} for lp in self.plan.layers],
+            "descriptors": [{"name": lp.layer.name, "core_name": lp.core.name, **d.as_dict()}
+                            for lp in self.plan.layers for d in lp.descriptors],
         }
 
     def save(self, directory: str | os.PathLike[str]) -> list[Path]:
@@ -551,8 +669,8 @@ def compile_network(
     def put(addr: int, blob: bytes) -> None:
         image[addr - plan.base:addr - plan.base + len(blob)] = blob
 
-    for lp in plan.layers:
-        put(plan.desc_ptr + lp.descriptor.layer * DESCRIPTOR_BYTES, lp.descriptor.pack())
+    for k, d in enumerate(plan.descriptors):
+        put(plan.desc_ptr + k * DESCRIPTOR_BYTES, d.pack())
     put(plan.region("input").base, pack_ncdhw8(*xq))
     B = acc.block_size
     for lp in plan.layers:
@@ -565,7 +683,7 @@ def compile_network(
         assert len(blob) == d.weight_bytes
         put(d.weight_base, blob)
         try:
-            put(d.post_base, pack_post_table(ql.post))
+            put(d.post_base, pack_post_table(ql.post, records=d.m_tiles * lp.core.tm // 2))
         except OverflowError as exc:
             raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
     expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))

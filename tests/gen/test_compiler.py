@@ -31,6 +31,7 @@ from fcircnn.gen.descriptor import (
     FLAG_POOL,
     FLAG_RESIDUAL,
     OP_GAP,
+    OP_POOL,
     LayerDescriptor,
 )
 from fcircnn.models import spectral
@@ -144,41 +145,53 @@ def _execute(data, base, desc_ptr, acc):
         assert base <= addr and addr + size <= base + len(mem)
         return bytes(mem[addr - base:addr - base + size])
 
-    B = acc.block_size
     outputs = {}
     addr, seen = desc_ptr, 0
     while True:
         d = LayerDescriptor.unpack(read(addr, DESCRIPTOR_BYTES))
-        assert d.layer == seen
+        if d.op == OP_POOL:
+            # Pool pass of the layer just run: CMaxPool from its conv map to its output.
+            assert d.layer == seen - 1 and d.flags & FLAG_POOL
+            src = unpack_ncdhw8(read(d.in_base, ncdhw8_size(d.in_slots, *d.in_shape)),
+                                d.in_slots, d.in_shape)
+            parts = [spectral.cmaxpool(p, d.pool_window, d.pool_stride, d.pool_padding)
+                     for p in src]
+        else:
+            assert d.layer == seen
+            parts = _execute_conv(d, read, acc)
+            seen += 1
+        assert parts[0].shape[1:] == d.out_shape
+        blob = pack_ncdhw8(*parts)
+        assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
+        mem[d.out_base - base:d.out_base - base + len(blob)] = blob
+        outputs[d.layer] = (parts[0], parts[1])
+        if d.flags & FLAG_LAST:
+            assert d.next_desc == 0
+            return outputs
+        addr = d.next_desc
+
+
+def _execute_conv(d, read, acc):
+    """The conv part of a descriptor (conv, CBN + residual, quantize, CReLU), from bytes."""
+    if True:
+        B = acc.block_size
         core = acc.cores[d.core]
         xr, xi = unpack_ncdhw8(read(d.in_base, ncdhw8_size(d.in_slots, *d.in_shape)),
                                d.in_slots, d.in_shape)
         wr, wi = _decode_weights(read(d.weight_base, d.weight_bytes), d, core.tn, core.tm, B)
         residual = bool(d.flags & FLAG_RESIDUAL)
-        groups = -(-d.out_slots // 8)
-        post = _decode_post(read(d.post_base, groups * 8 * POST_RECORD_BYTES), d.out_slots,
-                            residual)
+        post = _decode_post(read(d.post_base, d.m_tiles * core.tm // 2 * POST_RECORD_BYTES),
+                            d.out_slots, residual)
         acc_re, acc_im = spectral.conv3d_slots_int(xr, xi, wr, wi, d.stride, d.padding)
         assert acc_re.shape[1:] == d.conv_shape
         res = None
         if residual:
             res = unpack_ncdhw8(read(d.res_base, ncdhw8_size(d.out_slots, *d.conv_shape)),
                                 d.out_slots, d.conv_shape)
-        pool = ((d.pool_window, d.pool_stride, d.pool_padding) if d.flags & FLAG_POOL
-                else None)
-        parts = [spectral.post_process(a, **post.part(c), res=None if res is None else res[c],
-                                       relu=bool(d.flags & FLAG_CRELU), pool=pool)
-                 for c, a in enumerate((acc_re, acc_im))]
-        assert parts[0].shape[1:] == d.out_shape
-        blob = pack_ncdhw8(*parts)
-        assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
-        mem[d.out_base - base:d.out_base - base + len(blob)] = blob
-        outputs[d.layer] = (parts[0], parts[1])
-        seen += 1
-        if d.flags & FLAG_LAST:
-            assert d.next_desc == 0
-            return outputs
-        addr = d.next_desc
+        assert not d.flags & FLAG_POOL, "pools run as their own pass"
+        return [spectral.post_process(a, **post.part(c), res=None if res is None else res[c],
+                                      relu=bool(d.flags & FLAG_CRELU), pool=None)
+                for c, a in enumerate((acc_re, acc_im))]
 
 
 def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
@@ -225,19 +238,35 @@ def test_gap_lowered_to_a_conv_is_the_voxel_sum():
 def test_descriptors_match_the_network(acc, image):
     net = acc.network
     descs = image.descriptors
-    assert len(descs) == len(net.resolved)
-    for i, (d, layer) in enumerate(zip(descs, net.resolved, strict=True)):
+    # One descriptor per layer, plus a pool pass after every pooling layer.
+    assert len(descs) == len(net.resolved) + sum(layer.pool is not None for layer in net.resolved)
+    for i, d in enumerate(descs):
         raw = image.read(image.desc_ptr + i * DESCRIPTOR_BYTES, DESCRIPTOR_BYTES)
         assert LayerDescriptor.unpack(raw) == d
-        assert (d.op == OP_GAP) == (layer.kind == "gap")
-        assert d.kernel == layer.kernel and d.out_shape == layer.out_shape
         assert d.cycles_addr == image.region("cycles").base + 16 * i
+    for lp in image.plan.layers:
+        layer, d = lp.layer, lp.descriptor
+        assert lp.descriptors[0] is d and (d.op == OP_GAP) == (layer.kind == "gap")
+        assert d.kernel == layer.kernel and d.out_shape == layer.conv_shape
         assert d.weight_base == image.region(f"{layer.name}.weights").base
-        assert d.out_base == image.region(f"{layer.name}.output").base
+        assert lp.descriptors[-1].out_base == image.region(f"{layer.name}.output").base
+        assert lp.descriptors[-1].out_shape == layer.out_shape
+        if layer.pool is not None:
+            pool = lp.descriptors[1]
+            assert pool.op == OP_POOL and pool.flags & FLAG_POOL and not d.flags & FLAG_POOL
+            assert d.out_base == pool.in_base == image.region(f"{layer.name}.conv").base
+            assert pool.pool_window == layer.pool.window
     assert descs[-1].last and not any(d.last for d in descs[:-1])
-    c2, c3 = descs[1], descs[2]
-    assert c2.res_base == descs[0].out_base and c2.flags & FLAG_POOL
+    c1, c2, c3 = (lp.descriptor for lp in image.plan.layers[:3])
+    assert c2.res_base == c1.out_base
     assert (c3.m_tiles, c3.n_tiles) == (2, 1)  # 24 output channels on Tm = 16: partial tile
+    # derived fields: tiles of the core's (Td, Tr, Tc), strides of the maps
+    assert c1.tile == (2, 4, 4) and c1.tiles == (2, 2, 2) and c1.out_step == (
+        2 * 8 * 8 * 16, 4 * 8 * 16, 4 * 16)
+    assert c3.tile == (2, 2, 2) and c3.tiles == (1, 1, 1) and c3.conv_shape == (2, 2, 2)
+    assert c3.in_stride == (2 * 4 * 4 * 16, 4 * 4 * 16, 4 * 16)
+    assert c3.in_step == (2 * 1 * 4 * 4 * 16, 2 * 2 * 4 * 16, 2 * 2 * 16)
+    assert c3.in_pad_bytes == (4 * 4 * 16, 4 * 16, 16)
 
 
 def test_memory_map_regions_are_aligned_disjoint_and_in_range(acc, image):
@@ -258,7 +287,7 @@ def test_save_writes_the_three_files(tmp_path, acc, image):
     assert [p.name for p in paths] == ["image.bin", "memory_map.json", "expected.npz"]
     assert paths[0].read_bytes() == image.data
     mm = json.loads(paths[1].read_text())
-    assert mm["desc_ptr"] == image.desc_ptr and len(mm["descriptors"]) == 5
+    assert mm["desc_ptr"] == image.desc_ptr and len(mm["descriptors"]) == 6  # + c2's pool
     assert mm["descriptors"][1]["name"] == "c2" and mm["descriptors"][1]["kernel"] == [3, 3, 3]
     with np.load(paths[2]) as npz:
         assert npz["fc.re"].dtype == np.int8
@@ -338,7 +367,9 @@ def test_full_size_plan(name, layers):
     start = time.perf_counter()
     plan = plan_network(acc, base=0x4000_0000)
     assert time.perf_counter() - start < 5
-    assert len(plan.descriptors) == layers and plan.end <= 1 << acc.address_width
+    pools = sum(lp.layer.pool is not None for lp in plan.layers)
+    assert len(plan.layers) == layers and len(plan.descriptors) == layers + pools
+    assert plan.end <= 1 << acc.address_width
     B = acc.block_size
     for lp in plan.layers:
         layer, d = lp.layer, lp.descriptor
@@ -357,10 +388,11 @@ def test_full_size_c3d_compile():
     acc = load_accelerator(builtin_path("c3d_zcu102"))
     img = compile_network(acc)  # about 8 s
     assert len(img.data) == img.plan.end - img.plan.base
-    assert len(img.descriptors) == 11 and set(img.expected) == {
+    assert len(img.plan.layers) == 11 and set(img.expected) == {
         layer.name for layer in acc.network.resolved}
-    for d, layer in zip(img.descriptors, acc.network.resolved, strict=True):
-        assert img.expected[layer.name][0].shape == (d.out_slots, *d.out_shape)
+    for lp in img.plan.layers:
+        d, layer = lp.descriptor, lp.layer
+        assert img.expected[layer.name][0].shape == (d.out_slots, *layer.out_shape)
         assert img.read(d.weight_base, d.weight_bytes).strip(b"\0")  # weights written
     regions = sorted(img.regions, key=lambda r: r.base)
     assert all(a.end <= b.base for a, b in itertools.pairwise(regions))

@@ -1,0 +1,254 @@
+"""The accelerator top level ``fcircnn_accel``: register file, descriptor sequencer, DMA and
+one layer engine per core, with Vivado-style flat ports."""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetInserter, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from fcircnn.gen.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descriptor_layout
+from fcircnn.models.layout import BEAT_BYTES
+
+from .axi4 import AXI4Signature
+from .axi_dma import AxiDma
+from .axi_dma_box import Status, box_layout
+from .common import rejecting
+from .layer_engine import ERROR_BAD_DESCRIPTOR, ERROR_CODES, LayerEngine
+from .regfile import AXI4LiteSignature, ControlRegisters
+
+__all__ = ["CONTROL_ADDR_WIDTH", "ERROR_CODES", "TOP_NAME", "Accelerator"]
+
+#: Verilog module name of the top level.
+TOP_NAME = "fcircnn_accel"
+#: Address width of ``s_axi_control`` (a 4 KiB window).
+CONTROL_ADDR_WIDTH = 12
+
+_DESC_BEATS = DESCRIPTOR_BYTES // BEAT_BYTES
+
+
+def _flat_members(prefix: str, signature, *, flip: bool) -> dict:
+    members = {}
+    for name, member in signature.members.items():
+        flow = member.flow
+        if flip:
+            flow = In if flow == Out else Out
+        members[f"{prefix}_{name}"] = flow(member.shape)
+    return members
+
+
+class Accelerator(wiring.Component):
+    """The whole accelerator: what Vivado packages as an IP.
+
+    Ports (flat names, as Vivado's interface inference expects)
+    -----------------------------------------------------------
+    ``ap_clk``, ``ap_rst_n``
+        Clock and active-low synchronous reset of everything.
+    ``s_axi_control_*``
+        AXI4-Lite subordinate, 12-bit address, 32-bit data: the register map of
+        :mod:`fcircnn.hw.regfile`.
+    ``m_axi_*``
+        AXI4 manager, 128-bit data, ``address_width``-bit address: every DDR access (descriptors,
+        weights, post records, feature maps, cycle entries).
+    ``interrupt``
+        Level, active high: ``GIE & (IER & ISR)``.
+
+    Contract
+    --------
+    * A start (CTRL.start) walks the descriptor list from DESC_PTR: fetch the 256-byte
+      descriptor, run it on the engine of core ``desc.core``
+      (:class:`~fcircnn.hw.layer_engine.LayerEngine`), write its cycle entry at ``cycles_addr``
+      (16 bytes: uint64 cycles from fetch to the entry write, uint32 PE-busy cycles, uint32
+      DMA-stall cycles, each modulo its width), then follow ``next_desc`` until a descriptor
+      with ``FLAG_LAST`` or ``next_desc = 0``; then ``done``.
+    * Errors end the run with CTRL.error, ERROR_CODE (:data:`ERROR_CODES`) and ERROR_ADDR: DMA
+      errors of the fetch, of the engine's transfers (after every transfer in flight has
+      completed) or of the cycle write, and a descriptor naming a core that does not exist or
+      an unknown op (ERROR_ADDR = the descriptor's address). The engines are held in reset
+      while idle, so the next start begins clean.
+    * Layers run one after the other, in list order.
+
+    Parameters
+    ----------
+    cores : sequence of LayerEngine
+        One engine per core, index = the descriptor's ``core``.
+    addr_width : int
+        AXI address width (32..64).
+    """
+
+    def __init__(self, engines, *, addr_width: int = 40):
+        with rejecting(self):
+            engines = list(engines)
+            if not engines or not all(isinstance(e, LayerEngine) for e in engines):
+                raise TypeError("engines must be a non-empty sequence of LayerEngine")
+            if any(e.addr_width != addr_width for e in engines):
+                raise ValueError("every engine must have the accelerator's addr_width "
+                                 f"({addr_width})")
+        self.engines = engines
+        self.addr_width = addr_width
+        members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
+        members |= _flat_members("s_axi_control",
+                                 AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
+        members |= _flat_members("m_axi", AXI4Signature(addr_width=addr_width), flip=False)
+        super().__init__(members)
+
+    @classmethod
+    def from_config(cls, accelerator) -> Accelerator:
+        """The accelerator of an :class:`~fcircnn.models.config.AcceleratorConfig`."""
+        engines = [LayerEngine.from_config(accelerator, core) for core in accelerator.cores]
+        return cls(engines, addr_width=accelerator.address_width)
+
+    def elaborate(self, platform):
+        m = Module()
+        aw = self.addr_width
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
+
+        m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
+        m.submodules.dma = dma = AxiDma(aw)
+        for name, member in AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH).members.items():
+            ours, theirs = getattr(self, f"s_axi_control_{name}"), getattr(regs.s_axi_control,
+                                                                          name)
+            m.d.comb += theirs.eq(ours) if member.flow == Out else ours.eq(theirs)
+        for name, member in AXI4Signature(addr_width=aw).members.items():
+            ours, theirs = getattr(self, f"m_axi_{name}"), getattr(dma.m_axi, name)
+            m.d.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
+        m.d.comb += self.interrupt.eq(regs.interrupt)
+
+        engine_rst = Signal()
+        engines = []
+        for k, engine in enumerate(self.engines):
+            m.submodules[f"core{k}"] = ResetInserter({"sync": engine_rst})(engine)
+            engines.append(engine)
+        n = len(engines)
+
+        desc = Signal(descriptor_layout())
+        ptr = Signal(64)
+        active = Signal(range(max(n, 2)))
+        cycles = Signal(64)
+        pe_cycles = Signal(32)
+        stall_cycles = Signal(32)
+        busy = Signal()
+        m.d.comb += regs.busy.eq(busy)
+
+        # The active engine's events feed the counters.
+        pe_busy = Signal()
+        dma_stall = Signal()
+        for k, engine in enumerate(engines):
+            with m.If(active == k):
+                m.d.comb += [pe_busy.eq(engine.pe_busy), dma_stall.eq(engine.dma_stall)]
+        m.d.comb += [regs.pe_busy.eq(pe_busy), regs.dma_stall.eq(dma_stall)]
+
+        top_rd_box = Signal(box_layout(aw))
+        top_wr_box = Signal(box_layout(aw))
+        beats = Signal(range(_DESC_BEATS + 1))
+        error_code = Signal(8)
+        error_addr = Signal(64)
+        engine_on = Signal()
+
+        for k, engine in enumerate(engines):
+            m.d.comb += engine.desc.eq(desc)
+            with m.If(engine_on & (active == k)):
+                wiring.connect(m, engine.rd_cmd, dma.rd_cmd)
+                wiring.connect(m, dma.rd_data, engine.rd_data)
+                wiring.connect(m, dma.rd_status, engine.rd_status)
+                wiring.connect(m, engine.wr_cmd, dma.wr_cmd)
+                wiring.connect(m, engine.wr_data, dma.wr_data)
+                wiring.connect(m, dma.wr_status, engine.wr_status)
+
+        def box(sig, addr, length):
+            return [sig.eq(0), sig.addr.eq(addr), sig.stride_g.eq(BEAT_BYTES),
+                    sig.stride_d.eq(BEAT_BYTES), sig.stride_h.eq(BEAT_BYTES), sig.groups.eq(1),
+                    sig.d_len.eq(1), sig.h_len.eq(1), sig.w_len.eq(length),
+                    sig.last_lanes.eq(8)]
+
+        def raise_error(code, addr):
+            m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]
+
+        with m.If(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+            with m.If(pe_busy):
+                m.d.sync += pe_cycles.eq(pe_cycles + 1)
+            with m.If(dma_stall):
+                m.d.sync += stall_cycles.eq(stall_cycles + 1)
+
+        with m.FSM(name="sequencer"):
+            with m.State("IDLE"):
+                m.d.comb += engine_rst.eq(1)
+                with m.If(regs.start):
+                    m.d.sync += [busy.eq(1), ptr.eq(regs.desc_ptr)]
+                    m.next = "FETCH"
+            with m.State("FETCH"):
+                m.d.comb += engine_rst.eq(1)
+                m.d.sync += [box(top_rd_box, ptr, _DESC_BEATS), beats.eq(0), cycles.eq(0),
+                             pe_cycles.eq(0), stall_cycles.eq(0)]
+                m.next = "FETCH_CMD"
+            with m.State("FETCH_CMD"):
+                m.d.comb += [dma.rd_cmd.valid.eq(1), dma.rd_cmd.payload.eq(top_rd_box)]
+                with m.If(dma.rd_cmd.ready):
+                    m.next = "FETCH_DATA"
+            with m.State("FETCH_DATA"):
+                m.d.comb += [dma.rd_data.ready.eq(1), dma.rd_status.ready.eq(1)]
+                with m.If(dma.rd_data.valid):
+                    m.d.sync += [desc.eq((desc.as_value() >> 128)
+                                         | (dma.rd_data.payload.data << (128 * (_DESC_BEATS - 1))))]
+                with m.If(dma.rd_status.valid):
+                    with m.If(dma.rd_status.payload.code != Status.OK):
+                        m.d.sync += [error_code.eq(dma.rd_status.payload.code.as_value()),
+                                     error_addr.eq(dma.rd_status.payload.addr)]
+                        m.next = "ERROR"
+                    with m.Else():
+                        m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                with m.If((desc.core >= n) | (desc.op > OP_POOL)):
+                    m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
+                    m.next = "ERROR"
+                with m.Else():
+                    m.d.sync += active.eq(desc.core)
+                    m.next = "START"
+            with m.State("START"):
+                m.d.comb += engine_on.eq(1)
+                for k, engine in enumerate(engines):
+                    m.d.comb += engine.start.eq(active == k)
+                m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += engine_on.eq(1)
+                for k, engine in enumerate(engines):
+                    with m.If(active == k):
+                        with m.If(engine.error):
+                            m.d.sync += [error_code.eq(engine.error_code),
+                                         error_addr.eq(engine.error_addr)]
+                            m.next = "ERROR"
+                        with m.Elif(engine.done):
+                            m.d.sync += box(top_wr_box, desc.cycles_addr, 1)
+                            m.next = "CYCLES_CMD"
+            with m.State("CYCLES_CMD"):
+                m.d.comb += [dma.wr_cmd.valid.eq(1), dma.wr_cmd.payload.eq(top_wr_box)]
+                with m.If(dma.wr_cmd.ready):
+                    m.next = "CYCLES_DATA"
+            with m.State("CYCLES_DATA"):
+                sent = Signal()
+                m.d.comb += [dma.wr_data.valid.eq(~sent),
+                             dma.wr_data.payload.data.eq(
+                                 cycles | (pe_cycles << 64) | (stall_cycles << 96)),
+                             dma.wr_status.ready.eq(1)]
+                with m.If(dma.wr_data.ready):
+                    m.d.sync += sent.eq(1)
+                with m.If(dma.wr_status.valid):
+                    m.d.sync += sent.eq(0)
+                    with m.If(dma.wr_status.payload.code != Status.OK):
+                        m.d.sync += [error_code.eq(4 | dma.wr_status.payload.code.as_value()),
+                                     error_addr.eq(dma.wr_status.payload.addr)]
+                        m.next = "ERROR"
+                    with m.Elif((desc.flags & FLAG_LAST).bool() | (desc.next_desc == 0)):
+                        m.d.comb += regs.done.eq(1)
+                        m.d.sync += busy.eq(0)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += ptr.eq(desc.next_desc)
+                        m.next = "FETCH"
+            with m.State("ERROR"):
+                raise_error(error_code, error_addr)
+                m.d.sync += busy.eq(0)
+                m.next = "IDLE"
+        return m
