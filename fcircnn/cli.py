@@ -44,6 +44,16 @@ def _is_accelerator_file(path: Path) -> bool:
     return isinstance(data, dict) and ("cores" in data or "network" in data)
 
 
+def _is_network_file(path: Path) -> bool:
+    """Whether ``path`` reads as a network file (``layers`` but no ``cores``/``network``)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the loader reports the problem with its file and line
+    return isinstance(data, dict) and "layers" in data and not (
+        "cores" in data or "network" in data)
+
+
 class _Progress:
     """Per-layer progress on stderr: an updating line on a terminal, a line per pass otherwise."""
 
@@ -224,6 +234,114 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scale(text: str) -> int:
+    """``--scale``: the scale factor S, an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"scale factor S must be an integer >= 1, not {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    """``--backpressure``: a probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), not {text!r}")
+    return value
+
+
+def _cycles(text: str) -> int:
+    """``--timeout-cycles``: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from fcircnn import simulate as sim
+    from fcircnn.gen.compiler import CompileError
+    from fcircnn.sim.runner import SimulatorUnavailable
+
+    path = _resolve_config_path(args.config)
+    if _is_network_file(path):
+        raise UserError(f"{path}: not an accelerator file (it has no 'cores' or 'network' key); "
+                        "fcircnn sim runs the network of an accelerator file, e.g. c3d_zcu102 "
+                        "or r3d18_zcu102")
+    try:
+        layers = sim.parse_layers(args.layers)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        acc, image = sim.prepare(path, scale=args.scale, layers=layers, seed=args.seed)
+    except CompileError as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:  # an unknown layer name
+        raise UserError(f"--layers: {exc}") from None
+    names = [lp.layer.name for lp in image.plan.layers]
+    net = acc.network
+    print(f"fcircnn sim: {acc.name} ({path}), network {net.name} "
+          f"({_fmt_shape((net.input.channels, *net.input.shape))} input, scale {args.scale}), "
+          f"{len(names)} of {len(net.resolved)} layers, {args.simulator}, seed {args.seed}, "
+          f"backpressure {args.backpressure:g}", file=sys.stderr)
+    with sim.build_dir_env(args.build_dir) as build:
+        try:
+            image_dir = sim.save_image(image, build)
+        except OSError as exc:
+            raise UserError(f"cannot write the image under {build}: {exc}") from None
+        results = image_dir / f"results-{args.simulator}.json"
+        timeout = args.timeout_cycles or sim.estimate_timeout_cycles(acc, image,
+                                                                      args.backpressure)
+        print(f"image {image_dir}, timeout {timeout} cycles", file=sys.stderr)
+        bar = None if args.quiet else _Progress()
+        try:
+            run_dir = sim.run_rtl(
+                acc, image_dir, results, simulator=args.simulator, waves=args.waves,
+                seed=args.seed, backpressure=args.backpressure, timeout_cycles=timeout,
+                progress=None if bar is None else (lambda done, total: bar("sim", done, total)))
+            outcome = sim.read_results(results)
+        except SimulatorUnavailable as exc:
+            raise UserError(f"--simulator {args.simulator}: {exc}") from None
+        except sim.SimulationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    dense = {r.name: r.dense_ops for r in net.resolved}
+    print(sim.format_results(outcome, dense, acc.clock_mhz, names))
+    print(f"results {results}, simulator run {run_dir}", file=sys.stderr)
+    if args.waves:
+        print(f"waves in {run_dir} (Verilator: dump file of the run) or in the build folder "
+              f"{run_dir.parent.parent} (Icarus: {sim.ACCEL_TOPLEVEL}.fst)", file=sys.stderr)
+    return 1 if sim.failed(outcome, names) else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from fcircnn.gen.generate import GenerateError, generate
+    from fcircnn.models.config import load_accelerator
+
+    path = _resolve_config_path(args.config)
+    acc = load_accelerator(path)
+    print(f"fcircnn generate: {acc.name} ({path}) -> {args.output}", file=sys.stderr)
+    try:
+        result = generate(acc, args.output, force=args.force)
+    except GenerateError as exc:
+        raise UserError(str(exc)) from None
+    for rel in result.files:
+        print(f"wrote {result.output / rel}", file=sys.stderr)
+    print(f"config sha256 {result.fingerprint}", file=sys.stderr)
+    print("build the bitstream and hardware handoff with:", file=sys.stderr)
+    print(result.vivado_command)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fcircnn",
@@ -289,6 +407,55 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
     comp.set_defaults(func=cmd_compile)
+
+    gen = sub.add_parser(
+        "generate", help="generate the Verilog top, Vivado scripts, XDC and register map",
+        description="Generate, for an accelerator YAML, the Verilog top level "
+                    "(rtl/fcircnn_accel.v), the out-of-context XDC, the Vivado scripts "
+                    "(project, IP packaging, ZCU102 block design, build to bitstream and "
+                    ".hwh for PYNQ), the register map as a C header and a Python module, and "
+                    "report.json; print the Vivado command line. The files are "
+                    "byte-identical for the same configuration. Exit code 2 on bad input or "
+                    "a non-empty output folder without --force.",
+    )
+    gen.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    gen.add_argument("-o", "--output", default="build/generate", metavar="DIR",
+                     help="output directory (default: build/generate)")
+    gen.add_argument("--force", action="store_true",
+                     help="write into a non-empty output directory (replaces files of the "
+                          "same names, leaves other files alone)")
+    gen.set_defaults(func=cmd_generate)
+
+    simp = sub.add_parser(
+        "sim", help="run a network, or some of its layers, on the generated RTL",
+        description="Compile the network of an accelerator YAML (optionally scaled down by S: "
+                    "channels and input size divided by S, rounded to legal values), keep the "
+                    "--layers given (their inputs pre-filled with the golden values), build the "
+                    "accelerator's Verilog (cached per configuration) and run it in cocotb on "
+                    "Verilator or Icarus. Print per layer: cycles, effective GOP/s at the "
+                    "configured clock, PE utilisation, DMA-stall share and PASS/FAIL against the "
+                    "golden integer contract, then the totals. Exit code 1 if a layer fails, 2 "
+                    "on bad input.",
+    )
+    simp.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    simp.add_argument("--layers", metavar="NAMES",
+                      help="comma-separated layer names to run alone (default: all layers)")
+    simp.add_argument("--scale", type=_scale, default=1, metavar="S",
+                      help="divide channels and input size by S (default: 1, full size)")
+    simp.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
+                      help="HDL simulator (default: verilator)")
+    simp.add_argument("--waves", action="store_true", help="record waveforms (separate build)")
+    simp.add_argument("--seed", type=int, default=0,
+                      help="seed of weights, input and the testbench (default: 0)")
+    simp.add_argument("--backpressure", type=_probability, default=0.0, metavar="P",
+                      help="probability that the memory model stalls a beat (default: 0)")
+    simp.add_argument("--timeout-cycles", type=_cycles, default=None, metavar="N",
+                      help="give up after N cycles (default: estimated from the layers)")
+    simp.add_argument("--build-dir", metavar="DIR",
+                      help="build root for images and simulator builds (default: "
+                           "$FCIRCNN_BUILD_DIR or build)")
+    simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    simp.set_defaults(func=cmd_sim)
     return parser
 
 

@@ -41,7 +41,7 @@ def test_help_on_every_command(args):
 def test_every_subcommand_has_help():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"golden", "check", "compile"}
+    assert {"golden", "check", "compile", "generate", "sim"} <= set(sub.choices)
     for name, sp in sub.choices.items():
         assert sp.description, name
 

@@ -1,0 +1,187 @@
+"""cocotb testbench of the accelerator top level ``fcircnn_accel`` running a compiled network.
+
+The host is :class:`fcircnn.driver.Driver` on :class:`fcircnn.sim.backend_cocotb.CocotbBackend`:
+it loads the image written by ``DdrImage.save`` into the DDR model, starts the engine, waits for
+the interrupt (or polls), reads the counters and compares every layer's output with the golden
+int8 slots bit for bit.
+
+Parameters (:func:`fcircnn.sim.runner.tb_params`)
+-------------------------------------------------
+``image_dir`` (str, required)
+    Folder with ``image.bin``, ``memory_map.json``, ``expected.npz``.
+``results`` (str, required)
+    Path of the JSON results file to write (below).
+``backpressure`` (float, default 0), ``latency`` (int, default 0), ``seed`` (int, default 0)
+    DDR model: pause probability on all five AXI channels, cycles before the first beat of every
+    read burst, seed of the pauses.
+``timeout_cycles`` (int, default 10_000_000)
+    Cycles to wait for done/error per run.
+``poll`` (bool, default false)
+    Poll ``CTRL`` instead of waiting for the interrupt.
+``inject_error`` (optional ``{"addr": int, "size": int, "kind": "read" | "write"}``)
+    First run with ``SLVERR`` on that range: the test asserts it ends in ``error`` with the
+    interrupt raised and ``ERROR_CODE`` non-zero; then the fault is removed and the image run
+    again (a new start), which must pass bit-exact.
+
+Results file
+------------
+``{"status": "done" | "error" | "timeout", "error_code", "error_addr", "error_name",
+"total_cycles", "pe_busy", "dma_stall", "sim_cycles", "wall_seconds", "passed", "message",
+"layers": [{"name", "cycles", "pe_busy", "dma_stall", "finished", "descriptors", "passed",
+"mismatches", "first_mismatch"}]}`` for the last run; with ``inject_error`` also
+``"fault_run"``: the same fields for the faulted run plus ``"interrupt"`` (whether it fired) and
+``"fault_hits"`` (beats answered ``SLVERR``).
+
+While a run is going, every :data:`PROGRESS_CYCLES` cycles a line ``"<finished> <total>"``
+(descriptors with a written cycles entry, read from the RAM model) is appended to
+``<results>.progress``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+
+from fcircnn.driver import Driver, DriverTimeout
+from fcircnn.gen.image import CompiledImage
+from fcircnn.sim.backend_cocotb import CocotbBackend
+from fcircnn.sim.runner import tb_params
+
+#: Clock period of ``ap_clk`` (200 MHz).
+PERIOD_NS = 5
+#: Cycles of ``ap_rst_n`` low at the start.
+RESET_CYCLES = 10
+#: Cycles between two progress lines.
+PROGRESS_CYCLES = 2000
+#: Default for the ``timeout_cycles`` parameter.
+DEFAULT_TIMEOUT_CYCLES = 10_000_000
+
+
+def _ram_size(image: CompiledImage) -> int:
+    # Room above the image for out-of-range reads to fail in the model, not in Python.
+    return (image.end + 0xFFFFF) // 0x100000 * 0x100000
+
+
+class _Progress:
+    """Appends ``finished total`` to ``path`` every :data:`PROGRESS_CYCLES` cycles while
+    running."""
+
+    def __init__(self, dut, backend: CocotbBackend, image: CompiledImage, path: Path):
+        self.dut, self.backend, self.image, self.path = dut, backend, image, path
+        self.running = False
+        self.path.write_text("")
+        cocotb.start_soon(self._loop())
+
+    def write(self) -> None:
+        done = self.backend.finished_descriptors(self.image)
+        with self.path.open("a") as f:
+            f.write(f"{done} {len(self.image.descriptors)}\n")
+
+    async def _loop(self) -> None:
+        while True:
+            await ClockCycles(self.dut.ap_clk, PROGRESS_CYCLES)
+            if self.running:
+                self.write()
+
+
+async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
+               progress: _Progress, timeout_s: float, poll: bool) -> dict[str, Any]:
+    cycles0, wall0 = backend.cycles(), time.monotonic()
+    progress.running = True
+    try:
+        report = await driver.run(image, timeout_s, poll=poll)
+    except DriverTimeout as exc:
+        doc: dict[str, Any] = {
+            "status": "timeout", "error_code": 0, "error_addr": 0, "error_name": "",
+            "total_cycles": 0, "pe_busy": 0, "dma_stall": 0, "passed": False,
+            "message": str(exc), "layers": [r.as_dict() for r in
+                                            await driver.layer_results(image)]}
+        counters = await driver.counters()
+        doc.update(total_cycles=counters.cycles, pe_busy=counters.pe_busy,
+                   dma_stall=counters.dma_stall)
+    else:
+        doc = report.as_dict()
+        doc.pop("elapsed")
+        failed = [r.name for r in report.layers if not r.passed]
+        doc["message"] = (f"{report.status.error_name} at {report.status.error_addr:#x}"
+                          if report.status.error else
+                          f"mismatch in {', '.join(failed)}" if failed else "ok")
+    finally:
+        progress.running = False
+        progress.write()
+    doc["sim_cycles"] = backend.cycles() - cycles0
+    doc["wall_seconds"] = time.monotonic() - wall0
+    return doc
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _describe(doc: dict[str, Any]) -> str:
+    bad = [f"{r['name']}: {r['mismatches']} mismatches, first {r['first_mismatch']}"
+           for r in doc["layers"] if not r["passed"]]
+    return f"status {doc['status']} ({doc['message']}); " + ("; ".join(bad) or "all layers ok")
+
+
+@cocotb.test()
+async def run_network(dut):
+    """Run the compiled image (and a fault run first with ``inject_error``)."""
+    p = tb_params()
+    for key in ("image_dir", "results"):
+        assert key in p, f"testbench parameter {key!r} is required"
+    image = CompiledImage.load(p["image_dir"])
+    results = Path(p["results"])
+    timeout_cycles = int(p.get("timeout_cycles", DEFAULT_TIMEOUT_CYCLES))
+    timeout_s = timeout_cycles * PERIOD_NS * 1e-9
+    poll = bool(p.get("poll", False))
+    inject = p.get("inject_error")
+
+    Clock(dut.ap_clk, PERIOD_NS, unit="ns").start()
+    dut.ap_rst_n.value = 0
+    backend = CocotbBackend(dut, _ram_size(image), backpressure=float(p.get("backpressure", 0)),
+                            latency=int(p.get("latency", 0)), seed=int(p.get("seed", 0)),
+                            period_ns=PERIOD_NS)
+    await ClockCycles(dut.ap_clk, RESET_CYCLES)
+    dut.ap_rst_n.value = 1
+    await ClockCycles(dut.ap_clk, 2)
+
+    driver = Driver(backend)
+    await driver.identify()
+    progress = _Progress(dut, backend, image, results.with_name(results.name + ".progress"))
+
+    fault_doc = None
+    if inject:
+        backend.inject_fault(int(inject["addr"]), int(inject["size"]), str(inject["kind"]))
+        if poll:  # the interrupt line is checked in both modes
+            await driver.enable_interrupts()
+        before = backend.interrupts
+        fault_doc = await _run(driver, backend, image, progress, timeout_s, poll)
+        fault_doc["interrupt"] = backend.interrupts > before
+        fault_doc["fault_hits"] = backend.fault_hits
+        backend.clear_faults()
+        _write(results, {**fault_doc, "fault_run": dict(fault_doc)})
+        assert fault_doc["status"] == "error", (
+            f"injected {inject['kind']} fault at {int(inject['addr']):#x}: expected an error, "
+            f"got {_describe(fault_doc)}")
+        assert fault_doc["interrupt"], "the error did not raise the interrupt"
+        assert fault_doc["error_code"] != 0, "ERROR_CODE is 0 after an error"
+        dut._log.info("fault run: %s at %#x after %d cycles", fault_doc["error_name"],
+                      fault_doc["error_addr"], fault_doc["sim_cycles"])
+        if poll:
+            await driver.enable_interrupts(False)
+
+    doc = await _run(driver, backend, image, progress, timeout_s, poll)
+    if fault_doc is not None:
+        doc["fault_run"] = fault_doc
+    _write(results, doc)
+    dut._log.info("run: %s, %d cycles (counter %d), %.1f s wall", doc["status"],
+                  doc["sim_cycles"], doc["total_cycles"], doc["wall_seconds"])
+    assert doc["status"] == "done" and doc["passed"], _describe(doc)

@@ -1,0 +1,201 @@
+"""Compiled images for the host (:mod:`fcircnn.gen.image`): round trip through the files
+``DdrImage.save`` writes, decoding of outputs and cycles entries, and clear errors for missing
+or corrupt files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.image import (
+    CompiledImage,
+    CycleEntry,
+    DescriptorInfo,
+    ImageError,
+)
+from fcircnn.models.config import load_accelerator
+from fcircnn.models.layout import pack_ncdhw8
+
+NET = """
+name: tiny
+input: {channels: 3, depth: 2, height: 4, width: 4}
+classes: 4
+block_size: 8
+layers:
+  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 2}}
+  - {name: gap, type: gap}
+  - {name: fc, type: fc, out_channels: 4}
+"""
+
+ACC = """
+name: tiny_acc
+network: net.yaml
+device:
+  part: xczu9eg-ffvb1156-2-e
+  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
+clock_mhz: 200
+block_size: 8
+address_width: 32
+cores:
+  - {name: main, tn: 16, tm: 16, td: 2, tr: 4, tc: 4, unroll: [tn, tm], max_kernel: [3, 3, 3]}
+"""
+
+
+@pytest.fixture(scope="module")
+def ddr(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("acc")
+    (folder / "net.yaml").write_text(NET)
+    (folder / "acc.yaml").write_text(ACC)
+    return compile_network(load_accelerator(folder / "acc.yaml"), seed=1, base=0x10000)
+
+
+@pytest.fixture(scope="module")
+def saved(ddr, tmp_path_factory):
+    out = tmp_path_factory.mktemp("image")
+    ddr.save(out)
+    return out
+
+
+def _check_same(a: CompiledImage, b: CompiledImage) -> None:
+    assert a.data == b.data and a.base == b.base and a.desc_ptr == b.desc_ptr
+    assert a.descriptors == b.descriptors
+    assert a.layer_names() == b.layer_names()
+    for name in a.layer_names():
+        for pa, pb in zip(a.expected[name], b.expected[name], strict=True):
+            assert pa.dtype == pb.dtype == np.int8
+            np.testing.assert_array_equal(pa, pb)
+
+
+def test_round_trip_through_the_saved_files(ddr, saved):
+    mem = CompiledImage.from_ddr_image(ddr)
+    disk = CompiledImage.load(saved)
+    _check_same(mem, disk)
+    assert disk.network == "tiny" and disk.accelerator == "tiny_acc"
+    np.testing.assert_array_equal(disk.input_parts[0], ddr.input_parts[0])
+    assert disk.layer_names() == ["c1", "gap", "fc"]
+    for info, d in zip(disk.descriptors, ddr.descriptors, strict=True):
+        assert (info.layer, info.out_base, info.out_slots, info.out_shape, info.cycles_addr) == (
+            d.layer, d.out_base, d.out_slots, d.out_shape, d.cycles_addr)
+    assert disk.base == 0x10000 and disk.end == ddr.plan.end
+    assert disk.desc_ptr == ddr.desc_ptr
+
+
+def test_decode_output_from_a_snapshot_and_a_reader(ddr):
+    img = CompiledImage.from_ddr_image(ddr)
+    mem = bytearray(img.data)
+    for name in img.layer_names():
+        out = img.output(name)
+        re, im = img.expected[name]
+        mem[out.addr - img.base:out.addr - img.base + out.size] = pack_ncdhw8(re, im)
+    for name in img.layer_names():
+        re, im = img.decode_output(bytes(mem), name)
+        np.testing.assert_array_equal(re, img.expected[name][0])
+        np.testing.assert_array_equal(im, img.expected[name][1])
+        re2, _ = img.decode_output(lambda a, n: bytes(mem[a - img.base:a - img.base + n]), name)
+        np.testing.assert_array_equal(re2, re)
+        # the image as compiled holds zero outputs
+        assert not img.decode_output(img.data, name)[0].any()
+    with pytest.raises(ImageError, match="does not reach"):
+        img.decode_output(bytes(16), "fc")
+    with pytest.raises(KeyError, match="no layer 'nope'"):
+        img.output("nope")
+
+
+def test_cycles_entry():
+    raw = (0x1_0000_0002).to_bytes(8, "little") + (7).to_bytes(4, "little") + (9).to_bytes(
+        4, "little")
+    entry = CompiledImage.decode_cycles(raw)
+    assert entry == CycleEntry(0x1_0000_0002, 7, 9) and entry.finished
+    assert CompiledImage.encode_cycles(entry) == raw
+    assert not CompiledImage.decode_cycles(bytes(16)).finished
+    with pytest.raises(ImageError, match="16 bytes, not 8"):
+        CompiledImage.decode_cycles(bytes(8))
+
+
+def test_a_layer_with_two_descriptors(ddr):
+    """Output of a layer = its last descriptor's map; names listed once, in order."""
+    img = CompiledImage.from_ddr_image(ddr)
+    for name in img.layer_names():
+        assert img.output(name).addr == img.layer_descriptors(name)[-1].out_base
+    fc = img.layer_descriptors("fc")[-1]
+    other = img.layer_descriptors("gap")[-1]
+    second = DescriptorInfo("fc", fc.layer, 0, 0, other.out_base, 4, (1, 1, 2), fc.cycles_addr)
+    expected = {**img.expected, "fc": (np.ones((4, 1, 1, 2), np.int8),) * 2}
+    two = CompiledImage(img.data, img.base, img.desc_ptr, (*img.descriptors, second), expected)
+    assert two.layer_names() == img.layer_names()
+    assert two.output("fc").addr == other.out_base and two.output("fc").shape == (1, 1, 2)
+    assert two.layer_descriptors("fc")[-1] == second
+    assert len(two.layer_descriptors("fc")) == len(img.layer_descriptors("fc")) + 1
+    with pytest.raises(ImageError, match=r"expected fc.re has shape \(4, 1, 1, 1\), the "
+                                         r"descriptor says \(4, 1, 1, 2\)"):
+        CompiledImage(img.data, img.base, img.desc_ptr, (*img.descriptors, second),
+                      img.expected)
+
+
+def test_inconsistent_images_are_rejected(ddr):
+    img = CompiledImage.from_ddr_image(ddr)
+    with pytest.raises(ImageError, match="has no expected output"):
+        CompiledImage(img.data, img.base, img.desc_ptr, img.descriptors, {})
+    with pytest.raises(ImageError, match=r"desc_ptr .* is outside the image"):
+        CompiledImage(img.data, img.base, 0, img.descriptors, img.expected)
+    with pytest.raises(ImageError, match=r"output map .* is outside the image"):
+        CompiledImage(img.data[:0x3000], img.base, img.desc_ptr, img.descriptors, img.expected)
+    with pytest.raises(ImageError, match="no descriptors"):
+        CompiledImage(img.data, img.base, img.desc_ptr, (), img.expected)
+
+
+@pytest.fixture
+def copy(saved, tmp_path):
+    for f in saved.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    return tmp_path
+
+
+@pytest.mark.parametrize("missing", ["image.bin", "memory_map.json", "expected.npz"])
+def test_missing_file(copy, missing):
+    (copy / missing).unlink()
+    with pytest.raises(ImageError, match=f"{missing}: missing"):
+        CompiledImage.load(copy)
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(ImageError, match="no such directory"):
+        CompiledImage.load(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(("file", "content", "match"), [
+    ("memory_map.json", "{not json", r"memory_map.json: not a readable JSON file"),
+    ("memory_map.json", "[1, 2]", r"memory_map.json: must hold a JSON object"),
+    ("memory_map.json", '{"base": 0, "desc_ptr": 0}', r"memory_map.json: lacks 'descriptors'"),
+    ("expected.npz", "garbage", r"expected.npz: not a readable .npz file"),
+    ("image.bin", "short", r"image.bin: 5 bytes, memory_map.json says"),
+])
+def test_corrupt_files(copy, file, content, match):
+    (copy / file).write_text(content)
+    with pytest.raises(ImageError, match=match):
+        CompiledImage.load(copy)
+
+
+def test_bad_descriptor_entry(copy):
+    mm = json.loads((copy / "memory_map.json").read_text())
+    del mm["descriptors"][1]["out_base"]
+    mm["descriptors"][0]["out_shape"] = [1, 2]
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=r"descriptors\[0\].out_shape must be three integers"):
+        CompiledImage.load(copy)
+    mm["descriptors"][0]["out_shape"] = [1, 2, 2]
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=r"descriptors\[1\] lacks out_base"):
+        CompiledImage.load(copy)
+
+
+def test_expected_part_missing(copy):
+    with np.load(copy / "expected.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files if k != "fc.im"}
+    np.savez(copy / "expected.npz", **arrays)
+    with pytest.raises(ImageError, match="'fc' lacks its im part"):
+        CompiledImage.load(copy)

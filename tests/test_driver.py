@@ -1,0 +1,386 @@
+"""Host driver (:mod:`fcircnn.driver`) against an in-memory model of the accelerator.
+
+:class:`FakeAccelerator` models the register file of :mod:`fcircnn.hw.regfile` (start pulse
+ignored while busy, sticky done/error, W1C ISR, ``interrupt = GIE & |(IER & ISR)``, ``_HI``
+counter halves latched by the ``_LO`` read) and an engine that, a few accesses after the start,
+writes every descriptor's output map and cycles entry (or fails, or hangs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from fcircnn.driver import (
+    CTRL,
+    GIE,
+    IER,
+    ISR,
+    Counters,
+    Driver,
+    DriverError,
+    DriverTimeout,
+    PynqBackend,
+    error_name,
+)
+from fcircnn.gen.image import CompiledImage, CycleEntry, DescriptorInfo
+from fcircnn.hw.regfile import IDENT, VERSION, offset
+from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8
+
+BASE = 0x4000_0000
+
+
+def make_image(seed: int = 0) -> CompiledImage:
+    """Three layers; ``c2`` owns two descriptors (conv then pool), its output is the second's."""
+    rng = np.random.default_rng(seed)
+    layout = [("c1", 0, 8, (2, 4, 4)), ("c2", 1, 8, (2, 4, 4)), ("c2", 1, 8, (1, 2, 2)),
+              ("fc", 2, 4, (1, 1, 1))]
+    cursor = BASE + 0x1000
+    cycles = BASE + 0x800
+    infos = []
+    for i, (name, layer, slots, shape) in enumerate(layout):
+        infos.append(DescriptorInfo(name, layer, 0, 0, cursor, slots, shape, cycles + 16 * i))
+        cursor += -(-ncdhw8_size(slots, *shape) // 0x1000) * 0x1000
+    expected = {}
+    for d in infos:
+        shape = (d.out_slots, *d.out_shape)
+        expected[d.name] = (rng.integers(-127, 128, shape).astype(np.int8),
+                            rng.integers(-127, 128, shape).astype(np.int8))
+    return CompiledImage(bytes(cursor - BASE), BASE, BASE, tuple(infos), expected,
+                         network="tiny", accelerator="fake")
+
+
+class FakeAccelerator:
+    """Backend: register file + DDR + an engine model (``mode``: ok, error, hang, corrupt)."""
+
+    def __init__(self, image: CompiledImage, mode: str = "ok", *, latency: int = 3,
+                 counters: tuple[int, int, int] = (0x1_2345_6789, 0x2_0000_0001, 7)):
+        self.image = image
+        self.mode = mode
+        self.latency = latency
+        self.mem = bytearray(image.end - image.base)
+        self.regs = {name: 0 for name in ("GIE", "IER", "ISR", "ERROR_CODE", "DESC_PTR_LO",
+                                          "DESC_PTR_HI")}
+        self.busy = self.done = self.error = False
+        self.error_addr = 0
+        self.count_values = counters
+        self.counters = [0, 0, 0]
+        self.shadows = [0, 0, 0]
+        self.pending = -1
+        self.log: list[tuple[str, int, int]] = []
+        self.time = 0.0
+        self.interrupt_waits = 0
+
+    # -- engine
+    def _tick(self):
+        self.time += 1e-6
+        if self.busy and self.mode != "hang":
+            self.pending -= 1
+            if self.pending <= 0:
+                self._finish()
+
+    def _finish(self):
+        img = self.image
+        desc_ptr = (self.regs["DESC_PTR_HI"] << 32) | self.regs["DESC_PTR_LO"]
+        assert desc_ptr == img.desc_ptr
+        for i, d in enumerate(img.descriptors):
+            if self.mode == "error" and i == 2:
+                self.error, self.error_addr = True, d.out_base + 0x40
+                self.regs["ERROR_CODE"] = 3
+                self.regs["ISR"] |= 2
+                break
+            last = img.output(d.name).addr == d.out_base
+            re, im = img.expected[d.name] if last else (
+                np.ones((d.out_slots, *d.out_shape), np.int8),) * 2
+            if self.mode == "corrupt" and d.name == "c1":
+                re = re.copy()
+                re[1, 0, 2, 3] ^= 4
+                re[5, 1, 0, 0] ^= 1
+            self._store(d.out_base, pack_ncdhw8(re, im))
+            entry = CycleEntry(100 + i, 50 + i, 3 * i)
+            self._store(d.cycles_addr, CompiledImage.encode_cycles(entry))
+        else:
+            self.done = True
+            self.regs["ISR"] |= 1
+        self.busy = False
+        self.counters = list(self.count_values)
+
+    def _store(self, addr, blob):
+        self.mem[addr - self.image.base:addr - self.image.base + len(blob)] = blob
+
+    @property
+    def interrupt(self) -> bool:
+        return bool(self.regs["GIE"] & 1 and self.regs["IER"] & self.regs["ISR"])
+
+    # -- Backend
+    def elapsed(self) -> float:
+        return self.time
+
+    async def write_reg(self, off, value):
+        self.log.append(("w", off, value))
+        self._tick()
+        if off == CTRL:
+            if value & 1 and not self.busy:
+                self.busy, self.done, self.error = True, False, False
+                self.counters = [0, 0, 0]
+                self.pending = self.latency
+        elif off == ISR:
+            self.regs["ISR"] &= ~value & 3
+        elif off in (GIE, IER, offset("DESC_PTR_LO"), offset("DESC_PTR_HI")):
+            name = {GIE: "GIE", IER: "IER", offset("DESC_PTR_LO"): "DESC_PTR_LO",
+                    offset("DESC_PTR_HI"): "DESC_PTR_HI"}[off]
+            self.regs[name] = value & {"GIE": 1, "IER": 3}.get(name, 0xFFFF_FFFF)
+
+    async def read_reg(self, off):
+        self._tick()
+        names = ("CYCLES", "PE_BUSY", "DMA_STALL")
+        value = {
+            CTRL: (self.busy << 1) | (self.done << 2) | (self.error << 3),
+            GIE: self.regs["GIE"], IER: self.regs["IER"], ISR: self.regs["ISR"],
+            offset("ERROR_CODE"): self.regs["ERROR_CODE"],
+            offset("ERROR_ADDR_LO"): self.error_addr & 0xFFFF_FFFF,
+            offset("ERROR_ADDR_HI"): self.error_addr >> 32,
+            offset("ID"): IDENT, offset("VERSION"): VERSION,
+        }.get(off)
+        for i, n in enumerate(names):
+            if off == offset(f"{n}_LO"):
+                self.shadows[i] = self.counters[i] >> 32
+                value = self.counters[i] & 0xFFFF_FFFF
+            elif off == offset(f"{n}_HI"):
+                value = self.shadows[i]
+        assert value is not None, f"unmapped read at {off:#x}"
+        self.log.append(("r", off, value))
+        return value
+
+    async def write_mem(self, addr, data):
+        self._store(addr, data)
+
+    async def read_mem(self, addr, size):
+        return bytes(self.mem[addr - self.image.base:addr - self.image.base + size])
+
+    async def wait_interrupt(self, timeout_s):
+        self.interrupt_waits += 1
+        steps = int(timeout_s / 1e-6)
+        for _ in range(steps):
+            if self.interrupt:
+                return True
+            self._tick()
+        return self.interrupt
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def image():
+    return make_image()
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_run_passes_bit_exact(image, poll):
+    fake = FakeAccelerator(image)
+    report = run(Driver(fake).run(image, 1.0, poll=poll))
+    assert report.passed
+    assert report.status.done and not report.status.error
+    assert report.counters == Counters(0x1_2345_6789, 0x2_0000_0001, 7)
+    assert [r.name for r in report.layers] == ["c1", "c2", "fc"]
+    c2 = report.layers[1]
+    assert (c2.cycles, c2.pe_busy, c2.dma_stall) == (101 + 102, 51 + 52, 3 + 6)
+    assert (c2.finished, c2.descriptors) == (2, 2)
+    assert all(r.passed and r.mismatches == 0 and r.first_mismatch is None
+               for r in report.layers)
+    assert report.elapsed is not None and report.elapsed > 0
+    assert fake.interrupt_waits == (0 if poll else 1)
+    # ISR left clear, and in interrupt mode GIE/IER were enabled
+    assert fake.regs["ISR"] == 0
+    assert (fake.regs["GIE"], fake.regs["IER"]) == ((0, 0) if poll else (1, 3))
+    doc = report.as_dict()
+    assert doc["status"] == "done" and doc["total_cycles"] == 0x1_2345_6789
+    assert doc["layers"][1]["cycles"] == 203
+
+
+def test_start_sequence(image):
+    fake = FakeAccelerator(image)
+    run(Driver(fake).start(0x1_2345_6780))
+    writes = [(off, v) for kind, off, v in fake.log if kind == "w"]
+    assert writes == [(ISR, 3), (offset("DESC_PTR_LO"), 0x2345_6780),
+                      (offset("DESC_PTR_HI"), 1), (CTRL, 1)]
+
+
+def test_counters_read_lo_then_hi(image):
+    fake = FakeAccelerator(image)
+    fake.counters = [0xAAAA_BBBB_CCCC_DDDD, 5 << 32, 0xFFFF_FFFF]
+    assert run(Driver(fake).counters()) == Counters(0xAAAA_BBBB_CCCC_DDDD, 5 << 32, 0xFFFF_FFFF)
+    reads = [off for kind, off, _ in fake.log if kind == "r"]
+    assert reads == [offset(n) for n in ("CYCLES_LO", "CYCLES_HI", "PE_BUSY_LO", "PE_BUSY_HI",
+                                         "DMA_STALL_LO", "DMA_STALL_HI")]
+
+
+def test_mismatches_are_counted_and_located(image):
+    report = run(Driver(FakeAccelerator(image, "corrupt")).run(image, 1.0))
+    assert not report.passed
+    c1 = report.layers[0]
+    assert not c1.passed and c1.mismatches == 2
+    m = c1.first_mismatch
+    assert (m.slot, m.d, m.h, m.w) == (1, 0, 2, 3)
+    exp_re, exp_im = image.expected["c1"]
+    assert m.expected == (int(exp_re[1, 0, 2, 3]), int(exp_im[1, 0, 2, 3]))
+    assert m.got == (int(exp_re[1, 0, 2, 3]) ^ 4, m.expected[1])
+    assert "slot 1 at (0, 2, 3)" in str(m)
+    assert report.layers[1].passed and report.layers[2].passed
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_error_is_reported_and_next_start_accepted(image, poll):
+    fake = FakeAccelerator(image, "error")
+    driver = Driver(fake)
+    report = run(driver.run(image, 1.0, poll=poll))
+    s = report.status
+    assert s.error and not s.done and s.error_code == 3
+    assert s.error_addr == image.descriptors[2].out_base + 0x40
+    assert s.error_name  # a name or "error 3"
+    assert report.as_dict()["status"] == "error"
+    assert not report.passed
+    c2 = report.layers[1]
+    assert (c2.finished, c2.descriptors) == (1, 2) and not c2.passed
+    fake.mode = "ok"
+    again = run(driver.run(image, 1.0, poll=poll))
+    assert again.passed and not again.status.error
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_timeout_names_ctrl_and_isr(image, poll):
+    fake = FakeAccelerator(image, "hang")
+    with pytest.raises(DriverTimeout, match=r"CTRL = 0x00000002 \(busy\), ISR = 0x00000000"):
+        run(Driver(fake).run(image, 1e-4, poll=poll))
+
+
+def test_start_while_busy_and_bad_arguments(image):
+    fake = FakeAccelerator(image, "hang")
+    driver = Driver(fake)
+    run(driver.start(image.desc_ptr))
+    with pytest.raises(DriverError, match="busy"):
+        run(driver.start(image.desc_ptr))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        run(driver.start(0x1008))
+    with pytest.raises(ValueError, match="timeout_s"):
+        run(driver.wait(0))
+    with pytest.raises(TypeError, match="lacks read_reg, write_mem"):
+        Driver(types.SimpleNamespace(write_reg=lambda *a: None))
+
+
+def test_identify(image):
+    assert run(Driver(FakeAccelerator(image)).identify()) == (IDENT, VERSION)
+
+
+def test_progress_counts_written_cycles_entries(image):
+    fake = FakeAccelerator(image, "error")
+    driver = Driver(fake)
+    assert run(driver.progress(image)) == (0, 4)
+    run(driver.run(image, 1.0))
+    assert run(driver.progress(image)) == (2, 4)
+
+
+def test_error_name_falls_back_to_the_number():
+    name = error_name(250)
+    assert name == "error 250" or isinstance(name, str)
+
+
+# --------------------------------------------------------------------------------------------
+# PYNQ backend with a fake pynq module
+
+
+def test_pynq_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynq", None)
+    with pytest.raises(DriverError, match="needs the 'pynq' package"):
+        PynqBackend("x.bit")
+
+
+class _Buffer(np.ndarray):
+    pass
+
+
+def _fake_pynq(calls, *, interrupts=True):
+    mod = types.ModuleType("pynq")
+    regs = {}
+
+    class MMIO:
+        def __init__(self, base, length):
+            calls.append(("MMIO", base, length))
+
+        def write(self, off, value):
+            calls.append(("write", off, value))
+            regs[off] = value
+
+        def read(self, off):
+            return regs.get(off, 0)
+
+    class Overlay:
+        def __init__(self, path):
+            calls.append(("Overlay", path))
+            self.ip_dict = {"fcircnn_accel_0": {
+                "phys_addr": 0xA000_0000, "addr_range": 0x1000,
+                "interrupts": {"interrupt": {}} if interrupts else {}}}
+
+    def allocate(shape, dtype):
+        calls.append(("allocate", shape, dtype))
+        buf = np.zeros(shape, dtype).view(_Buffer)
+        buf.device_address = 0x7000_0000
+        buf.flush = lambda: calls.append(("flush",))
+        buf.invalidate = lambda: calls.append(("invalidate",))
+        buf.freebuffer = lambda: calls.append(("free",))
+        return buf
+
+    class Interrupt:
+        def __init__(self, pin):
+            calls.append(("Interrupt", pin))
+
+        async def wait(self):
+            await asyncio.sleep(0)
+            regs[ISR] = 1
+
+    mod.MMIO, mod.Overlay, mod.allocate, mod.Interrupt = MMIO, Overlay, allocate, Interrupt
+    return mod, regs
+
+
+@pytest.mark.parametrize("interrupts", [True, False])
+def test_pynq_backend_with_fake_module(monkeypatch, interrupts):
+    calls = []
+    mod, regs = _fake_pynq(calls, interrupts=interrupts)
+    monkeypatch.setitem(sys.modules, "pynq", mod)
+    be = PynqBackend("design.bit", mem_size=1 << 16)
+    assert calls[:3] == [("Overlay", "design.bit"), ("MMIO", 0xA000_0000, 0x1000),
+                         ("allocate", (1 << 16,), np.uint8)]
+    assert (("Interrupt", "fcircnn_accel_0/interrupt") in calls) == interrupts
+    assert be.base == 0x7000_0000
+    run(be.write_mem(be.base + 16, b"\x01\x02\x03"))
+    assert ("flush",) in calls
+    assert run(be.read_mem(be.base + 15, 5)) == b"\x00\x01\x02\x03\x00"
+    assert ("invalidate",) in calls
+    with pytest.raises(DriverError, match="compile the image with base=0x70000000"):
+        run(be.read_mem(be.base - 16, 4))
+    run(be.write_reg(CTRL, 1))
+    assert ("write", CTRL, 1) in calls
+    assert run(be.read_reg(CTRL)) == 1
+    # interrupt: level low, GIE/IER set; the interrupt controller (or the poll) sees ISR
+    regs.update({GIE: 1, IER: 3, ISR: 0})
+    if interrupts:
+        assert run(be.wait_interrupt(0.5))
+    else:
+        assert not run(be.wait_interrupt(0.002))
+        regs[ISR] = 2
+        assert run(be.wait_interrupt(0.002))
+    be.close()
+    assert ("free",) in calls
+
+
+def test_pynq_backend_unknown_ip(monkeypatch):
+    mod, _ = _fake_pynq([])
+    monkeypatch.setitem(sys.modules, "pynq", mod)
+    with pytest.raises(DriverError, match=r"no IP 'other'.*fcircnn_accel_0"):
+        PynqBackend("design.bit", "other")
