@@ -110,7 +110,9 @@ class PartialSumBuffer(wiring.Component):
             m.submodules[f"half{half}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(transparent_for=(wp,))
-            filling = fill == half
+            # Fill role only while this half is the free fill half: once the other half is
+            # committed, `fill` may point at a half still being drained.
+            filling = (fill == half) & ~full[half]
             m.d.comb += [
                 rp.addr.eq(Mux(filling, self.i.payload.addr, self.r_addr)),
                 rp.en.eq(Mux(filling, take, self.r_en & (drain == half))),
