@@ -57,7 +57,7 @@ def compiled(tmp_path_factory):
 
 
 def _run(compiled, name, **params):
-    acc, image, root = compiled
+    acc, _, root = compiled
     results = root / f"{name}.json"
     run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
                "verilator", parameters={},
