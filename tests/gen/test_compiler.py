@@ -40,46 +40,10 @@ from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.network import random_weights, run_network
 from fcircnn.models.quant import PostParams
 
-NET = """
-name: small
-input: {channels: 3, depth: 4, height: 8, width: 8}
-classes: 10
-block_size: %(B)d
-layers:
-  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
-     residual: c1, pool: {window: 2}}
-  - {name: c3, type: conv, out_channels: 24, kernel: 3, stride: [1, 2, 2], padding: 1,
-     cbn: true, crelu: true}
-  - {name: gap, type: gap}
-  - {name: fc, type: fc, out_channels: 10}
-"""
-
-ACC = """
-name: small_acc
-network: net.yaml
-device:
-  part: xczu9eg-ffvb1156-2-e
-  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
-clock_mhz: 200
-block_size: %(B)d
-address_width: 32
-cores:
-  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [tn, tm],
-     max_kernel: [3, 3, 3]}
-"""
-
-
-def _write(tmp_path, B=8, tn=16, tm=16, net=NET):
-    (tmp_path / "net.yaml").write_text(net % {"B": B})
-    path = tmp_path / "acc.yaml"
-    path.write_text(ACC % {"B": B, "tn": tn, "tm": tm})
-    return path
-
 
 @pytest.fixture
-def acc_path(tmp_path):
-    return _write(tmp_path)
+def acc_path(tmp_path, small_accelerator):
+    return small_accelerator(tmp_path)
 
 
 @pytest.fixture
@@ -314,13 +278,13 @@ def test_core_limits(acc, changes, match):
         plan_network(_replace_core(acc, **changes))
 
 
-def test_weight_beat_rule(tmp_path):
-    acc = load_accelerator(_write(tmp_path, B=4, tn=4, tm=8))
+def test_weight_beat_rule(tmp_path, small_accelerator):
+    acc = load_accelerator(small_accelerator(tmp_path, B=4, tn=4, tm=8))
     with pytest.raises(CompileError, match=r"layer 'c1'.*\(Tm/B\)\*\(Tn/B\) = 2.*16/B = 4"):
         plan_network(acc)
 
 
-def test_accumulator_bound(tmp_path):
+def test_accumulator_bound(tmp_path, small_accelerator):
     net = """
 name: wide
 input: {channels: 8, depth: 1, height: 260, width: 260}
@@ -329,7 +293,7 @@ block_size: %(B)d
 layers:
   - {name: big_fc, type: fc, out_channels: 8}
 """
-    acc = load_accelerator(_write(tmp_path, net=net))
+    acc = load_accelerator(small_accelerator(tmp_path, net=net))
     with pytest.raises(CompileError, match=r"layer 'big_fc'.*accumulator bound .*2\*\*31"):
         plan_network(acc)
 

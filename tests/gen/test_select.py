@@ -19,42 +19,13 @@ from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.scale import scale_accelerator
 
-NET = """
-name: small
-input: {channels: 3, depth: 4, height: 8, width: 8}
-classes: 10
-layers:
-  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
-     residual: c1, pool: {window: 2}}
-  - {name: c3, type: conv, out_channels: 24, kernel: 3, stride: [1, 2, 2], padding: 1,
-     cbn: true, crelu: true}
-  - {name: gap, type: gap}
-  - {name: fc, type: fc, out_channels: 10}
-"""
-
-ACC = """
-name: small_acc
-network: net.yaml
-device:
-  part: xczu9eg-ffvb1156-2-e
-  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
-clock_mhz: 200
-block_size: 8
-address_width: 32
-cores:
-  - {name: main, tn: 16, tm: 16, td: 2, tr: 4, tc: 4, unroll: [tn, tm], max_kernel: [3, 3, 3]}
-"""
-
 NAMES = ["c1", "c2", "c3", "gap", "fc"]
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def image(tmp_path_factory, small_accelerator):
     tmp = tmp_path_factory.mktemp("select")
-    (tmp / "net.yaml").write_text(NET)
-    (tmp / "acc.yaml").write_text(ACC)
-    return compile_network(load_accelerator(tmp / "acc.yaml"), seed=3)
+    return compile_network(load_accelerator(small_accelerator(tmp)), seed=3)
 
 
 def _chain(img):

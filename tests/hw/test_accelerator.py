@@ -1,10 +1,10 @@
 """The accelerator top level (:mod:`fcircnn.hw.accelerator`) running compiled networks in cocotb.
 
-One Verilator build of a small test core (Tn = Tm = 16, B = 8, Td = 2, Tr = Tc = 4) runs a
-network that has every layer kind of the engine: conv + CBN + CReLU, a residual add with a
-(2,2,2) pool pass, a stride-(1,2,2) conv with a partial output-channel tile, global average
-pooling and an FC layer. Every layer's output is compared bit for bit with the golden integer
-contract (``expected`` of the compiled image) by :mod:`fcircnn.sim.tb_accelerator`.
+One Verilator build of the small test core (``tests/conftest.py``: Tn = Tm = 16, B = 8, Td = 2,
+Tr = Tc = 4) runs the small network, which has every layer kind of the engine: conv + CBN +
+CReLU, a residual add with a (2,2,2) pool pass, a stride-(1,2,2) conv with a partial
+output-channel tile, global average pooling and an FC layer. Every layer's output is compared
+bit for bit with the golden integer contract (``expected`` of the compiled image) by :mod:`fcircnn.sim.tb_accelerator`.
 """
 
 import json
@@ -16,41 +16,11 @@ from fcircnn.hw.accelerator import Accelerator
 from fcircnn.models.config import load_accelerator
 from fcircnn.sim.runner import run_cocotb
 
-NET = """
-name: engine_test
-input: {channels: 3, depth: 4, height: 8, width: 8}
-classes: 10
-block_size: 8
-layers:
-  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
-     residual: c1, pool: {window: 2}}
-  - {name: c3, type: conv, out_channels: 24, kernel: 3, stride: [1, 2, 2], padding: 1,
-     cbn: true, crelu: true}
-  - {name: gap, type: gap}
-  - {name: fc, type: fc, out_channels: 10}
-"""
-
-ACC = """
-name: engine_test_acc
-network: net.yaml
-device:
-  part: xczu9eg-ffvb1156-2-e
-  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
-clock_mhz: 200
-block_size: 8
-address_width: 32
-cores:
-  - {name: main, tn: 16, tm: 16, td: 2, tr: 4, tc: 4, unroll: [tn, tm], max_kernel: [3, 3, 3]}
-"""
-
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def compiled(tmp_path_factory, small_accelerator):
     root = tmp_path_factory.mktemp("accel")
-    (root / "net.yaml").write_text(NET)
-    (root / "acc.yaml").write_text(ACC)
-    acc = load_accelerator(root / "acc.yaml")
+    acc = load_accelerator(small_accelerator(root))
     image = compile_network(acc, seed=3, base=0x10000)
     image.save(root / "image")
     return acc, image, root

@@ -1,0 +1,56 @@
+"""Shared fixtures: the small test network and the small test accelerator.
+
+The network has one layer of every kind the engine runs (conv + CBN + CReLU, a residual add
+with a (2,2,2) pool, a stride-(1,2,2) conv with a partial output-channel tile, global average
+pooling, FC); the accelerator is one small core (Tn = Tm = 16 by default, Td = 2, Tr = Tc = 4).
+"""
+
+from pathlib import Path
+
+import pytest
+
+SMALL_NET = """
+name: small
+input: {channels: 3, depth: 4, height: 8, width: 8}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
+     residual: c1, pool: {window: 2}}
+  - {name: c3, type: conv, out_channels: 24, kernel: 3, stride: [1, 2, 2], padding: 1,
+     cbn: true, crelu: true}
+  - {name: gap, type: gap}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+SMALL_ACC = """
+name: small_acc
+network: net.yaml
+device:
+  part: xczu9eg-ffvb1156-2-e
+  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
+clock_mhz: 200
+block_size: %(B)d
+address_width: 32
+cores:
+  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [tn, tm],
+     max_kernel: [3, 3, 3]}
+"""
+
+
+def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int = 16,
+                            net: str = SMALL_NET) -> Path:
+    """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``;
+    return the accelerator file's path."""
+    folder = Path(folder)
+    (folder / "net.yaml").write_text(net % {"B": B})
+    path = folder / "acc.yaml"
+    path.write_text(SMALL_ACC % {"B": B, "tn": tn, "tm": tm})
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_accelerator():
+    """:func:`write_small_accelerator`, for tests in any folder."""
+    return write_small_accelerator
