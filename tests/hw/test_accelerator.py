@@ -4,7 +4,8 @@ One Verilator build of the small test core (``tests/conftest.py``: Tn = Tm = 16,
 Tr = Tc = 4) runs the small network, which has every layer kind of the engine: conv + CBN +
 CReLU, a residual add with a (2,2,2) pool pass, a stride-(1,2,2) conv with a partial
 output-channel tile, global average pooling and an FC layer. Every layer's output is compared
-bit for bit with the golden integer contract (``expected`` of the compiled image) by :mod:`fcircnn.sim.tb_accelerator`.
+bit for bit with the golden integer contract (``expected`` of the compiled image) by
+:mod:`fcircnn.sim.tb_accelerator`.
 """
 
 import json
