@@ -10,7 +10,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.gen.descriptor import FLAG_CRELU, FLAG_RESIDUAL, OP_POOL, descriptor_layout
-from fcircnn.models.layout import BEAT_BYTES, SLOTS_PER_BEAT
+from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, status_layout
 from .axi_dma_read import read_beat_layout
@@ -40,7 +40,6 @@ ERROR_BAD_DESCRIPTOR = 8
 
 #: Post-record bytes (see :mod:`fcircnn.gen.compiler`).
 _RECORD_BITS = 256
-_RECORDS_PER_BEAT = BEAT_BYTES * 8 // _RECORD_BITS  # records per 128-bit beat: 0.5 -> 2 beats
 
 
 @dataclass(frozen=True)
@@ -143,39 +142,26 @@ class _Walk:
         """Step to the next iteration (``done`` after the last)."""
         m, d, eng = self.m, self.desc, self.eng
 
-        def tiles_step():
+        def tiles_step(a=2):
             # w fastest, then h, then d; then the next m-tile.
-            with m.If(~self.last_t[2]):
-                m.d.sync += [self.t[2].eq(self.t[2] + 1),
-                             self.conv_lo[2].eq(self.conv_lo[2] + d.tile[2]),
-                             self.in_acc[2].eq(self.in_acc[2] + d.in_step[2]),
-                             self.out_acc[2].eq(self.out_acc[2] + d.out_step[2])]
+            with m.If(~self.last_t[a]):
+                m.d.sync += [self.t[a].eq(self.t[a] + 1),
+                             self.conv_lo[a].eq(self.conv_lo[a] + d.tile[a]),
+                             self.in_acc[a].eq(self.in_acc[a] + d.in_step[a]),
+                             self.out_acc[a].eq(self.out_acc[a] + d.out_step[a])]
             with m.Else():
-                m.d.sync += [self.t[2].eq(0), self.conv_lo[2].eq(0), self.in_acc[2].eq(0),
-                             self.out_acc[2].eq(0)]
-                with m.If(~self.last_t[1]):
-                    m.d.sync += [self.t[1].eq(self.t[1] + 1),
-                                 self.conv_lo[1].eq(self.conv_lo[1] + d.tile[1]),
-                                 self.in_acc[1].eq(self.in_acc[1] + d.in_step[1]),
-                                 self.out_acc[1].eq(self.out_acc[1] + d.out_step[1])]
-                with m.Else():
-                    m.d.sync += [self.t[1].eq(0), self.conv_lo[1].eq(0), self.in_acc[1].eq(0),
-                                 self.out_acc[1].eq(0)]
-                    with m.If(~self.last_t[0]):
-                        m.d.sync += [self.t[0].eq(self.t[0] + 1),
-                                     self.conv_lo[0].eq(self.conv_lo[0] + d.tile[0]),
-                                     self.in_acc[0].eq(self.in_acc[0] + d.in_step[0]),
-                                     self.out_acc[0].eq(self.out_acc[0] + d.out_step[0])]
+                m.d.sync += [self.t[a].eq(0), self.conv_lo[a].eq(0), self.in_acc[a].eq(0),
+                             self.out_acc[a].eq(0)]
+                if a:
+                    tiles_step(a - 1)
+                else:
+                    with m.If(self.last_mt):
+                        m.d.sync += self.done.eq(1)
                     with m.Else():
-                        m.d.sync += [self.t[0].eq(0), self.conv_lo[0].eq(0),
-                                     self.in_acc[0].eq(0), self.out_acc[0].eq(0)]
-                        with m.If(self.last_mt):
-                            m.d.sync += self.done.eq(1)
-                        with m.Else():
-                            m.d.sync += [self.mt.eq(self.mt + 1),
-                                         self.mt_out.eq(self.mt_out + d.out_mt_step),
-                                         self.mt_post.eq(self.mt_post + eng.Tm * 16),
-                                         self.mt_slots.eq(self.mt_slots - eng.Tm // 2)]
+                        m.d.sync += [self.mt.eq(self.mt + 1),
+                                     self.mt_out.eq(self.mt_out + d.out_mt_step),
+                                     self.mt_post.eq(self.mt_post + eng.Tm * 16),
+                                     self.mt_slots.eq(self.mt_slots - eng.Tm // 2)]
 
         if not self.with_nt:
             tiles_step()
