@@ -129,16 +129,9 @@ def accelerator_verilog(acc: AcceleratorConfig) -> str:
     Raises
     ------
     GenerateError
-        If the top level is not available in this version of fcircnn or rejects the
-        configuration.
+        If the top level rejects the configuration.
     """
-    try:
-        from fcircnn.hw.accelerator import Accelerator
-    except ModuleNotFoundError as exc:
-        if exc.name != "fcircnn.hw.accelerator":
-            raise
-        raise GenerateError("the accelerator top level (fcircnn.hw.accelerator) is not "
-                            "available in this version of fcircnn") from None
+    from fcircnn.hw.accelerator import Accelerator
     from fcircnn.sim.runner import to_verilog
 
     try:
