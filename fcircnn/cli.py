@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -342,6 +343,109 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str) -> tuple[int, ...]:
+    """A comma-separated list of positive integers (``--tn 16,32,64``)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"must be a comma-separated list of positive integers, not {text!r}")
+    return values
+
+
+def _pair_list(text: str) -> tuple[tuple[int, int], ...]:
+    """``--pointwise 8x32,16x64``: (Tn, Tm) pairs."""
+    pairs = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated TNxTM pairs such as 8x32,16x64, not {text!r}")
+        pairs.append((int(parts[0]), int(parts[1])))
+    return tuple(pairs)
+
+
+def _cap(text: str) -> float:
+    """``--cap``: a utilisation cap in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {text!r}")
+    return value
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from fcircnn.gen import sweep
+    from fcircnn.models.config import builtin_path, load_accelerator, load_network
+
+    path = _resolve_config_path(args.network)
+    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
+    device = sweep.DEVICES[args.device]
+    try:
+        space = sweep.SweepSpace(
+            tn=args.tn, tm=args.tm, td=args.td, tr=args.tr, tc=args.tc,
+            unroll_td={"both": (False, True), "yes": (True,), "no": (False,)}[args.unroll_td],
+            cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size)
+    except sweep.SweepError as exc:
+        raise UserError(f"sweep range: {exc}") from None
+    if args.reference is None:  # the paper's accelerator for this network, if there is one
+        refs = [p for p in (builtin_path(f"{net.name}_zcu102"),) if p.is_file()]
+    else:
+        refs = [_resolve_config_path(r) for r in args.reference]
+    references = [load_accelerator(r) for r in refs]
+    out = Path(args.output or f"build/sweep/{net.name}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"-o: cannot create {out}: {exc}") from None
+    total = space.size(net.block_size)
+    print(f"fcircnn sweep: network {net.name} ({path}) on {device.name}, {total} points, cap "
+          f"{args.cap:.0%}, {args.clock_mhz:g} MHz, {args.jobs} worker(s)", file=sys.stderr)
+    bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0.1)
+
+    def progress(done: int, _total: int) -> None:
+        if bar is not None:
+            bar.update(done - bar.n)
+
+    try:
+        result = sweep.run_sweep(net, space, device, clock_mhz=args.clock_mhz, cap=args.cap,
+                                 jobs=args.jobs, references=references, progress=progress)
+    except sweep.SweepError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    csv_path = sweep.write_csv(result, out / "sweep.csv")
+    counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
+    print(f"{counts['ok']} points fit, {counts['over']} over the cap, {counts['illegal']} "
+          f"illegal; every point in {csv_path}", file=sys.stderr)
+    try:
+        best = result.best
+    except sweep.SweepError as exc:
+        raise UserError(str(exc)) from None
+    png = sweep.plot_pareto(result, out / "pareto.png")
+    print("\n".join(sweep.format_top(result, args.top)))
+    best_path = Path(args.best_yaml) if args.best_yaml else out / "best.yaml"
+    network_file = net.path if net.path is not None else builtin_path(net.name)
+    rel = os.path.relpath(Path(network_file).resolve(), best_path.resolve().parent)
+    sweep.write_accelerator_yaml(
+        best.point, net, device, args.clock_mhz, best_path, network_file=rel,
+        name=f"{net.name}_{device.name}_best",
+        comment=(f"Best configuration of `fcircnn sweep {args.network} --device {device.name}` "
+                 f"(cap {args.cap:.0%}, {args.clock_mhz:g} MHz):\n{best.label}: "
+                 f"{best.effective_gops:.1f} GOP/s effective, {best.gops_per_dsp:.3f} GOP/s "
+                 f"per DSP, DSP {best.dsp}, BRAM36 {best.bram36:.1f}, LUT {best.lut}, FF "
+                 f"{best.ff} (calibrated estimator and performance model)."))
+    print(f"wrote {png} and {best_path}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fcircnn",
@@ -456,6 +560,56 @@ def build_parser() -> argparse.ArgumentParser:
                            "$FCIRCNN_BUILD_DIR or build)")
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     simp.set_defaults(func=cmd_sim)
+    sw = sub.add_parser(
+        "sweep", help="design-space exploration of core configurations for a network",
+        description="Enumerate core configurations (Tn, Tm, Td, Tr, Tc, B, an unrolled depth "
+                    "loop, one core or a spatial plus a pointwise core) for a network, reject "
+                    "those the compiler cannot run, size the others with the calibrated "
+                    "resource estimator and time them with the performance model; keep those "
+                    "under the utilisation cap of the device and rank them by effective GOP/s. "
+                    "Writes sweep.csv (every point), pareto.png (GOP/s against DSP and BRAM36, "
+                    "the paper's configuration marked) and best.yaml; prints the top points. "
+                    "Exit code 2 on bad input or when no point fits (naming the binding "
+                    "resource).",
+    )
+    sw.add_argument("network", help="network YAML, accelerator YAML (its network) or built-in "
+                                    "name (c3d, r3d18)")
+    sw.add_argument("--device", choices=("zcu102",), default="zcu102",
+                    help="target device (default: zcu102)")
+    sw.add_argument("-j", "--jobs", type=_cycles, default=1, metavar="N",
+                    help="worker processes (default: 1)")
+    sw.add_argument("-o", "--output", metavar="DIR",
+                    help="output folder (default: build/sweep/<network>)")
+    sw.add_argument("--cap", type=_cap, default=0.9,
+                    help="largest share of each device resource a point may use (default: 0.9)")
+    sw.add_argument("--clock-mhz", type=float, default=200.0, help="clock (default: 200)")
+    from fcircnn.gen.sweep import SweepSpace
+
+    space = SweepSpace()  # the default ranges
+    for name, help_text in (("tn", "input-channel tiles"), ("tm", "output-channel tiles"),
+                            ("td", "output depth tiles"), ("tr", "output row tiles"),
+                            ("tc", "output column tiles")):
+        default = getattr(space, name)
+        sw.add_argument(f"--{name}", type=_int_list, default=default, metavar="LIST",
+                        help=f"{help_text} (default: {','.join(map(str, default))})")
+    sw.add_argument("--block-size", type=_int_list, default=(), metavar="LIST",
+                    help="block sizes B (default: the network's)")
+    sw.add_argument("--unroll-td", choices=("both", "yes", "no"), default="both",
+                    help="sweep the depth loop unrolled, not unrolled or both (default: both)")
+    sw.add_argument("--cores", type=_int_list, default=space.cores, metavar="LIST",
+                    help="1 (one core) and/or 2 (spatial + pointwise core) (default: 1,2)")
+    sw.add_argument("--pointwise", type=_pair_list, default=space.pointwise, metavar="PAIRS",
+                    help="(Tn, Tm) of the pointwise core of two-core points (default: "
+                         + ",".join(f"{a}x{b}" for a, b in space.pointwise) + ")")
+    sw.add_argument("--reference", action="append", metavar="ACC.yaml",
+                    help="accelerator file(s) to mark as references (default: the built-in "
+                         "<network>_zcu102, the paper's configuration)")
+    sw.add_argument("--top", type=_cycles, default=10, metavar="N",
+                    help="rows of the top table (default: 10)")
+    sw.add_argument("--best-yaml", metavar="PATH",
+                    help="where to write the best accelerator file (default: DIR/best.yaml)")
+    sw.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(func=cmd_sweep)
     return parser
 
 

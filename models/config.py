@@ -65,6 +65,7 @@ __all__ = [
     "Problem",
     "ResolvedLayer",
     "Resources",
+    "bind_accelerator",
     "builtin_path",
     "describe_accelerator",
     "describe_network",
@@ -1123,6 +1124,26 @@ def load_accelerator(path: str | os.PathLike[str]) -> AcceleratorConfig:
                                                     "(paths are relative to this file)")])
     network = load_network(net_file)
     problems = acc._bind(network, Path(file))
+    if problems:
+        raise ConfigError(file, problems)
+    return acc
+
+
+def bind_accelerator(data: dict[str, Any], network: NetworkConfig, *,
+                     file: str = "<in memory>") -> AcceleratorConfig:
+    """Validate YAML-shaped accelerator ``data`` and bind it to ``network``.
+
+    The in-memory counterpart of :func:`load_accelerator` for generated configurations (the
+    design-space sweep): ``data["network"]`` is kept as the file reference but ``network`` is
+    used as is.
+
+    Raises
+    ------
+    ConfigError
+        Reported against ``file``, as :func:`load_accelerator` would.
+    """
+    acc: AcceleratorConfig = _validate(AcceleratorConfig, data, file)
+    problems = acc._bind(network, None)
     if problems:
         raise ConfigError(file, problems)
     return acc
