@@ -1,0 +1,142 @@
+"""Record the RTL's per-layer cycle counts of the accelerator test configurations.
+
+Runs every case of :data:`CASES` (a test accelerator from ``tests/conftest.py``, a DDR read
+latency) through :mod:`fcircnn.sim.tb_accelerator` on Verilator, exactly as
+``tests/hw/test_accelerator.py`` does, and writes the engine's own per-layer cycle entries
+(``cycles``, ``pe_busy``, ``dma_stall``) with the configuration fingerprint to a JSON file
+(default :data:`DEFAULT_OUT`). ``tests/gen/test_perf_model.py`` compares the performance model
+(:mod:`fcircnn.gen.perf_model`) with that file in the default suite and re-simulates in a slow
+test to check the file is current.
+
+Usage: ``python bench/record_rtl_cycles.py [--case NAME ...] [-o FILE]``; re-run it whenever
+the engine changes cycle counts (the slow test says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where the recording goes by default.
+DEFAULT_OUT = ROOT / "tests" / "data" / "rtl_cycles.json"
+#: Seed and image base of the compiled networks (as in ``tests/hw/test_accelerator.py``).
+SEED = 3
+BASE = 0x10000
+
+
+@dataclass(frozen=True)
+class Case:
+    """One recording: the accelerator written by ``writer`` (a function of
+    ``tests/conftest.py`` taking the folder and ``kwargs``) run with a DDR read ``latency``
+    (extra cycles before the first beat of every read burst, see
+    :class:`fcircnn.sim.backend_cocotb.CocotbBackend`)."""
+
+    name: str
+    writer: str
+    kwargs: dict = field(default_factory=dict)
+    latency: int = 0
+
+
+#: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
+#: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network.
+CASES: tuple[Case, ...] = (
+    Case("small", "write_small_accelerator"),
+)
+
+
+def _conftest():
+    spec = importlib.util.spec_from_file_location("_fcircnn_conftest",
+                                                  ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def hw_source_hash() -> str:
+    """SHA-256 of the hardware sources (``hw/*.py``): tells whether a recording predates an
+    engine change (informational; the slow test is the real check)."""
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "hw").glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_case(case: Case, folder: Path):
+    """Write the case's accelerator into ``folder`` and load it (validated)."""
+    from fcircnn.models.config import load_accelerator
+
+    writer = getattr(_conftest(), case.writer)
+    return load_accelerator(writer(folder, **case.kwargs))
+
+
+def record_case(case: Case, *, simulator: str = "verilator") -> dict:
+    """Simulate ``case`` and return its record (JSON-ready)."""
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.gen.generate import config_fingerprint
+    from fcircnn.hw.accelerator import Accelerator
+    from fcircnn.sim.runner import run_cocotb
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        acc = load_case(case, root)
+        image = compile_network(acc, seed=SEED, base=BASE)
+        image.save(root / "image")
+        results = root / "results.json"
+        t0 = time.monotonic()
+        run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+                   simulator, parameters={},
+                   extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
+                       "image_dir": str(root / "image"), "results": str(results),
+                       "timeout_cycles": 5_000_000, "seed": 1, "latency": case.latency})})
+        wall = time.monotonic() - t0
+        doc = json.loads(results.read_text())
+    if doc["status"] != "done" or not doc["passed"]:
+        raise RuntimeError(f"case {case.name}: the run did not pass: {doc.get('message')}")
+    return {
+        "name": case.name, "writer": case.writer, "kwargs": case.kwargs,
+        "latency": case.latency, "fingerprint": config_fingerprint(acc),
+        "total_cycles": doc["total_cycles"], "wall_seconds": round(wall, 1),
+        "layers": [{k: layer[k] for k in ("name", "cycles", "pe_busy", "dma_stall",
+                                          "descriptors")} for layer in doc["layers"]],
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", nargs="+", choices=[c.name for c in CASES],
+                        help="cases to record (default: all); others keep their old record")
+    parser.add_argument("-o", "--output", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("FCIRCNN_BUILD_DIR", str(ROOT / "build"))
+    old = {}
+    if args.output.exists():
+        old = {c["name"]: c for c in json.loads(args.output.read_text())["cases"]}
+    wanted = set(args.case or [c.name for c in CASES])
+    cases = []
+    for case in CASES:
+        if case.name in wanted:
+            print(f"simulating {case.name} ...", file=sys.stderr, flush=True)
+            cases.append(record_case(case))
+        elif case.name in old:
+            cases.append(old[case.name])
+    doc = {"generator": "bench/record_rtl_cycles.py", "simulator": "verilator",
+           "hw_sources_sha256": hw_source_hash(), "cases": cases}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=1) + "\n")
+    for c in cases:
+        print(c["name"], c["total_cycles"],
+              [(x["name"], x["cycles"], x["pe_busy"], x["dma_stall"]) for x in c["layers"]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

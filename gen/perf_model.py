@@ -1,0 +1,693 @@
+"""Performance model of the accelerator: cycles per layer of what the RTL does.
+
+The model follows the layer engine (:mod:`fcircnn.hw.layer_engine`) and the top level
+(:mod:`fcircnn.hw.accelerator`) walker by walker, over the descriptors the compiler writes
+(:func:`fcircnn.gen.compiler.plan_network`), with one set of constants taken from the RTL's
+structure (:class:`EngineTiming`) and one memory model (:class:`MemoryModel`); nothing is fitted
+per layer.
+
+What a descriptor costs
+-----------------------
+* **Fetch and dispatch**: the sequencer reads the 256-byte descriptor (16 beats, one read
+  command), decodes it and starts the engine; after the engine's ``done`` it writes the 16-byte
+  cycle entry (one write command; the entry's count stops at its W beat) and waits for the
+  write response before the next fetch.
+* **Conv/FC/GAP** (``OP_CONV``, ``OP_GAP``): the tile loop nest ``mt > (td, th, tw) > nt`` with
+  four walkers coupled by ping-pong buffers:
+
+  - *loader* (one read command at a time; each costs the decision cycle, the command handshake,
+    the walker's start, the memory latency, one cycle per beat, the status): per m-tile the
+    ``Tm`` beats of post records (only once the drain has left m-tile ``mt - 2``), per tile the
+    residual box (``FLAG_RESIDUAL``, once the drain freed that residual half), per pass the
+    input box (padding delivered as zero beats at one a cycle) and the ``(mt, nt)`` weight
+    tile, each once compute has released the pass two back;
+  - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
+    kernel tap (``Td`` depth lanes in parallel), after both buffers hold the pass; one cycle
+    from the wait to the first beat; the PE array stalls when its output finds both partial-sum
+    halves full;
+  - *drain*: per tile, once the partial sums of its last pass are committed (PE-array latency),
+    one beat per slot group, depth lane and voxel into the post chain, one release cycle; the
+    post chain stalls it while both output-buffer halves wait for the store;
+  - *store*: per tile one write box (``groups x d x h`` rows of ``w`` beats, AW before W, the
+    write walker's two cycles per row), then the write response and the status.
+
+  A per-pass recurrence of these event times (max-plus, exact for the modelled rules) gives
+  the layer's cycles, PE-busy and DMA-stall cycles. Runs of identical tiles (interior tiles,
+  identical rows, planes and m-tiles) are not stepped one by one: once one iteration shifts
+  every event time by the same amount as the one before (a periodic steady state), the rest of
+  the run is extrapolated exactly, so a full-size layer costs a few hundred steps.
+* **Pool pass** (``OP_POOL``): per slot group one read box and one write box issued together,
+  beats through the post chain with CMaxPool (trailing pool padding inserted as extra cycles),
+  both statuses before the next group.
+
+Throughput figures use dense-equivalent operations (``ResolvedLayer.dense_ops``: ``2 M N
+Kd Kr Kc Do Ho Wo`` of the uncompressed layer) over the modelled time at the configured clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.report import format_table
+
+from .descriptor import DESCRIPTOR_BYTES, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+
+__all__ = [
+    "EngineTiming",
+    "LayerPerformance",
+    "MemoryModel",
+    "NetworkPerformance",
+    "format_report",
+    "gops_per_dsp",
+    "model_descriptor",
+    "model_layer",
+    "model_network",
+]
+
+_BEAT = 16  # bytes per 128-bit beat
+_NEG = -(1 << 62)
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, not {value}")
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """The DDR behind the AXI port(s).
+
+    Parameters
+    ----------
+    read_latency : int
+        Cycles from the AR handshake to the first R beat of a burst (pipelined: the DMA keeps
+        up to 8 bursts in flight). Default 1: cocotbext-axi's ``AxiRam``, the test memory.
+    burst_latency : int
+        Extra cycles before the first beat of every burst that does not continue the previous
+        one, served one burst after the other (the ``latency`` of
+        :class:`fcircnn.sim.backend_cocotb.CocotbBackend`); 0 for the test memory.
+    write_response : int
+        Cycles from the last W beat of a burst to its B response. Default 2 (``AxiRam``).
+    axi_ports : int
+        128-bit AXI ports the DMA spreads its beats over (the RTL has 1; more is a what-if for
+        sizing: beats move at ``16 * axi_ports`` bytes per cycle).
+    efficiency : float
+        Fraction of the ports' 16 bytes/cycle a long transfer reaches (measured on the RTL DMA:
+        1.0, bench/README.md "Memory system"); beats take ``1 / efficiency`` cycles.
+    """
+
+    read_latency: int = 1
+    burst_latency: int = 0
+    write_response: int = 2
+    axi_ports: int = 1
+    efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_int("read_latency", self.read_latency, 0, 100_000)
+        _check_int("burst_latency", self.burst_latency, 0, 100_000)
+        _check_int("write_response", self.write_response, 0, 100_000)
+        _check_int("axi_ports", self.axi_ports, 1, 64)
+        if not isinstance(self.efficiency, (int, float)) or not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be in (0, 1], not {self.efficiency!r}")
+
+    def beats(self, n: int) -> float:
+        """Cycles to move ``n`` beats at the ports' rate."""
+        return n / (self.axi_ports * self.efficiency)
+
+
+@dataclass(frozen=True)
+class EngineTiming:
+    """Fixed cycle costs of the RTL, read off its state machines (not fitted per layer).
+
+    Attributes
+    ----------
+    read_setup : int
+        Read command: handshake cycle to the first burst's AR (walker start, row set-up, AR
+        register) = 3, so the first R beat comes ``read_setup + read_latency`` cycles after the
+        handshake.
+    read_status : int
+        Last R beat to the loader's next decision: status register, status handshake = 3.
+    row_cycles : int
+        Box walker cycles per row of a box (row set-up + burst) = 2.
+    write_setup : int
+        Write command: handshake to the first W beat (walker, AW register, AW handshake, AW
+        credit) = 4.
+    write_status : int
+        B response of the last burst to the store walker's next wait = 3.
+    pe_latency_base : int
+        PE-array latency without the adder tree (complex pair pipeline 4 + output register 1);
+        the tree adds ``ceil(log2(Tn/B))``.
+    psum_commit : int
+        PE-array output of the last voxel to the partial sums being drainable = 2.
+    post_latency : int
+        Post chain without the pool (CBN 2, quantize 2, CReLU 1, skid 1) = 6.
+    pool_latency : int
+        CMaxPool stage = 3.
+    post_slack : int
+        Beats the drain can push into the post chain while the output buffer is full = 8.
+    out_valid : int
+        Drain's last beat to the output buffer offering the tile's first beat to the store
+        (post chain, commit, read issue, read register) = post_latency + 2.
+    dispatch : int
+        Fetch status to the engine's first decision (DISPATCH, START, walker start) = 3.
+    entry_write : int
+        Engine ``done`` to the cycle entry's W beat (CYCLES_CMD, write walker, AW) = 5.
+    """
+
+    read_setup: int = 3
+    read_status: int = 3
+    row_cycles: int = 2
+    write_setup: int = 4
+    write_status: int = 3
+    pe_latency_base: int = 5
+    psum_commit: int = 2
+    post_latency: int = 6
+    pool_latency: int = 3
+    post_slack: int = 8
+    out_valid: int = 8
+    dispatch: int = 3
+    entry_write: int = 5
+
+
+@dataclass(frozen=True)
+class LayerPerformance:
+    """Modelled cost of one layer (all its descriptors: the conv and, if it pools, the pool
+    pass).
+
+    Attributes
+    ----------
+    name, core : str
+        Layer and core names.
+    kind : str
+        ``conv``, ``fc`` or ``gap``.
+    cycles : int
+        Cycles from the first descriptor fetch to the last cycle-entry write of the layer (what
+        the engine's cycle entries count, summed over the layer's descriptors).
+    span_cycles : int
+        ``cycles`` plus the write responses and hand-overs between descriptors: the layer's
+        share of the whole run.
+    pe_busy_cycles : int
+        Cycles the PE array takes a beat.
+    dma_stall_cycles : int
+        Cycles the compute walker waits for a load.
+    dense_ops : int
+        Dense-equivalent operations of the uncompressed layer.
+    ddr_bytes : int
+        Bytes read and written over AXI (descriptors, records, maps, weights, cycle entries).
+    descriptors : int
+        Descriptors of the layer (1, or 2 with a pool pass).
+    clock_mhz : float
+    """
+
+    name: str
+    core: str
+    kind: str
+    cycles: int
+    span_cycles: int
+    pe_busy_cycles: int
+    dma_stall_cycles: int
+    dense_ops: int
+    ddr_bytes: int
+    descriptors: int
+    clock_mhz: float
+
+    @property
+    def seconds(self) -> float:
+        """Latency of the layer at the clock (``span_cycles``)."""
+        return self.span_cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def effective_gops(self) -> float:
+        """Dense-equivalent GOP/s."""
+        return self.dense_ops / self.seconds / 1e9 if self.span_cycles else 0.0
+
+    @property
+    def pe_utilization(self) -> float:
+        """PE-busy cycles over the layer's cycles."""
+        return self.pe_busy_cycles / self.span_cycles if self.span_cycles else 0.0
+
+    @property
+    def ddr_bandwidth_gbs(self) -> float:
+        """Average DDR bandwidth the layer needs, GB/s."""
+        return self.ddr_bytes / self.seconds / 1e9 if self.span_cycles else 0.0
+
+
+@dataclass(frozen=True)
+class NetworkPerformance:
+    """Modelled cost of a network on an accelerator (:func:`model_network`).
+
+    ``cycles`` is the whole run (every descriptor, fetch to the last write response);
+    ``dsp`` the DSP count used by :meth:`gops_per_dsp` when none is given (``None``: unknown).
+    """
+
+    accelerator: str
+    network: str
+    clock_mhz: float
+    layers: tuple[LayerPerformance, ...]
+    memory: MemoryModel = field(default_factory=MemoryModel)
+    dsp: int | None = None
+
+    @property
+    def cycles(self) -> int:
+        return sum(la.span_cycles for la in self.layers)
+
+    @property
+    def seconds(self) -> float:
+        """Latency of one clip."""
+        return self.cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def dense_ops(self) -> int:
+        return sum(la.dense_ops for la in self.layers)
+
+    @property
+    def effective_gops(self) -> float:
+        return self.dense_ops / self.seconds / 1e9 if self.cycles else 0.0
+
+    @property
+    def pe_busy_cycles(self) -> int:
+        return sum(la.pe_busy_cycles for la in self.layers)
+
+    @property
+    def pe_utilization(self) -> float:
+        """PE-busy cycles over all cycles (one core busy at a time: layers run in order)."""
+        return self.pe_busy_cycles / self.cycles if self.cycles else 0.0
+
+    @property
+    def ddr_bytes(self) -> int:
+        return sum(la.ddr_bytes for la in self.layers)
+
+    @property
+    def ddr_bandwidth_gbs(self) -> float:
+        """Average DDR bandwidth needed, GB/s."""
+        return self.ddr_bytes / self.seconds / 1e9 if self.cycles else 0.0
+
+    def gops_per_dsp(self, dsp: int | None = None) -> float:
+        """Effective GOP/s per DSP48E2 for ``dsp`` (default: :attr:`dsp`)."""
+        dsp = self.dsp if dsp is None else dsp
+        if dsp is None:
+            raise ValueError("gops_per_dsp needs a DSP count (none stored in the result)")
+        return gops_per_dsp(self.effective_gops, dsp)
+
+
+def gops_per_dsp(gops: float, dsp: int) -> float:
+    """``gops / dsp``; ``dsp`` must be a positive integer."""
+    _check_int("dsp", dsp, 1, 1 << 30)
+    return gops / dsp
+
+
+# ------------------------------------------------------------------------------------------
+# Read and write commands
+
+
+def _read_last(mem: MemoryModel, t: EngineTiming, cmd: float, n: int, rows: int,
+               burst_rows: int, gaps: int) -> float:
+    """Cycle of the last delivered beat of a read command handshaken at ``cmd``: ``n`` beats
+    in ``rows`` walker rows, ``burst_rows`` of them with bus reads, ``gaps`` of those not
+    continuing the previous burst (each served ``burst_latency`` after the one before)."""
+    g = mem.burst_latency
+    first = cmd + t.read_setup + mem.read_latency + (g if gaps else 0)
+    # Rows are issued every row_cycles (or every burst_latency when the memory serves each
+    # non-continuing burst that late); a row shorter than that spacing leaves bubbles.
+    spacing = max(t.row_cycles, g if gaps > 1 else 0)
+    per_row = mem.beats(n) / max(rows, 1)
+    bubbles = max(0.0, (max(burst_rows, rows) - 1) * (spacing - per_row)) if rows > 1 else 0.0
+    if gaps > 1 and g > t.row_cycles and rows <= 1:
+        bubbles = (gaps - 1) * g
+    return first + mem.beats(n) - 1 + bubbles
+
+
+def _write_last(mem: MemoryModel, t: EngineTiming, cmd: float, n: int, rows: int) -> float:
+    """Cycle of the last W beat of a write command handshaken at ``cmd``."""
+    per_row = mem.beats(n) / max(rows, 1)
+    bubbles = max(0.0, (rows - 1) * (t.row_cycles - per_row))
+    return cmd + t.write_setup + mem.beats(n) - 1 + bubbles
+
+
+# ------------------------------------------------------------------------------------------
+# Tile geometry
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """One tile class along an axis: output extent and the input box's pre/len/post."""
+
+    ext: int
+    pre: int
+    length: int
+    post: int
+
+    @property
+    def total(self) -> int:
+        return self.pre + self.length + self.post
+
+
+def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
+    """Tile classes of axis ``a`` in walk order, run-length encoded; the first tile is always
+    its own run (it may be the first tile of an m-tile)."""
+    runs: list[tuple[_Axis, int]] = []
+    tile, conv, s, p, k, size = (d.tile[a], d.conv_shape[a], d.stride[a], d.padding[a],
+                                 d.kernel[a], d.in_shape[a])
+    for i in range(d.tiles[a]):
+        lo = i * tile
+        ext = min(tile, conv - lo)
+        start = lo * s - p
+        end = start + (ext - 1) * s + k
+        pre, post = max(0, -start), max(0, end - size)
+        ax = _Axis(ext, pre, end - start - pre - post, post)
+        if runs and i > 1 and runs[-1][0] == ax:
+            runs[-1] = (ax, runs[-1][1] + 1)
+        else:
+            runs.append((ax, 1))
+    return runs
+
+
+def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
+    """Output slot groups per m-tile, run-length encoded (first m-tile its own run)."""
+    runs: list[tuple[int, int]] = []
+    half = tm // 2
+    for mt in range(d.m_tiles):
+        slots = min(half, d.out_slots - mt * half)
+        groups = -(-slots // 8)
+        if runs and mt > 1 and runs[-1][0] == groups:
+            runs[-1] = (groups, runs[-1][1] + 1)
+        else:
+            runs.append((groups, 1))
+    return runs
+
+
+# ------------------------------------------------------------------------------------------
+# The conv recurrence
+
+# Event-time state (all shift together in a periodic steady state).
+(_LD, _CPW, _DRW, _STW,            # loader decision, compute wait, drain wait, store wait
+ _CR1, _CR2,                       # compute releases of the last two passes
+ _DR1, _DR2,                       # drain releases of the last two tiles
+ _SR1, _SR2,                       # output-buffer releases (store) of the last two tiles
+ _MD1, _MD2,                       # drain finished m-tile mt-1 / mt-2 (params gating)
+ _PRM,                             # post records of the current m-tile loaded
+ _LAST) = range(14)                # last event (engine done candidate)
+_NSTATE = 14
+
+
+class _Conv:
+    """The per-pass recurrence of one conv descriptor (see the module docstring)."""
+
+    def __init__(self, d: LayerDescriptor, core: CoreConfig, B: int, mem: MemoryModel,
+                 t: EngineTiming, *, extrapolate: bool = True):
+        self.extrapolate = extrapolate
+        self.d, self.core, self.mem, self.t = d, core, mem, t
+        self.taps = math.prod(d.kernel)
+        self.residual = bool(d.flags & FLAG_RESIDUAL)
+        self.in_groups = max(1, core.tn // 16)
+        self.w_beats = d.weight_tile_bytes // _BEAT
+        self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
+        self.n_tiles = d.n_tiles
+        self.steps = 0
+        # accumulators: pe_busy, stall, bytes read, bytes written
+        self.acc = [0, 0, 0, 0]
+
+    # ---- one tile -------------------------------------------------------------------------
+    def tile(self, s: list, groups: int, ax: tuple[_Axis, _Axis, _Axis], first_of_mt: bool):
+        d, t, mem = self.d, self.t, self.mem
+        self.steps += 1
+        ad, ah, aw = ax
+        ext_d, ext_h, ext_w = ad.ext, ah.ext, aw.ext
+        acc = self.acc
+        # Loader, per pass.
+        in_rows = self.in_groups * ad.total * ah.total
+        in_beats = in_rows * aw.total
+        in_bus_rows = self.in_groups * ad.length * ah.length
+        whole_rows = aw.length == d.in_shape[2]
+        in_gaps = in_bus_rows if not whole_rows else max(1, self.in_groups * (
+            ad.length if ah.length != d.in_shape[1] else 1))
+        out_rows = groups * ext_d * ext_h
+        out_beats = out_rows * ext_w
+        out_whole = ext_w == d.conv_shape[2]
+        compute = ext_h * ext_w * self.taps
+        ld = s[_LD]
+        prm = s[_PRM]
+        res_ready = _NEG
+        for nt in range(self.n_tiles):
+            # phase 0: post records of this m-tile
+            if first_of_mt and nt == 0:
+                cmd = max(ld, s[_MD2]) + 1
+                last = _read_last(mem, t, cmd, self.core.tm, 1, 1, 1)
+                ld = last + t.read_status
+                prm = ld
+                acc[2] += self.core.tm * _BEAT
+            else:
+                ld += 1
+            # phase 1: residual box
+            if self.residual and nt == 0:
+                cmd = max(ld, s[_DR2] + 1) + 1
+                gaps = out_rows if not out_whole else groups * ext_d
+                last = _read_last(mem, t, cmd, out_beats, out_rows, out_rows, gaps)
+                res_ready = last + 1
+                ld = last + t.read_status
+                acc[2] += out_beats * _BEAT
+            else:
+                ld += 1
+            # phase 2: input box, once compute released the pass two back
+            free = s[_CR2] + 1
+            cmd = max(ld, free) + 1
+            last = _read_last(mem, t, cmd, in_beats, in_rows, in_bus_rows, in_gaps)
+            in_ready = last + 1
+            ld = last + t.read_status
+            acc[2] += in_bus_rows * aw.length * _BEAT
+            # phase 3: weight tile
+            cmd = max(ld, free) + 1
+            last = _read_last(mem, t, cmd, self.w_beats, 1, 1, 1)
+            w_ready = last + 1
+            ld = last + t.read_status
+            acc[2] += self.w_beats * _BEAT
+            # compute
+            ready = max(s[_CPW], in_ready, w_ready)
+            acc[1] += ready - s[_CPW]
+            end = ready + compute
+            if nt == 0:
+                # the first voxel's sums need a free partial-sum half (drain of tile j-2)
+                first_out = ready + self.taps + 1 + self.pe_latency
+                blocked = s[_DR2] + 1
+                if blocked > first_out:
+                    end += blocked - first_out
+            acc[0] += compute
+            s[_CR2], s[_CR1] = s[_CR1], end
+            s[_CPW] = end + 1
+        s[_LD] = ld
+        s[_PRM] = prm
+        # drain
+        commit = s[_CR1] + self.pe_latency + 1 + t.psum_commit
+        ready = max(s[_DRW], commit, prm, res_ready)
+        rel = ready + out_beats + 1
+        # output buffer half of tile j-2 must have been stored
+        rel = max(rel, s[_SR2] + 1 + out_beats + 1 - t.post_slack)
+        s[_DR2], s[_DR1] = s[_DR1], rel
+        s[_DRW] = rel + 1
+        # store
+        cmd = max(s[_STW], rel + t.out_valid) + 1
+        last_w = _write_last(mem, t, cmd, out_beats, out_rows)
+        s[_SR2], s[_SR1] = s[_SR1], last_w
+        s[_STW] = last_w + mem.write_response + t.write_status
+        s[_LAST] = s[_STW]
+        acc[3] += out_beats * _BEAT
+
+    def end_of_mt(self, s: list):
+        s[_MD2], s[_MD1] = s[_MD1], s[_DR1] + 1
+
+    # ---- the nest with steady-state extrapolation ------------------------------------------
+    def run(self) -> tuple[float, list]:
+        s = [0] * _NSTATE
+        s[_CR1] = s[_CR2] = s[_DR1] = s[_DR2] = s[_SR1] = s[_SR2] = _NEG
+        s[_MD1] = s[_MD2] = _NEG
+        s[_PRM] = _NEG
+        dr, hr, wr = (_axis_runs(self.d, a) for a in range(3))
+        mruns = _m_runs(self.d, self.core.tm)
+
+        def mtile(s, groups):
+            first = True
+            for ad, cd in dr:
+                self._run_repeat(s, cd, lambda s, ad=ad, first=first: plane(s, ad, groups, first))
+                first = False
+            self.end_of_mt(s)
+
+        def plane(s, ad, groups, first):
+            first_row = first
+            for ah, ch in hr:
+                def row(s, ah=ah, first_row=first_row):
+                    first_tile = first_row
+                    for aw, cw in wr:
+                        def one(s, aw=aw, first_tile=first_tile):
+                            self.tile(s, groups, (ad, ah, aw), first_tile)
+                        self._run_repeat(s, cw, one)
+                        first_tile = False
+                self._run_repeat(s, ch, row)
+                first_row = False
+
+        for groups, cm in mruns:
+            self._run_repeat(s, cm, lambda s, groups=groups: mtile(s, groups))
+        return s[_LAST], self.acc
+
+    def _run_repeat(self, s: list, count: int, body) -> None:
+        """Run ``body(s)`` ``count`` times; once an iteration shifts every (clamped) event
+        time by the same amount as the previous one did, extrapolate the rest exactly."""
+        prev_shift = None
+        done = 0
+        while done < count:
+            self._clamp(s)
+            before = list(s)
+            acc_before = list(self.acc)
+            body(s)
+            done += 1
+            self._clamp(s)
+            diffs = {b - a for a, b in zip(before, s, strict=True)}
+            if len(diffs) == 1:
+                (shift,) = diffs
+                if self.extrapolate and shift == prev_shift and done < count:
+                    rem = count - done
+                    inc = [a - b for a, b in zip(self.acc, acc_before, strict=True)]
+                    for i in range(_NSTATE):
+                        s[i] += shift * rem
+                    for i in range(4):
+                        self.acc[i] += inc[i] * rem
+                    return
+                prev_shift = shift
+            else:
+                prev_shift = None
+
+    @staticmethod
+    def _clamp(s: list) -> None:
+        # Event times older than every walker's position can no longer bind: raise them to
+        # that floor so a steady state shifts the whole state uniformly.
+        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW])
+        for i in range(_NSTATE):
+            if s[i] < floor:
+                s[i] = floor
+
+
+def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[float, int]:
+    """Cycles from the engine's start to its ``done`` and the bytes moved, of a pool pass."""
+    D, H, W = d.in_shape
+    n_in = D * H * W
+    Do, Ho, Wo = d.out_shape
+    n_out = Do * Ho * Wo
+    # Trailing pool padding is processed as inserted voxels during which the input waits.
+    pd, ph, pw = d.pool_padding
+    inserted = (D + pd) * (H + ph) * (W + pw) - n_in
+    groups = -(-d.in_slots // 8)
+    t_now = 0.0
+    end = 0.0
+    for _ in range(groups):
+        cmd = t_now  # both commands handshake in the CMD cycle
+        last_in = _read_last(mem, t, cmd, n_in, D * H, D * H, 1) + inserted
+        last_out = max(last_in + t.post_latency + t.pool_latency,
+                       _write_last(mem, t, cmd, n_out, Do * Ho))
+        end = last_out + mem.write_response + t.write_status - 1
+        t_now = end + 1
+    return end, groups * (n_in + n_out) * _BEAT
+
+
+def model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int,
+                     memory: MemoryModel | None = None,
+                     timing: EngineTiming | None = None) -> dict:
+    """Model one descriptor; return ``cycles`` (the cycle entry), ``span`` (to the next
+    fetch), ``pe_busy``, ``dma_stall``, ``ddr_bytes`` and ``steps`` (recurrence steps)."""
+    mem = memory or MemoryModel()
+    t = timing or EngineTiming()
+    fetch_last = _read_last(mem, t, 0, DESCRIPTOR_BYTES // _BEAT, 1, 1, 1)
+    start = fetch_last + t.read_status - 1 + t.dispatch   # engine's first decision cycle
+    if d.op == OP_POOL:
+        done, moved = _pool_pass(d, mem, t)
+        pe, stall, steps = 0, 0, 1
+    else:
+        conv = _Conv(d, core, B, mem, t)
+        done, acc = conv.run()
+        pe, stall, moved, steps = acc[0], acc[1], acc[2] + acc[3], conv.steps
+    entry = start + done + t.entry_write
+    cycles = round(entry)
+    span = cycles + 1 + mem.write_response + t.write_status
+    return {"cycles": cycles, "span": span, "pe_busy": int(pe), "dma_stall": round(stall),
+            "ddr_bytes": int(moved) + DESCRIPTOR_BYTES + _BEAT, "steps": steps}
+
+
+def model_layer(acc: AcceleratorConfig, layer: ResolvedLayer | str, *,
+                memory: MemoryModel | None = None, timing: EngineTiming | None = None,
+                plan=None) -> LayerPerformance:
+    """Model one layer of ``acc.network`` (by name or resolved layer)."""
+    from .compiler import plan_network
+
+    name = layer if isinstance(layer, str) else layer.name
+    plan = plan or plan_network(acc)
+    for lp in plan.layers:
+        if lp.layer.name == name:
+            return _layer_perf(acc, lp, memory or MemoryModel(), timing or EngineTiming())
+    raise KeyError(f"network {acc.network.name} has no layer {name!r}")
+
+
+def _layer_perf(acc, lp, mem, t) -> LayerPerformance:
+    parts = [model_descriptor(d, lp.core, acc.block_size, mem, t) for d in lp.descriptors]
+    return LayerPerformance(
+        name=lp.layer.name, core=lp.core.name, kind=lp.layer.kind,
+        cycles=sum(p["cycles"] for p in parts), span_cycles=sum(p["span"] for p in parts),
+        pe_busy_cycles=sum(p["pe_busy"] for p in parts),
+        dma_stall_cycles=sum(p["dma_stall"] for p in parts),
+        dense_ops=lp.layer.dense_ops, ddr_bytes=sum(p["ddr_bytes"] for p in parts),
+        descriptors=len(parts), clock_mhz=acc.clock_mhz)
+
+
+def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | None = None,
+                  timing: EngineTiming | None = None, dsp: int | None = None
+                  ) -> NetworkPerformance:
+    """Model every layer of ``acc.network`` on ``acc`` (or only ``layers``, names).
+
+    Raises
+    ------
+    fcircnn.gen.compiler.CompileError
+        If the network does not compile for the accelerator (the RTL could not run it).
+    KeyError
+        If a name in ``layers`` is not a layer of the network.
+    """
+    from .compiler import plan_network
+
+    mem, t = memory or MemoryModel(), timing or EngineTiming()
+    plan = plan_network(acc)
+    chosen = plan.layers
+    if layers is not None:
+        names = list(layers)
+        known = {lp.layer.name for lp in plan.layers}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise KeyError(f"network {acc.network.name} has no layer {', '.join(missing)}")
+        chosen = [lp for lp in plan.layers if lp.layer.name in names]
+    return NetworkPerformance(acc.name, acc.network.name, acc.clock_mhz,
+                              tuple(_layer_perf(acc, lp, mem, t) for lp in chosen), mem, dsp)
+
+
+def format_report(perf: NetworkPerformance, dsp: int | None = None) -> list[str]:
+    """Per-layer table and totals (lines): cycles, latency, effective GOP/s, GOP/s per DSP
+    (if a DSP count is known), PE utilisation, DDR bandwidth needed."""
+    dsp = perf.dsp if dsp is None else dsp
+    header = ["layer", "core", "cycles", "latency us", "GOP/s", "PE util", "DDR GB/s"]
+    if dsp:
+        header.insert(5, "GOP/s/DSP")
+    rows = []
+
+    def row(name, core, cycles, seconds, gops, util, bw):
+        r = [name, core, cycles, f"{seconds * 1e6:.1f}", f"{gops:.1f}", f"{util:.1%}",
+             f"{bw:.2f}"]
+        if dsp:
+            r.insert(5, f"{gops / dsp:.3f}")
+        return r
+
+    for la in perf.layers:
+        rows.append(row(la.name, la.core, la.span_cycles, la.seconds, la.effective_gops,
+                        la.pe_utilization, la.ddr_bandwidth_gbs))
+    rows.append(row("total", "", perf.cycles, perf.seconds, perf.effective_gops,
+                    perf.pe_utilization, perf.ddr_bandwidth_gbs))
+    head = (f"{perf.network} on {perf.accelerator} at {perf.clock_mhz:g} MHz "
+            f"(performance model, {perf.memory.axi_ports} AXI port(s))")
+    return [head, *format_table(header, rows)]
