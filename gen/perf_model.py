@@ -100,7 +100,7 @@ class MemoryModel:
         1.0, bench/README.md "Memory system"); beats take ``1 / efficiency`` cycles.
     """
 
-    read_latency: int = 1
+    read_latency: int = 2
     burst_latency: int = 0
     write_response: int = 2
     axi_ports: int = 1
@@ -126,9 +126,11 @@ class EngineTiming:
     Attributes
     ----------
     read_setup : int
-        Read command: handshake cycle to the first burst's AR (walker start, row set-up, AR
-        register) = 3, so the first R beat comes ``read_setup + read_latency`` cycles after the
-        handshake.
+        Engine read command: the loader's CMD cycle to the first burst's ARVALID (handshake,
+        walker start, row set-up, AR register) = 3, so the first R beat comes ``read_setup +
+        read_latency`` cycles after the loader issues the command.
+    fetch_setup : int
+        The same for the sequencer's descriptor fetch, which drives the DMA directly = 2.
     read_status : int
         Last R beat to the loader's next decision: status register, status handshake = 3.
     row_cycles : int
@@ -159,6 +161,7 @@ class EngineTiming:
     """
 
     read_setup: int = 3
+    fetch_setup: int = 2
     read_status: int = 3
     row_cycles: int = 2
     write_setup: int = 4
@@ -305,12 +308,13 @@ def gops_per_dsp(gops: float, dsp: int) -> float:
 
 
 def _read_last(mem: MemoryModel, t: EngineTiming, cmd: float, n: int, rows: int,
-               burst_rows: int, gaps: int) -> float:
+               burst_rows: int, gaps: int, setup: int | None = None) -> float:
     """Cycle of the last delivered beat of a read command handshaken at ``cmd``: ``n`` beats
     in ``rows`` walker rows, ``burst_rows`` of them with bus reads, ``gaps`` of those not
     continuing the previous burst (each served ``burst_latency`` after the one before)."""
     g = mem.burst_latency
-    first = cmd + t.read_setup + mem.read_latency + (g if gaps else 0)
+    setup = t.read_setup if setup is None else setup
+    first = cmd + setup + mem.read_latency + (g if gaps else 0)
     # Rows are issued every row_cycles (or every burst_latency when the memory serves each
     # non-continuing burst that late); a row shorter than that spacing leaves bubbles.
     spacing = max(t.row_cycles, g if gaps > 1 else 0)
@@ -598,7 +602,7 @@ def model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int,
     fetch), ``pe_busy``, ``dma_stall``, ``ddr_bytes`` and ``steps`` (recurrence steps)."""
     mem = memory or MemoryModel()
     t = timing or EngineTiming()
-    fetch_last = _read_last(mem, t, 0, DESCRIPTOR_BYTES // _BEAT, 1, 1, 1)
+    fetch_last = _read_last(mem, t, 0, DESCRIPTOR_BYTES // _BEAT, 1, 1, 1, t.fetch_setup)
     start = fetch_last + t.read_status - 1 + t.dispatch   # engine's first decision cycle
     if d.op == OP_POOL:
         done, moved = _pool_pass(d, mem, t)
