@@ -5,8 +5,8 @@ whether the depth loop is unrolled, one core or a spatial core plus a 1x1x1 "poi
 turns every point into an :class:`~fcircnn.models.config.AcceleratorConfig` for the network,
 and evaluates it with the same three tools a user runs one by one:
 
-1. the compiler's checks (:func:`fcircnn.gen.compiler.plan_network`): a point whose hardware
-   cannot run some layer is *illegal* (the reason is kept);
+1. the compiler's checks (:func:`fcircnn.gen.compiler.plan_network`, run by the performance
+   model): a point whose hardware cannot run some layer is *illegal* (the reason is kept);
 2. the calibrated resource estimator (:func:`fcircnn.gen.estimate.estimate_resources`): a point
    over ``cap`` of any device resource is *over* (the binding resource is kept);
 3. the performance model (:func:`fcircnn.gen.perf_model.model_network`): cycles, effective
@@ -282,17 +282,16 @@ class Evaluation:
 def evaluate(acc: AcceleratorConfig, device: Device, cap: float, *, label: str = "",
              reference: str = "", point: Point | None = None) -> Evaluation:
     """Check, size and time one accelerator (see the module docstring)."""
-    from fcircnn.gen.compiler import CompileError, plan_network
+    from fcircnn.gen.compiler import CompileError
     from fcircnn.gen.estimate import estimate_resources
     from fcircnn.gen.perf_model import model_network
 
     label = label or acc.name
     try:
-        plan_network(acc)
+        perf = model_network(acc)  # compiles the network first: CompileError if it cannot run
     except CompileError as exc:
         return Evaluation(label, "illegal", reason=str(exc), reference=reference, point=point)
     total = estimate_resources(acc).total
-    perf = model_network(acc)
     counts = {k: getattr(total, k) for k in RESOURCE_NAMES}
     ratios = {k: counts[k] / (cap * getattr(device, k)) for k in RESOURCE_NAMES}
     worst = max(ratios, key=ratios.__getitem__)
