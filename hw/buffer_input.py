@@ -11,8 +11,10 @@ from .buffer_pingpong import PingPongBanks
 from .common import check_block_size, check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
-__all__ = ["InputBuffer", "core_needs", "input_box_layout"]
+__all__ = ["MAX_KERNEL", "InputBuffer", "core_needs", "input_box_layout"]
 
+#: Largest kernel and stride per axis the buffer can be built for.
+MAX_KERNEL = 64
 
 
 def _vec3(name, value):
@@ -25,7 +27,7 @@ def _vec3(name, value):
     if len(value) != 3:
         raise ValueError(f"{name} must have three entries (d, r, c), not {len(value)}")
     for v in value:
-        check_positive(name, v, 64)
+        check_positive(name, v, MAX_KERNEL)
     return value
 
 
@@ -54,12 +56,14 @@ class InputBuffer(wiring.Component):
     Contract
     --------
     * Load: configure ``box`` (groups, d, h, w of the box the DMA delivers: ``d <= (Td-1)*sd +
-      Kd``, ``h <= Hin``, ``w <= Win``) before the first beat; beats arrive on ``i`` in
+      Kd``, ``h <= Hin``, ``w <= Win``) and ``stride_d`` (the depth stride of the layer,
+      ``1 <= stride_d <= sd``; lane ``v`` stores tile plane ``p`` as its plane
+      ``p - v*stride_d``) before the first beat; beats arrive on ``i`` in
       NC/8DHW8 box order (group, d, h, w, :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`'s
       ``o``); the beat with ``last`` commits the tile. ``i.ready`` is low while both halves are
       full (the DMA waits).
     * Compute: while ``r_valid``, ``r_en`` with ``r_addr = kd*Hin*Win + h*Win + w`` (tile
-      coordinates of lane 0's input voxel; lane ``v`` reads plane ``v*sd + kd``) gives
+      coordinates of lane 0's input voxel; lane ``v`` reads plane ``v*stride_d + kd``) gives
       ``act[v][s]``, slot ``s`` of the tile's ``Tn/2`` (group ``s // 8``; when ``Tn < 16`` the
       slots ``r_sub*Tn/2 ..`` of group 0) one cycle later, held while ``r_en`` is low.
       ``r_release`` frees the tile.
@@ -78,6 +82,7 @@ class InputBuffer(wiring.Component):
     -----
     i : In(stream.Signature(read_beat_layout()))
     box : In(input_box_layout(...))
+    stride_d : In(range(1, sd + 1)), reset value ``sd``
     r_addr : In(range(depth)); r_en : In(1); r_sub : In(range(subs)); r_release : In(1)
     r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
     conflict : Out(1)
@@ -108,6 +113,7 @@ class InputBuffer(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(read_beat_layout())),
             "box": In(input_box_layout(self.groups, self.tile_depth, self.height, self.width)),
+            "stride_d": In(range(1, self.stride[0] + 1), init=self.stride[0]),
             "r_addr": In(range(self.depth)), "r_en": In(1), "r_sub": In(range(self.subs)),
             "r_release": In(1), "r_valid": Out(1), "act": Out(act),
             "conflict": Out(1),
@@ -125,9 +131,10 @@ class InputBuffer(wiring.Component):
         return cls(core.tn, core.td, core.tr, core.tc, B=accelerator.block_size, kernel=kernel,
                    stride=stride)
 
-    def lanes_of_plane(self, d: int) -> list[tuple[int, int]]:
-        """``(lane, kd)`` pairs that store tile plane ``d``."""
-        kd, sd = self.kernel[0], self.stride[0]
+    def lanes_of_plane(self, d: int, stride_d: int | None = None) -> list[tuple[int, int]]:
+        """``(lane, kd)`` pairs that store tile plane ``d`` for a layer of depth stride
+        ``stride_d`` (default: the buffer's largest, ``stride[0]``)."""
+        kd, sd = self.kernel[0], self.stride[0] if stride_d is None else stride_d
         return [(v, d - v * sd) for v in range(self.Td) if 0 <= d - v * sd < kd]
 
     def elaborate(self, platform):
@@ -135,7 +142,7 @@ class InputBuffer(wiring.Component):
         m.submodules.store = store = PingPongBanks(banks=self.Td * self.groups, width=128,
                                                    depth=self.depth)
         G, Td = self.groups, self.Td
-        kd_max, sd = self.kernel[0], self.stride[0]
+        kd_max, sd_max = self.kernel[0], self.stride[0]
 
         # Write side: box-order counters.
         g = Signal(range(G + 1))
@@ -148,9 +155,11 @@ class InputBuffer(wiring.Component):
         m.d.comb += self.i.ready.eq(store.w_ready)
         kd_bits = max(1, (kd_max - 1).bit_length())
         for v in range(Td):
-            # Lane v stores tile plane d as its plane kd = d - v*sd, if 0 <= kd < Kd.
-            kd = Signal(range(-self.tile_depth - v * sd, self.tile_depth + 1), name=f"kd{v}")
-            m.d.comb += kd.eq(d - v * sd)
+            # Lane v stores tile plane d as its plane kd = d - v*stride_d, if 0 <= kd < Kd (the
+            # layer's stride, not the largest: lane v's first output voxel reads plane
+            # v*stride_d).
+            kd = Signal(range(-v * sd_max, self.tile_depth + 1), name=f"kd{v}")
+            m.d.comb += kd.eq(d - self.stride_d * v)
             hit = (kd >= 0) & (kd < kd_max)
             # kd * (Hin*Win) from a table of constants: no multiplier.
             plane_base = Signal(range(self.depth), name=f"plane_base{v}")

@@ -58,6 +58,20 @@ class EngineGeometry:
     pool_size: tuple[int, int, int]
     residual: bool
 
+    @classmethod
+    def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
+        """The smallest geometry that runs every layer each of ``geometries`` runs (the
+        per-axis and per-field maximum), e.g. to build one core for several networks."""
+        if not geometries or not all(isinstance(g, EngineGeometry) for g in geometries):
+            raise TypeError("covering() needs one or more EngineGeometry")
+
+        def top(field):
+            return tuple(max(axis) for axis in zip(*(getattr(g, field) for g in geometries),
+                                                   strict=True))
+
+        return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
+                   top("pool_size"), any(g.residual for g in geometries))
+
 
 def engine_geometry(accelerator, core) -> EngineGeometry:
     """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it."""
@@ -305,11 +319,15 @@ class LayerEngine(wiring.Component):
         })
 
     @classmethod
-    def from_config(cls, accelerator, core) -> LayerEngine:
-        """The engine of ``core`` of an :class:`~fcircnn.models.config.AcceleratorConfig`."""
+    def from_config(cls, accelerator, core, geometry: EngineGeometry | None = None
+                    ) -> LayerEngine:
+        """The engine of ``core`` of an :class:`~fcircnn.models.config.AcceleratorConfig`,
+        with buffers for ``geometry`` (default: :func:`engine_geometry` of the accelerator's
+        network)."""
+        if geometry is None:
+            geometry = engine_geometry(accelerator, core)
         return cls(core.tn, core.tm, core.td, core.tr, core.tc, B=accelerator.block_size,
-                   geometry=engine_geometry(accelerator, core),
-                   addr_width=accelerator.address_width)
+                   geometry=geometry, addr_width=accelerator.address_width)
 
     def elaborate(self, platform):
         m = Module()
@@ -374,7 +392,7 @@ class LayerEngine(wiring.Component):
         ld.input_box(in_box, d.in_base + ld.nt_in, in_groups)
         ld.out_box(res_box, d.res_base, write=False)
         inbuf_box = inbuf.box
-        m.d.comb += [inbuf_box.groups.eq(in_box.groups),
+        m.d.comb += [inbuf.stride_d.eq(d.stride[0]), inbuf_box.groups.eq(in_box.groups),
                      inbuf_box.d.eq(in_box.d_pre + in_box.d_len + in_box.d_post),
                      inbuf_box.h.eq(in_box.h_pre + in_box.h_len + in_box.h_post),
                      inbuf_box.w.eq(in_box.w_pre + in_box.w_len + in_box.w_post)]
