@@ -135,14 +135,14 @@ class SweepSpace:
     come from ``pointwise``). ``block_sizes`` empty means the network's own block size.
     """
 
-    tn: tuple[int, ...] = (8, 16, 32, 64, 128)
-    tm: tuple[int, ...] = (16, 32, 64, 128, 256)
-    td: tuple[int, ...] = (1, 2, 4, 8)
-    tr: tuple[int, ...] = (4, 7, 8, 14, 16, 28)
-    tc: tuple[int, ...] = (4, 7, 8, 14, 16, 28)
+    tn: tuple[int, ...] = (8, 16, 32, 64)
+    tm: tuple[int, ...] = (32, 64, 128, 256)
+    td: tuple[int, ...] = (1, 2, 4)
+    tr: tuple[int, ...] = (7, 8, 14, 16)
+    tc: tuple[int, ...] = (7, 8, 14, 16)
     unroll_td: tuple[bool, ...] = (False, True)
     cores: tuple[int, ...] = (1, 2)
-    pointwise: tuple[tuple[int, int], ...] = ((8, 32), (16, 32), (16, 64), (32, 64))
+    pointwise: tuple[tuple[int, int], ...] = ((8, 32), (16, 64))
     block_sizes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
