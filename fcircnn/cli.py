@@ -343,6 +343,67 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from fcircnn.gen import estimate
+    from fcircnn.models.config import load_accelerator
+
+    path = _resolve_config_path(args.config)
+    acc = load_accelerator(path)
+    est = estimate.estimate_resources(acc)
+    total = est.total
+    perf = _performance(acc)
+    over = est.fits(acc.device.resources, args.cap)
+    if args.json:
+        out = {"accelerator": acc.name, "network": acc.network.name, **total.as_dict(),
+               "cycles": perf.cycles if perf else None,
+               "latency_ms": perf.seconds * 1e3 if perf else None,
+               "effective_gops": perf.effective_gops if perf else None,
+               "gops_per_dsp": perf.effective_gops / total.dsp if perf and total.dsp else None,
+               "fits": not over, "over_cap": over, "cap": args.cap}
+        if args.synth:
+            report = _synthesize(acc)
+            out["yosys"] = {"dsp": report.dsp, "bram36": report.bram36,
+                            "lut": report.lut_total, "ff": report.ff, "levels": report.levels}
+        print(json.dumps(out))
+    else:
+        report = _synthesize(acc) if args.synth else None
+        print("\n".join(estimate.format_estimate(acc, est, report)))
+        if perf is not None:
+            print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
+                  f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
+                  f"{perf.effective_gops / total.dsp:.3f} GOP/s per DSP")
+    if over:
+        use = est.utilization(acc.device.resources)
+        print(f"error: {acc.name} does not fit {acc.device.part} (cap {args.cap:.0%}): "
+              + ", ".join(f"{name} {use[name]:.0%}" for name in over), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _performance(acc):
+    """The performance model's result, or ``None`` (with a note) if the network cannot run."""
+    from fcircnn.gen.compiler import CompileError
+    from fcircnn.gen.perf_model import model_network
+
+    try:
+        return model_network(acc)
+    except CompileError as exc:
+        print(f"note: no performance figures: {exc}", file=sys.stderr)
+        return None
+
+
+def _synthesize(acc):
+    """Yosys ground truth of the whole accelerator, with logic levels (minutes to an hour)."""
+    from fcircnn.gen.synth import synthesize
+    from fcircnn.hw.accelerator import TOP_NAME, Accelerator
+
+    print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
+          "a paper-size design takes tens of minutes", file=sys.stderr)
+    return synthesize(Accelerator.from_config(acc), TOP_NAME, levels=True, timeout=6 * 3600)
+
+
 def _int_list(text: str) -> tuple[int, ...]:
     """A comma-separated list of positive integers (``--tn 16,32,64``)."""
     try:
@@ -529,6 +590,25 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write into a non-empty output directory (replaces files of the "
                           "same names, leaves other files alone)")
     gen.set_defaults(func=cmd_generate)
+
+    est = sub.add_parser(
+        "estimate", help="DSP/BRAM/LUT/FF per component and the modelled performance",
+        description="Estimate the resources of the accelerator of a YAML per component "
+                    "(closed form, calibrated on Yosys) and its performance on its network "
+                    "(performance model). --synth also synthesizes the whole design with Yosys "
+                    "and prints both side by side with the logic levels of the longest path. "
+                    "Exit code 2 on bad input or when the design does not fit the device "
+                    "(the message names the binding resource).",
+    )
+    est.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    est.add_argument("--synth", action="store_true",
+                     help="also run Yosys for ground truth (tens of minutes at paper size)")
+    est.add_argument("--json", action="store_true",
+                     help="print the totals as one JSON object (dsp, bram36, lut, ff, cycles, "
+                          "effective_gops, gops_per_dsp, ...)")
+    est.add_argument("--cap", type=_cap, default=1.0,
+                     help="utilisation cap in (0, 1] for the fit check (default: 1)")
+    est.set_defaults(func=cmd_estimate)
 
     simp = sub.add_parser(
         "sim", help="run a network, or some of its layers, on the generated RTL",

@@ -30,6 +30,17 @@ are ``synth_xilinx``'s own (run in label ranges).
 Yosys' numbers are an upper bound for LUT/FF (DESIGN section 6: its ``xcup`` DSP packer does not
 absorb pipeline registers or pre-adders into the DSP48E2, Vivado does).
 
+Logic levels
+------------
+With ``levels=True`` the mapped, flattened netlist is also written as JSON and
+:func:`logic_levels` finds its longest register-to-register path counted in LUT levels (a proxy
+for the 200 MHz target): every ``LUTn``/``INV``, every distributed-RAM read (``RAM32M``,
+``RAM64X1D``, ... asynchronous reads) and every shift-register read (``SRL16E``, ``SRLC32E``)
+counts one level; carry chains (``CARRY4``) and wide multiplexers (``MUXF7``/``MUXF8``) pass the
+path on without a level (they are reported beside it: a carry chain is fast dedicated routing);
+flip-flops, block RAMs and DSP48E2 start and end paths (Vivado absorbs the pipeline registers
+around the multiplies into the DSP48E2, see above, so a DSP input or output is a register).
+
 Example
 -------
 ::
@@ -45,6 +56,7 @@ Example
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -55,11 +67,72 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MultiplierInLogic", "SynthReport", "synthesize", "yosys_executable"]
+__all__ = [
+    "MEMORY_LUTS",
+    "LogicPath",
+    "MultiplierInLogic",
+    "SynthReport",
+    "logic_levels",
+    "memory_luts",
+    "synthesize",
+    "yosys_executable",
+]
+
+
+#: LUTs of each distributed-RAM and shift-register cell type (UltraScale+ SLICEM: a RAM32M uses
+#: the 4 LUTs of a quarter slice, a RAM32M16 or RAM64M8 all 8 of a slice).
+MEMORY_LUTS: dict[str, int] = {
+    "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM32X16DR8": 8,
+    "RAM64X1S": 1, "RAM64X1D": 2, "RAM64M": 4, "RAM64M8": 8, "RAM64X8SW": 8,
+    "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8,
+    "SRL16E": 1, "SRLC32E": 1,
+}
+
+
+def memory_luts(cells: Mapping[str, int]) -> int:
+    """LUTs that the distributed RAM and SRL cells of a ``num_cells_by_type`` occupy.
+
+    Raises
+    ------
+    ValueError
+        For a LUT RAM cell type without a known size (so none is silently counted as 0).
+    """
+    total = 0
+    for t, n in cells.items():
+        if t in MEMORY_LUTS:
+            total += MEMORY_LUTS[t] * n
+        elif t.startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL")):
+            raise ValueError(f"unknown LUT RAM cell type {t}")
+    return total
 
 
 class MultiplierInLogic(AssertionError):
     """A multiplier was mapped to LUTs or takes more DSPs than expected."""
+
+
+@dataclass(frozen=True)
+class LogicPath:
+    """The longest register-to-register path of a mapped netlist (:func:`logic_levels`).
+
+    Attributes
+    ----------
+    levels : int
+        LUT levels on the path (see the module docstring for what counts).
+    carries : int
+        ``CARRY4`` cells on the same path.
+    muxes : int
+        ``MUXF7``/``MUXF8`` cells on the same path.
+    cells : tuple of str
+        The path from its start point to its end point: ``"TYPE net"`` per combinational cell,
+        ``net`` the best-named net the cell drives (RTL signal names survive flattening as
+        ``core0.pe.pair_v0_r0_q0_k0.x``); the first entry names the start point and the last the
+        end point (a register, RAM, DSP or output).
+    """
+
+    levels: int
+    carries: int
+    muxes: int
+    cells: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -85,6 +158,7 @@ class SynthReport:
     soft_multipliers: int
     seconds: float = 0.0
     log: str = field(default="", repr=False)
+    path: LogicPath | None = None
 
     def _sum(self, prefixes: tuple[str, ...]) -> int:
         return sum(n for t, n in self.cells.items() if t.startswith(prefixes))
@@ -126,9 +200,25 @@ class SynthReport:
                 if t.startswith("RAM") and not t.startswith("RAMB")}
 
     @property
+    def lutram_luts(self) -> int:
+        """LUTs occupied by distributed RAM and shift registers (:data:`MEMORY_LUTS`)."""
+        return memory_luts(self.cells)
+
+    @property
+    def lut_total(self) -> int:
+        """:attr:`lut` plus :attr:`lutram_luts`: what counts against the device's LUTs."""
+        return self.lut + self.lutram_luts
+
+    @property
     def leftover_multipliers(self) -> int:
         """``$mul`` / ``$__MUL*`` cells still in the final netlist (should be 0)."""
         return sum(n for t, n in self.cells.items() if t == "$mul" or t.startswith("$__MUL"))
+
+    @property
+    def levels(self) -> int | None:
+        """LUT levels of the longest register-to-register path (``None`` unless run with
+        ``levels=True``)."""
+        return None if self.path is None else self.path.levels
 
     def summary(self) -> dict[str, Any]:
         """The headline numbers as a plain dict."""
@@ -140,6 +230,7 @@ class SynthReport:
             **self.bram,
             "rtl_multipliers": self.rtl_multipliers,
             "soft_multipliers": self.soft_multipliers,
+            **({} if self.path is None else {"levels": self.path.levels}),
         }
 
     def check_multipliers(self, expected_dsp: int | None = None) -> None:
@@ -160,6 +251,140 @@ class SynthReport:
             problems.append(f"{self.dsp} DSP48E2, expected {expected_dsp}")
         if problems:
             raise MultiplierInLogic(f"{self.top}: " + "; ".join(problems))
+
+
+#: Level weight of the combinational cell types (others start and end paths).
+_COMB_WEIGHT = {"INV": 1, "CARRY4": 0, "CARRY8": 0, "MUXF7": 0, "MUXF8": 0, "MUXF9": 0}
+#: Output ports of combinational cells (LUT RAM and SRL reads are asynchronous).
+_COMB_OUTPUTS = {"O", "CO", "O5", "O6", "Q", "Q31", "SPO", "DPO", "DOA", "DOB", "DOC", "DOD",
+                 "DOE", "DOF", "DOG", "DOH"}
+#: Read-address inputs of LUT RAMs and SRLs (their data and write inputs are clocked).
+_READ_ADDRESS = re.compile(r"ADDR[A-H]|DPRA\d?|A\d?")
+
+
+def _comb_weight(cell_type: str) -> int | None:
+    """Levels a cell adds, or ``None`` for a path start/end point (registers, BRAM, DSP)."""
+    if cell_type.startswith("LUT"):
+        return 1
+    if cell_type.startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL")):
+        return 1
+    return _COMB_WEIGHT.get(cell_type)
+
+
+def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None) -> LogicPath:
+    """Longest register-to-register path of a mapped, flattened Yosys JSON netlist.
+
+    Parameters
+    ----------
+    netlist : path of a ``write_json`` file, or its parsed content
+    top : module name (default: the only module with cells, or the ``top`` attribute)
+
+    Returns
+    -------
+    LogicPath
+        Levels as the module docstring defines them; ties broken by more carries.
+    """
+    doc = netlist if isinstance(netlist, Mapping) else json.loads(Path(netlist).read_text())
+    modules = {n: mod for n, mod in doc["modules"].items() if mod.get("cells")}
+    if top is None:
+        tops = [n for n, mod in modules.items()
+                if str(mod.get("attributes", {}).get("top", "0")).strip("0") != ""]
+        top = tops[0] if tops else next(iter(modules))
+    mod = modules[top]
+    # Best name per net bit: a public RTL name over generated ``$`` names, shortest first.
+    names: dict[int, str] = {}
+    for name, net in mod.get("netnames", {}).items():
+        public = not name.startswith("$")
+        for i, bit in enumerate(net["bits"]):
+            if not isinstance(bit, int):
+                continue
+            label = f"{name}[{i}]" if len(net["bits"]) > 1 else name
+            old = names.get(bit)
+            if old is None or (public and (old.startswith("$") or len(label) < len(old))):
+                names[bit] = label
+    driver: dict[int, str] = {}
+    inputs: dict[str, list[int]] = {}
+    weight: dict[str, int] = {}
+    outputs: dict[str, list[int]] = {}
+    sinks: dict[str, list[int]] = {}
+    labels: dict[str, str] = {}  # start/end points by their output net
+    for cname, cell in mod["cells"].items():
+        w = _comb_weight(cell["type"])
+        dirs = cell.get("port_directions", {})
+        conns = cell["connections"]
+        if w is None:
+            sinks[cname] = [b for p, bits in conns.items() if dirs.get(p, "input") == "input"
+                            for b in bits if isinstance(b, int)]
+            q = [b for p, bits in conns.items() if dirs.get(p) == "output" for b in bits
+                 if isinstance(b, int)]
+            labels[cname] = f"{cell['type']} {names.get(q[0], cname) if q else cname}"
+            continue
+        weight[cname] = w
+        outs = [p for p in conns if dirs.get(p) == "output" or (not dirs and p in _COMB_OUTPUTS)]
+        ins = [p for p in conns if p not in outs]
+        if cell["type"].startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL")):
+            ins = [p for p in ins if _READ_ADDRESS.fullmatch(p)]  # not the clocked write
+        inputs[cname] = [b for p in ins for b in conns[p] if isinstance(b, int)]
+        outputs[cname] = [b for p in outs for b in conns[p] if isinstance(b, int)]
+        for b in outputs[cname]:
+            driver[b] = cname
+    # Longest path by (levels, carries, muxes) over the combinational DAG, memoised, iterative.
+    best: dict[str, tuple[int, int, int]] = {}
+    prev: dict[str, str | None] = {}
+    carry_types = ("CARRY",)
+    for start in weight:
+        if start in best:
+            continue
+        stack = [(start, False)]
+        while stack:
+            cname, expanded = stack.pop()
+            if cname in best:
+                continue
+            preds = {driver[b] for b in inputs[cname] if b in driver}
+            if not expanded:
+                stack.append((cname, True))
+                stack.extend((p, False) for p in preds if p not in best)
+                continue
+            top_pred, score = None, (0, 0, 0)
+            for p in preds:
+                if p not in best:  # a combinational loop: cut it here
+                    continue
+                if best[p] > score:
+                    top_pred, score = p, best[p]
+            ctype = mod["cells"][cname]["type"]
+            best[cname] = (score[0] + weight[cname],
+                           score[1] + int(ctype.startswith(carry_types)),
+                           score[2] + int(ctype.startswith("MUXF")))
+            prev[cname] = top_pred
+    # End points: inputs of sequential cells and the module's outputs.
+    end_bits = [(b, c) for c, bits in sinks.items() for b in bits]
+    end_bits += [(b, f"output {p}") for p, port in mod.get("ports", {}).items()
+                 if port["direction"] == "output" for b in port["bits"] if isinstance(b, int)]
+    score, end, last = (0, 0, 0), None, None
+    for b, sink in end_bits:
+        c = driver.get(b)
+        if c is not None and best[c] > score:
+            score, end, last = best[c], sink, c
+    cells: list[str] = []
+    node = last
+    while node is not None:
+        out = outputs[node]
+        cells.append(f"{mod['cells'][node]['type']} {names.get(out[0], '?') if out else '?'}")
+        node = prev[node]
+    cells.reverse()
+    if last is not None:
+        first = _first(prev, last)
+        first_in = [b for b in inputs[first] if b not in driver]
+        start_name = names.get(first_in[0], "?") if first_in else "?"
+        cells = [f"from {start_name}", *cells, f"to {labels.get(end, end)}"]
+    return LogicPath(levels=score[0], carries=score[1], muxes=score[2], cells=tuple(cells))
+
+
+def _first(prev: Mapping[str, str | None], node: str) -> str:
+    """The start of the path ending at ``node``."""
+    while (up := prev[node]) is not None:
+        node = up
+    return node
 
 
 def yosys_executable() -> list[str]:
@@ -191,6 +416,7 @@ def synthesize(
     family: str = "xcup",
     workdir: str | Path | None = None,
     timeout: float = 3600,
+    levels: bool = False,
 ) -> SynthReport:
     """Synthesize ``design`` out of context and count its cells.
 
@@ -201,6 +427,8 @@ def synthesize(
     family : ``synth_xilinx -family`` (``xcup`` for the ZU9EG)
     workdir : folder for ``top.v``, the script, stats and log (default: a temporary folder)
     timeout : seconds
+    levels : also find the longest register-to-register path (:func:`logic_levels`, on
+        ``netlist.json`` written into the work folder); :attr:`SynthReport.path`
 
     Raises
     ------
@@ -233,6 +461,7 @@ def synthesize(
                 "opt_lut_ins -tech xilinx",
                 f"synth_xilinx {opts} -run finalize:",
                 "tee -q -o stat.json stat -json",
+                *(["write_json -noscopeinfo netlist.json"] if levels else []),
                 "",
             ]
         )
@@ -255,6 +484,7 @@ def synthesize(
         rtl = _cells(work / "stat_rtl.json")
         dsp = _cells(work / "stat_dsp.json")
         final = _cells(work / "stat.json")
+        path = logic_levels(work / "netlist.json", top) if levels else None
     return SynthReport(
         top=top,
         cells=final,
@@ -262,4 +492,5 @@ def synthesize(
         soft_multipliers=dsp.get("$mul", 0),
         seconds=seconds,
         log=log,
+        path=path,
     )

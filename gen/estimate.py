@@ -1,0 +1,489 @@
+"""Closed-form resource estimate of the generated accelerator, calibrated on Yosys.
+
+:func:`estimate_resources` counts DSP48E2, block RAM (RAMB36E2 equivalents), LUTs and flip-flops
+per component of :class:`~fcircnn.hw.accelerator.Accelerator` for an
+:class:`~fcircnn.models.config.AcceleratorConfig`, from the parameters the hardware is built
+with (:meth:`LayerEngine.from_config <fcircnn.hw.layer_engine.LayerEngine.from_config>`,
+:func:`~fcircnn.hw.layer_engine.engine_geometry`), in well under a millisecond per design, so a
+design-space sweep can call it for thousands of points.
+
+Components
+----------
+Per core (``core`` = the core's name):
+
+``pe_array``
+    :class:`~fcircnn.hw.pe_array.PEArray` ``(Tn, Tm, B, Td)``: ``P = Td*Tm*Tn/(4B)`` multiplier
+    pairs of 3 DSP48E2 each, minus the constant-zero middle multiply of the ``P/(B/2)`` slot-0
+    pairs; ``Td*Tm/2`` PEs, each a ``Tn/B``-input complex adder tree and an int32 accumulator.
+``input_buffer``, ``weight_buffer``, ``psum_buffer``, ``output_buffer``, ``residual_buffer``
+    The tile buffers (the residual buffer only on a core running a layer with a residual
+    input); their block RAM follows from bank count, word width and depth (below).
+``post_chain``
+    :class:`~fcircnn.hw.post_chain.PostChain` with 8 lanes: 6 DSP48E2 per lane (CBN's split
+    ``acc*mult`` and ``res*res_mult``, re and im; the residual multiply is removed when no
+    layer of the core has a residual input, its operand then being the constant 0), CMaxPool's
+    line and plane buffers sized by the largest pooled map.
+``param_memory``
+    The double-buffered post records (``2*G`` words of 8 x 256 bits, ``G = Tm/16``).
+``control``
+    The four walkers, their FSMs, tag FIFOs and the drain's lane multiplexers.
+
+Shared: ``dma`` (:class:`~fcircnn.hw.axi_dma.AxiDma`), ``regfile``
+(:class:`~fcircnn.hw.regfile.ControlRegisters`) and ``sequencer`` (descriptor fetch and
+dispatch in :class:`~fcircnn.hw.accelerator.Accelerator`).
+
+Block RAM
+---------
+Each memory (``width`` bits x ``depth`` words) is mapped the way Yosys' ``memory_libmap`` maps
+it for UltraScale+ (``synth_xilinx -family xcup``): every simple-dual-port shape of a RAMB36E2
+(``32K x 1`` .. ``512 x 72``, cost 257) and of a RAMB18E2 (``16K x 1`` .. ``512 x 36``, cost
+129) is tried as ``ceil(width / w) * ceil(depth / d)`` primitives and the cheapest wins; a
+memory without a ``ram_style`` attribute goes to LUT RAM instead when that is cheaper
+(:func:`map_memory`). Block RAM is counted in RAMB36E2 equivalents (a RAMB18E2 is 0.5).
+
+LUTs and flip-flops
+-------------------
+Every component's LUT and FF count is a linear function of a few structural quantities of
+that component (its *features*: e.g. the PE array's pairs, PEs and adder-tree nodes; a
+buffer's banks), with coefficients fitted by least squares to Yosys on the calibration points
+(``calibration.json`` next to this module, written by ``bench/bench_estimate.py``), per
+component: the flattened netlist of every calibration point is split by hierarchy (each
+flip-flop, RAM and DSP by the RTL name of the net it drives, each LUT by the component it
+feeds). ``lut`` counts logic LUTs plus the LUTs that LUT RAM and shift registers occupy (a
+``RAM32M`` is 4 LUTs, a ``RAM32M16`` 8, an ``SRL16E`` 1), the way they count against the
+device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric (DESIGN
+section 6), so LUT and FF are upper bounds for what Vivado uses.
+
+Example
+-------
+::
+
+    from fcircnn.gen.estimate import estimate_resources
+    from fcircnn.models.config import builtin_path, load_accelerator
+
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    est = estimate_resources(acc)
+    print(est.total, est.fits(acc.device.resources, cap=0.8))
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+__all__ = [
+    "CALIBRATION_FILE",
+    "RESOURCE_NAMES",
+    "ComponentEstimate",
+    "ComponentModel",
+    "MemoryMapping",
+    "ResourceCounts",
+    "ResourceEstimate",
+    "calibration",
+    "component_models",
+    "estimate_resources",
+    "format_estimate",
+    "map_memory",
+]
+
+#: Name of the calibration data file in ``fcircnn.gen``.
+CALIBRATION_FILE = "calibration.json"
+#: Resource names, in the order of :class:`ResourceCounts`' fields.
+RESOURCE_NAMES: tuple[str, ...] = ("dsp", "bram36", "lut", "ff")
+
+#: Slots per 128-bit beat (NC/8DHW8) and lanes of the post chain.
+_LANES = 8
+#: Bits of one post record and of one weight slot's Gauss terms (c, c+d, d as INT9).
+_RECORD_BITS = 256
+_WEIGHT_SLOT_BITS = 27
+#: Accumulator width of the PE array and the partial sums.
+_ACC_BITS = 32
+#: DSP48E2 per post-chain lane: acc*mult split in two, for re and im (4), res*res_mult (2).
+_CBN_DSP = 4
+_RES_DSP = 2
+
+# Yosys' UltraScale+ block RAM in simple dual port (brams_xc4v.txt with HAS_SIZE_36): address
+# bits and widths per mode, and the cost memory_libmap compares.
+_RAMB36 = (257, tuple((15 - i, w) for i, w in enumerate((1, 2, 4, 9, 18, 36, 72))))
+_RAMB18 = (129, tuple((14 - i, w) for i, w in enumerate((1, 2, 4, 9, 18, 36))))
+# LUT RAM (lutrams_xcu.txt): per option address bits and data bits of one primitive, which
+# memory_libmap costs at 16 scaled by the width used; every primitive is 8 LUTs of a SLICEM
+# (RAM32M16, RAM64M8 and their deeper combinations). Single port: one address for the write and
+# the read; simple dual port: a write and a separate read address.
+_LUTRAM_COST = 16
+_LUTRAM_LUTS = 8
+_LUTRAM_SP = ((5, 16), (6, 8), (7, 4), (8, 2))
+_LUTRAM_SDP = ((5, 14), (6, 7))
+
+
+@dataclass(frozen=True)
+class ResourceCounts:
+    """DSP48E2 slices, block RAM in RAMB36E2 equivalents, LUTs and flip-flops."""
+
+    dsp: int = 0
+    bram36: float = 0.0
+    lut: int = 0
+    ff: int = 0
+
+    def __add__(self, other: ResourceCounts) -> ResourceCounts:
+        return ResourceCounts(self.dsp + other.dsp, self.bram36 + other.bram36,
+                              self.lut + other.lut, self.ff + other.ff)
+
+    def as_dict(self) -> dict[str, float | int]:
+        """``{"dsp": .., "bram36": .., "lut": .., "ff": ..}``."""
+        return {name: getattr(self, name) for name in RESOURCE_NAMES}
+
+
+@dataclass(frozen=True)
+class ComponentEstimate:
+    """One component's estimate; ``core`` is ``None`` for the shared components."""
+
+    name: str
+    core: str | None
+    counts: ResourceCounts
+
+
+@dataclass(frozen=True)
+class ResourceEstimate:
+    """The estimate of a whole accelerator.
+
+    Attributes
+    ----------
+    components : tuple of ComponentEstimate
+        Per core in file order (``pe_array`` first), then the shared components.
+    """
+
+    components: tuple[ComponentEstimate, ...]
+
+    @property
+    def total(self) -> ResourceCounts:
+        """Sum over every component."""
+        total = ResourceCounts()
+        for c in self.components:
+            total = total + c.counts
+        return total
+
+    def core_total(self, core: str) -> ResourceCounts:
+        """Sum over the components of one core."""
+        total = ResourceCounts()
+        for c in self.components:
+            if c.core == core:
+                total = total + c.counts
+        return total
+
+    def utilization(self, device_resources: Any) -> dict[str, float]:
+        """Fraction of the device's resources used, per resource name."""
+        total = self.total
+        return {name: getattr(total, name) / getattr(device_resources, name)
+                for name in RESOURCE_NAMES}
+
+    def fits(self, device_resources: Any, cap: float = 1.0) -> list[str]:
+        """Names of the resources whose use exceeds ``cap`` times the device's.
+
+        Parameters
+        ----------
+        device_resources : object with ``dsp``, ``bram36``, ``lut``, ``ff`` (e.g.
+            :class:`~fcircnn.models.config.Resources`)
+        cap : float
+            Utilisation cap in (0, 1].
+
+        Returns
+        -------
+        list of str
+            In :data:`RESOURCE_NAMES` order; empty when the design fits.
+        """
+        if not 0 < cap <= 1:
+            raise ValueError(f"cap must be in (0, 1], not {cap}")
+        use = self.utilization(device_resources)
+        return [name for name in RESOURCE_NAMES if use[name] > cap]
+
+
+# --------------------------------------------------------------------------------------------
+# Memories
+
+
+@dataclass(frozen=True)
+class MemoryMapping:
+    """How one memory maps: block RAM primitives, or LUT RAM (``lutram_luts`` LUTs)."""
+
+    ramb36: int = 0
+    ramb18: int = 0
+    lutram_luts: int = 0
+
+    @property
+    def bram36(self) -> float:
+        """RAMB36E2 equivalents."""
+        return self.ramb36 + self.ramb18 / 2
+
+
+@functools.lru_cache(maxsize=4096)
+def map_memory(width: int, depth: int, *, block: bool = True,
+               single_port: bool = False) -> MemoryMapping:
+    """Map a ``width`` x ``depth`` memory with one write and one read port as Yosys does.
+
+    Parameters
+    ----------
+    width, depth : int
+        Word width in bits and words (both halves of a ping-pong buffer count).
+    block : bool
+        The memory carries ``ram_style = "block"``: block RAM only. Otherwise LUT RAM competes
+        and wins when memory_libmap's cost for it is lower (module docstring).
+    single_port : bool
+        Reads and writes share one address (the LUT RAM options differ).
+    """
+    best_cost, best = None, MemoryMapping()
+    for cost, shapes in (_RAMB36, _RAMB18):
+        for abits, w in shapes:
+            n = math.ceil(width / w) * math.ceil(depth / (1 << abits))
+            if best_cost is None or n * cost < best_cost:
+                best_cost = n * cost
+                best = MemoryMapping(ramb36=n) if cost == _RAMB36[0] else MemoryMapping(ramb18=n)
+    if not block:
+        for abits, w in _LUTRAM_SP if single_port else _LUTRAM_SDP:
+            rows = math.ceil(depth / (1 << abits))
+            cost = _LUTRAM_COST * rows * width / w
+            if best_cost is None or cost < best_cost:
+                best_cost = cost
+                best = MemoryMapping(lutram_luts=_LUTRAM_LUTS * rows * math.ceil(width / w))
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration data
+
+
+@functools.lru_cache(maxsize=1)
+def calibration() -> dict[str, Any]:
+    """The calibration data (``calibration.json``): coefficients and the measured points."""
+    text = resources.files("fcircnn.gen").joinpath(CALIBRATION_FILE).read_text()
+    return json.loads(text)
+
+
+def _coefficients() -> Mapping[str, Mapping[str, Mapping[str, float]]]:
+    return calibration()["coefficients"]
+
+
+# --------------------------------------------------------------------------------------------
+# Structure
+
+
+@dataclass(frozen=True)
+class _Core:
+    """The parameters one core's hardware is built from."""
+
+    name: str
+    Tn: int
+    Tm: int
+    Td: int
+    Tr: int
+    Tc: int
+    B: int
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    taps: int
+    pool_size: tuple[int, int, int]
+    residual: bool
+    addr_width: int = 40
+
+
+def _cores(acc: Any) -> list[_Core]:
+    from fcircnn.hw.layer_engine import engine_geometry
+
+    cores = []
+    for core in acc.cores:
+        geo = engine_geometry(acc, core)
+        cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
+                           acc.block_size, geo.kernel, geo.stride, geo.taps, geo.pool_size,
+                           geo.residual, acc.address_width))
+    return cores
+
+
+def _log2ceil(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict[str, float]]]:
+    """Per component of one core: DSP count, memories and LUT/FF features."""
+    Tn, Tm, Td, Tr, Tc, B = c.Tn, c.Tm, c.Td, c.Tr, c.Tc, c.B
+    G = Tm // 16                      # output slot groups (Tm is a multiple of 16)
+    Gin = -(-Tn // 16)                # input slot groups
+    subs = 16 // Tn if Tn < 16 else 1  # Tn < 16: a beat holds several input tiles
+    vox = Tr * Tc
+    (kd, kr, kc), (_sd, sr, sc) = c.kernel, c.stride
+    hin, win = (Tr - 1) * sr + kr, (Tc - 1) * sc + kc
+    in_depth = kd * hin * win
+    pairs = Td * Tm * Tn // (4 * B)
+    pes = Td * Tm // 2
+    q = Tn // B
+    w_banks = (Tm // B) * (Tn // B)
+    _pd, ph, pw = c.pool_size
+    comps: dict[str, tuple[int, list[MemoryMapping], dict[str, float]]] = {}
+    comps["pe_array"] = (3 * pairs - pairs // (B // 2), [], {
+        "pairs": pairs, "pes": pes, "tree": pes * (q - 1),
+    })
+    comps["input_buffer"] = (0, [map_memory(128, 2 * in_depth)] * (Td * Gin), {
+        "one": 1, "banks": Td * Gin, "addr": Td * _log2ceil(2 * in_depth),
+        "sub_mux": Td * Tn * 8 * (subs - 1),
+    })
+    comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
+                              {"one": 1, "banks": w_banks})
+    comps["psum_buffer"] = (0, [map_memory(Td * Tm * _ACC_BITS, vox)] * 2, {
+        "one": 1, "bits": Td * Tm * _ACC_BITS,
+    })
+    # CMaxPool: w stage in registers, h stage two lines of (W+2) words, d stage two planes of
+    # (H+2)(W+2) words, 8 slots (128 bits) per word; a 1-word line is registers too.
+    pool_mems = [map_memory(128, n, block=False, single_port=True)
+                 for n in (pw + 2, (ph + 2) * (pw + 2)) for _ in range(2)]
+    comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
+        "one": 1, "size_bits": sum(max(1, n).bit_length() for n in c.pool_size),
+        "residual": int(c.residual),
+    })
+    comps["output_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
+        "one": 1, "banks": Td * G,
+    })
+    if c.residual:
+        comps["residual_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
+            "one": 1, "banks": Td * G,
+        })
+    # Post records: written in 128-bit granules; Yosys keeps only the bits the post chain reads
+    # (mult 32, res_mult 32 if a residual layer runs here, bias 96, shift 16 of the 256), as a
+    # separate LUT RAM per granule: [0, 128) holds mult, res_mult and 64 bits of bias.
+    low = 128 if c.residual else 96
+    comps["param_memory"] = (0, [map_memory(bits, 2 * G, block=False)
+                                 for bits in (low, 48) for _ in range(_LANES)], {"one": 1})
+    comps["control"] = (0, [], {
+        "one": 1, "drain_mux": Td * G * _LANES * (2 * _ACC_BITS + (16 if c.residual else 0)),
+        "addr": c.addr_width,
+    })
+    return comps
+
+
+@dataclass(frozen=True)
+class ComponentModel:
+    """What a component's estimate is computed from (:func:`component_models`).
+
+    Attributes
+    ----------
+    name, core
+        As in :class:`ComponentEstimate`.
+    dsp : int
+        DSP48E2, exact from the structure.
+    memories : tuple of MemoryMapping
+        Its memories, mapped (:func:`map_memory`).
+    features : dict
+        The structural quantities its LUT and FF counts are linear in (besides LUT RAM).
+    """
+
+    name: str
+    core: str | None
+    dsp: int
+    memories: tuple[MemoryMapping, ...]
+    features: dict[str, float]
+
+    @property
+    def lutram_luts(self) -> int:
+        """LUTs of its memories mapped to LUT RAM."""
+        return sum(m.lutram_luts for m in self.memories)
+
+    @property
+    def bram36(self) -> float:
+        """RAMB36E2 equivalents of its memories."""
+        return sum(m.bram36 for m in self.memories)
+
+
+def component_models(acc: Any) -> list[ComponentModel]:
+    """Every component's :class:`ComponentModel`, in :func:`estimate_resources`'s order."""
+    out: list[ComponentModel] = []
+    for c in _cores(acc):
+        for name, (dsp, mems, feats) in _core_components(c).items():
+            out.append(ComponentModel(name, c.name, dsp, tuple(mems), feats))
+    for name, feats in _shared_features(acc).items():
+        out.append(ComponentModel(name, None, 0, (), feats))
+    return out
+
+
+def _shared_features(acc: Any) -> dict[str, dict[str, float]]:
+    return {
+        "dma": {"one": 1, "addr": acc.address_width},
+        "regfile": {"one": 1},
+        "sequencer": {"one": 1, "cores": len(acc.cores), "addr": acc.address_width},
+    }
+
+
+def _linear(coeffs: Mapping[str, float], feats: Mapping[str, float]) -> float:
+    return sum(coeffs.get(k, 0.0) * v for k, v in feats.items())
+
+
+def _counts(model: ComponentModel) -> ResourceCounts:
+    coeffs = _coefficients().get(model.name, {})
+    lut = _linear(coeffs.get("lut", {}), model.features) + model.lutram_luts
+    ff = _linear(coeffs.get("ff", {}), model.features)
+    return ResourceCounts(dsp=model.dsp, bram36=model.bram36, lut=max(0, round(lut)),
+                          ff=max(0, round(ff)))
+
+
+def estimate_resources(acc: Any) -> ResourceEstimate:
+    """Estimate every component of the accelerator ``acc`` (module docstring).
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+        Loaded with :func:`~fcircnn.models.config.load_accelerator` (bound to its network,
+        which sizes the buffers).
+
+    Returns
+    -------
+    ResourceEstimate
+    """
+    return ResourceEstimate(tuple(ComponentEstimate(m.name, m.core, _counts(m))
+                                  for m in component_models(acc)))
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+
+
+def format_estimate(acc: Any, est: ResourceEstimate, synth: Any = None) -> list[str]:
+    """Lines of the ``fcircnn estimate`` report: per component, total, device use.
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+    est : ResourceEstimate
+    synth : SynthReport, optional
+        Yosys' counts of the same design (:func:`fcircnn.gen.synth.synthesize`), printed beside
+        the total with the error of the estimate, its logic levels and longest path.
+    """
+    from fcircnn.report import format_table
+
+    res = acc.device.resources
+    rows = [[c.core or "-", c.name, c.counts.dsp, f"{c.counts.bram36:g}", c.counts.lut,
+             c.counts.ff] for c in est.components]
+    total = est.total
+    rows.append(["total", "", total.dsp, f"{total.bram36:g}", total.lut, total.ff])
+    rows.append([acc.device.part, "available", res.dsp, res.bram36, res.lut, res.ff])
+    use = est.utilization(res)
+    rows.append(["", "use", *(f"{use[n]:.1%}" for n in RESOURCE_NAMES)])
+    lines = [(f"resource estimate of {acc.name} (network {acc.network.name}, B = "
+             f"{acc.block_size}); LUT includes LUT RAM; calibrated on "
+             f"{calibration().get('yosys', 'Yosys')}")]
+    if synth is not None:
+        got = {"dsp": synth.dsp, "bram36": synth.bram36, "lut": synth.lut_total, "ff": synth.ff}
+        rows.append(["yosys", "synth_xilinx", got["dsp"], f"{got['bram36']:g}", got["lut"],
+                     got["ff"]])
+        rows.append(["", "error", *(
+            f"{100 * (getattr(total, n) - got[n]) / got[n]:+.1f}%" if got[n] else "-"
+            for n in RESOURCE_NAMES)])
+    lines += format_table(["core", "component", "DSP48E2", "BRAM36", "LUT", "FF"], rows)
+    if synth is not None and synth.path is not None:
+        p = synth.path
+        lines.append(f"longest register-to-register path: {p.levels} LUT levels ({p.carries} "
+                     f"CARRY4, {p.muxes} MUXF on it; target <= 8 for 200 MHz), Yosys "
+                     f"{synth.seconds:.0f} s:")
+        lines += [f"  {cell}" for cell in p.cells]
+    return lines
