@@ -254,14 +254,32 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int) -> dict:
     }
 
 
-def _check_engine_fit(acc: AcceleratorConfig, layer: ResolvedLayer, core: CoreConfig) -> None:
-    """Reject a layer the core's buffers, post-units or descriptor fields cannot hold."""
-    from fcircnn.hw.layer_engine import engine_geometry
-    from fcircnn.hw.post_maxpool import MAX_WINDOW
+def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
+    """Reject a layer the core's buffers (built for ``geo``, an
+    :class:`~fcircnn.hw.layer_engine.EngineGeometry`), post-units or descriptor fields cannot
+    hold."""
+    from fcircnn.hw.buffer_input import MAX_KERNEL
+    from fcircnn.hw.buffer_weight import MAX_TAPS
+    from fcircnn.hw.post_maxpool import MAX_MAP_SIZE, MAX_WINDOW
 
-    geo = engine_geometry(acc, core)
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
+    what = "kernel" if layer.kind == "conv" else f"{layer.kind} kernel (its whole input map)"
+    if max(layer.kernel) > MAX_KERNEL or max(stride) > MAX_KERNEL:
+        raise CompileError(f"layer {layer.name!r}: {what} {_fmt(layer.kernel)} / stride "
+                           f"{_fmt(stride)} exceeds the input buffer's limit of {MAX_KERNEL} "
+                           f"per axis")
+    if layer.kernel_volume > MAX_TAPS:
+        raise CompileError(f"layer {layer.name!r}: {what} {_fmt(layer.kernel)} has "
+                           f"{layer.kernel_volume} taps, more than the weight buffer's limit of "
+                           f"{MAX_TAPS}")
+    if any(s > g for s, g in zip(stride, geo.stride, strict=True)):
+        raise CompileError(f"layer {layer.name!r}: stride {_fmt(stride)} exceeds core "
+                           f"{core.name!r}'s input buffer, built for strides up to "
+                           f"{_fmt(geo.stride)}")
+    if layer.residual is not None and not geo.residual:
+        raise CompileError(f"layer {layer.name!r}: has a residual input, core {core.name!r} was "
+                           f"built without a residual buffer")
     tile = [min(t, n) for t, n in zip((core.td, core.tr, core.tc), layer.conv_shape,
                                       strict=True)]
     box = [(t - 1) * s + k for t, s, k in zip(tile, stride, layer.kernel, strict=True)]
@@ -285,6 +303,13 @@ def _check_engine_fit(acc: AcceleratorConfig, layer: ResolvedLayer, core: CoreCo
                            f"layer engine needs a multiple of 16 above 16")
     if layer.pool is not None:
         pool = layer.pool
+        if max(layer.conv_shape) > MAX_MAP_SIZE:
+            raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
+                               f"CMaxPool's limit of {MAX_MAP_SIZE} per axis")
+        if any(n > g for n, g in zip(layer.conv_shape, geo.pool_size, strict=True)):
+            raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
+                               f"core {core.name!r}'s CMaxPool, built for maps up to "
+                               f"{_fmt(geo.pool_size)}")
         if max(pool.window) > MAX_WINDOW or max(pool.stride) > MAX_WINDOW:
             raise CompileError(f"layer {layer.name!r}: pool window {_fmt(pool.window)} / stride "
                                f"{_fmt(pool.stride)} exceed CMaxPool's limit {MAX_WINDOW}")
@@ -297,7 +322,22 @@ def _fmt(v) -> str:
     return "x".join(map(str, v))
 
 
-def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
+def _core_geometry(acc: AcceleratorConfig, geometry) -> list:
+    """Per core, the buffer geometry of the hardware (``geometry`` checked, or the one the
+    accelerator's own network needs)."""
+    from fcircnn.hw.layer_engine import EngineGeometry, engine_geometry
+
+    if geometry is None:
+        return [engine_geometry(acc, core) for core in acc.cores]
+    geometry = list(geometry)
+    if len(geometry) != len(acc.cores) or not all(isinstance(g, EngineGeometry)
+                                                  for g in geometry):
+        raise CompileError(f"geometry must be one EngineGeometry per core ({len(acc.cores)}), "
+                           f"not {geometry!r}")
+    return geometry
+
+
+def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> NetworkPlan:
     """Lay out the DDR image and build the descriptors (no calibration, no data).
 
     A layer with a pool runs as two descriptors: the convolution (whose output, the
@@ -311,12 +351,21 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
         (:func:`~fcircnn.models.config.load_accelerator`).
     base : int
         Byte address of the image; a multiple of 4096.
+    geometry : sequence of EngineGeometry, optional
+        Per core, what the hardware's buffers are built for
+        (:meth:`fcircnn.hw.accelerator.Accelerator.from_config` with this ``geometry``);
+        default: what ``acc``'s own network needs
+        (:func:`~fcircnn.hw.layer_engine.engine_geometry`), the hardware ``fcircnn generate``
+        and ``fcircnn sim`` build. With a given geometry the image runs on hardware built for
+        another network, provided every layer fits it.
 
     Raises
     ------
     CompileError
         Naming the layer and the limit: no core fits (kernel > ``max_kernel``, stride >
-        ``max_stride``, ...), the core's buffers (input tile, weight taps), the weight-beat rule
+        ``max_stride``, ...), the core's buffers (input tile, weight taps, stride, residual
+        buffer, CMaxPool map size; the absolute limits of 64 per kernel axis and 4096 taps),
+        the weight-beat rule
         of the core, accumulator bound ``>= 2**31``, pool limits, a descriptor field overflow,
         a weight image or post table the DMA cannot read
         (:func:`~fcircnn.gen.dma_plan.plan_block`); or ``base`` misaligned, or the image passing
@@ -329,8 +378,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0) -> NetworkPlan:
     layers = net.resolved
     B = acc.block_size
     fits = [_check_fit(acc, layer) for layer in layers]
-    for layer, (core, _) in zip(layers, fits, strict=True):
-        _check_engine_fit(acc, layer, core)
+    geos = _core_geometry(acc, geometry)
+    for layer, (core, index) in zip(layers, fits, strict=True):
+        _check_engine_fit(layer, core, geos[index])
 
     regions: list[Region] = []
     cursor = base
@@ -620,6 +670,7 @@ def compile_network(
     seed: int = 0,
     granularity: Granularity = "tensor",
     base: int = 0,
+    geometry=None,
 ) -> DdrImage:
     """Compile ``acc.network`` into a DDR image for ``acc``.
 
@@ -636,6 +687,8 @@ def compile_network(
         As in :func:`fcircnn.models.network.run_network`.
     base : int
         Address of the image, a multiple of 4096.
+    geometry : sequence of EngineGeometry, optional
+        The hardware's buffer geometry per core (see :func:`plan_network`).
 
     Returns
     -------
@@ -649,7 +702,7 @@ def compile_network(
         See :func:`plan_network`; also a post parameter that does not fit int16/int48, or an
         input of the wrong shape.
     """
-    plan = plan_network(acc, base=base)
+    plan = plan_network(acc, base=base, geometry=geometry)
     net = acc.network
     inp = net.input
     expected_shape = (inp.channels, inp.depth, inp.height, inp.width)

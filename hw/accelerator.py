@@ -93,9 +93,23 @@ class Accelerator(wiring.Component):
         super().__init__(members)
 
     @classmethod
-    def from_config(cls, accelerator) -> Accelerator:
-        """The accelerator of an :class:`~fcircnn.models.config.AcceleratorConfig`."""
-        engines = [LayerEngine.from_config(accelerator, core) for core in accelerator.cores]
+    def from_config(cls, accelerator, geometry=None) -> Accelerator:
+        """The accelerator of an :class:`~fcircnn.models.config.AcceleratorConfig`.
+
+        ``geometry`` (one :class:`~fcircnn.hw.layer_engine.EngineGeometry` per core) sizes the
+        cores' buffers; by default each core is sized for the layers of the accelerator's own
+        network (:func:`~fcircnn.hw.layer_engine.engine_geometry`). Images compiled with the
+        same ``geometry`` (:func:`fcircnn.gen.compiler.compile_network`) run on it.
+        """
+        cores = accelerator.cores
+        if geometry is None:
+            geometry = [None] * len(cores)
+        geometry = list(geometry)
+        if len(geometry) != len(cores):
+            raise ValueError(f"geometry must have one entry per core ({len(cores)}), not "
+                             f"{len(geometry)}")
+        engines = [LayerEngine.from_config(accelerator, core, geo)
+                   for core, geo in zip(cores, geometry, strict=True)]
         return cls(engines, addr_width=accelerator.address_width)
 
     def elaborate(self, platform):

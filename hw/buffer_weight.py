@@ -11,8 +11,10 @@ from .buffer_pingpong import PingPongBanks
 from .common import check_block_size, check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
-__all__ = ["WeightBuffer", "weight_image_beats"]
+__all__ = ["MAX_TAPS", "WeightBuffer", "weight_image_beats"]
 
+#: Largest number of kernel taps a weight tile can be built for.
+MAX_TAPS = 4096
 
 
 def weight_image_beats(Tn: int, Tm: int, B: int, taps: int) -> int:
@@ -53,7 +55,7 @@ class WeightBuffer(wiring.Component):
     B : int
         4, 8 or 16.
     taps : int
-        Kernel taps per tile (the largest ``Kd*Kr*Kc`` of the layers run), 1..4096.
+        Kernel taps per tile (the largest ``Kd*Kr*Kc`` of the layers run), 1..:data:`MAX_TAPS`.
 
     Ports
     -----
@@ -67,7 +69,7 @@ class WeightBuffer(wiring.Component):
         with rejecting(self):
             check_positive("Tn", Tn, 1024)
             check_positive("Tm", Tm, 1024)
-            check_positive("taps", taps, 4096)
+            check_positive("taps", taps, MAX_TAPS)
             check_block_size(B)
             for name, value in (("Tn", Tn), ("Tm", Tm)):
                 if value % B:

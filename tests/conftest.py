@@ -41,9 +41,10 @@ cores:
 
 def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int = 16,
                             net: str = SMALL_NET) -> Path:
-    """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``;
-    return the accelerator file's path."""
+    """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``
+    (created if missing); return the accelerator file's path."""
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.yaml").write_text(net % {"B": B})
     path = folder / "acc.yaml"
     path.write_text(SMALL_ACC % {"B": B, "tn": tn, "tm": tm})

@@ -298,6 +298,89 @@ layers:
         plan_network(acc)
 
 
+def _net(layers: str, shape: str = "{channels: 8, depth: 4, height: 8, width: 8}",
+         classes: int = 16) -> str:
+    return (f"name: probe\ninput: {shape}\nclasses: {classes}\nblock_size: %(B)d\n"
+            f"layers:\n{layers}")
+
+
+def _geometry(acc):
+    from fcircnn.hw.layer_engine import engine_geometry
+
+    return [engine_geometry(acc, core) for core in acc.cores]
+
+
+# Hardware built for 1x1x1 convs (one with stride (1, 2, 2)) and a (2,2,2) pool of a 4x4x4 map:
+# geometry kernel 1x1x1, stride 1x2x2, 1 tap, CMaxPool 4x4x4, no residual buffer.
+_HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: 1, stride: [1, 2, 2]}\n"
+              "  - {name: h2, type: conv, out_channels: 16, kernel: 1, pool: {window: 2}}\n")
+
+
+@pytest.mark.parametrize("layers, match", [
+    ("  - {name: big, type: conv, out_channels: 16, kernel: 3, padding: 1}\n",
+     (r"layer 'big': input tile 4x6x6 \(kernel 3x3x3\) does not fit core 'main''s input "
+     r"buffer 2x7x7")),
+    # 1x3x3 fits the tile (the stride-2 room) but has 9 taps.
+    ("  - {name: wide, type: conv, out_channels: 16, kernel: [1, 3, 3], padding: [0, 1, 1]}\n",
+     r"layer 'wide': kernel of 9 taps does not fit core 'main''s weight buffer \(1 taps\)"),
+    ("  - {name: s2, type: conv, out_channels: 16, kernel: 1, stride: 2}\n",
+     (r"layer 's2': stride 2x2x2 exceeds core 'main''s input buffer, built for strides up to "
+     r"1x2x2")),
+    (("  - {name: a, type: conv, out_channels: 16, kernel: 1}\n"
+     "  - {name: b, type: conv, out_channels: 16, kernel: 1, residual: a}\n"),
+     r"layer 'b': has a residual input, core 'main' was built without a residual buffer"),
+    ("  - {name: p, type: conv, out_channels: 16, kernel: 1, pool: {window: 2}}\n",
+     (r"layer 'p': pooled map 4x8x8 exceeds core 'main''s CMaxPool, built for maps up to "
+     r"4x4x4")),
+])
+def test_buffer_limits_of_hardware_built_for_another_network(tmp_path, small_accelerator,
+                                                             layers, match):
+    """An image for hardware built for another network (``geometry``) is checked against that
+    hardware's buffers (kernel too large for them, ...), not against its own network's needs."""
+    hw = load_accelerator(small_accelerator(tmp_path / "hw", net=_net(_HW_LAYERS)))
+    geometry = _geometry(hw)
+    other = load_accelerator(small_accelerator(tmp_path / "net", net=_net(layers)))
+    plan_network(other)  # fits hardware built for itself
+    with pytest.raises(CompileError, match=match):
+        plan_network(other, geometry=geometry)
+    with pytest.raises(CompileError, match=match):
+        compile_network(other, geometry=geometry)
+
+
+def test_covering_geometry_runs_both_networks(tmp_path, small_accelerator, acc):
+    from fcircnn.hw.layer_engine import EngineGeometry
+
+    hw = load_accelerator(small_accelerator(tmp_path, net=_net(_HW_LAYERS)))
+    both = [EngineGeometry.covering(a, b) for a, b in zip(_geometry(acc), _geometry(hw),
+                                                           strict=True)]
+    assert both[0] == EngineGeometry((3, 3, 3), (1, 2, 2), 27, (4, 8, 8), True)
+    image = compile_network(hw, geometry=both, seed=1)
+    assert image.expected.keys() == {"h1", "h2"}
+    plan_network(acc, geometry=both)
+    with pytest.raises(TypeError, match="EngineGeometry"):
+        EngineGeometry.covering()
+
+
+@pytest.mark.parametrize("shape, match", [
+    ("{channels: 8, depth: 1, height: 65, width: 2}",
+     (r"layer 'gap': gap kernel \(its whole input map\) 1x65x2 / stride 1x1x1 exceeds the input "
+     r"buffer's limit of 64 per axis")),
+    ("{channels: 8, depth: 2, height: 48, width: 48}",
+     (r"layer 'gap': gap kernel \(its whole input map\) 2x48x48 has 4608 taps, more than the "
+     r"weight buffer's limit of 4096")),
+])
+def test_absolute_buffer_limits(tmp_path, small_accelerator, shape, match):
+    acc = load_accelerator(small_accelerator(tmp_path, net=_net(
+        "  - {name: gap, type: gap}\n", shape=shape, classes=8)))
+    with pytest.raises(CompileError, match=match):
+        plan_network(acc)
+
+
+def test_bad_geometry_argument(acc):
+    with pytest.raises(CompileError, match=r"geometry must be one EngineGeometry per core \(1\)"):
+        plan_network(acc, geometry=[])
+
+
 def test_post_parameter_overflow(acc):
     w = random_weights(acc.network, 0)
     w.layers["c2"].bn_gain = np.ones((2, 8))
