@@ -61,6 +61,7 @@ __all__ = [
     "failed",
     "format_results",
     "image_hash",
+    "parse_input_shape",
     "parse_layers",
     "parse_results",
     "prepare",
@@ -289,9 +290,29 @@ def parse_layers(text: str | None) -> list[str] | None:
     return names
 
 
+def parse_input_shape(text: str | None) -> tuple[int, int, int] | None:
+    """``--input``: ``DxHxW`` (three positive integers); ``None`` when not given.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--input`` and the text, if it is not of that form.
+    """
+    if text is None:
+        return None
+    parts = text.strip().lower().split("x")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--input must be DxHxW with three positive integers, e.g. 8x32x32, "
+                         f"not {text!r}")
+    return (int(parts[0]), int(parts[1]), int(parts[2]))
+
+
 def prepare(config: str | os.PathLike[str], *, scale: int = 1,
-            layers: Sequence[str] | None = None, seed: int = 0) -> tuple[Any, Any]:
-    """Load, scale, check ``layers``, compile (seeded) and select.
+            layers: Sequence[str] | None = None, seed: int = 0,
+            input_shape: tuple[int, int, int] | None = None) -> tuple[Any, Any]:
+    """Load, scale (channels by ``scale``; the input map ``input_shape`` if given, see
+    :func:`fcircnn.models.scale.scale_network`), check ``layers``, compile (seeded) and
+    select.
 
     Returns
     -------
@@ -303,8 +324,8 @@ def prepare(config: str | os.PathLike[str], *, scale: int = 1,
     ConfigError
         For the configuration file.
     ValueError
-        For a bad scale factor (names ``S``) or an unknown layer (lists the valid names; checked
-        before compiling).
+        For a bad scale factor (names ``S``), an input size too small for the network (names
+        ``input``) or an unknown layer (lists the valid names; checked before compiling).
     fcircnn.gen.compiler.CompileError
         If the scaled network cannot be compiled for the accelerator.
     """
@@ -314,7 +335,7 @@ def prepare(config: str | os.PathLike[str], *, scale: int = 1,
     from fcircnn.models.scale import check_scale, scale_accelerator
 
     check_scale(scale)
-    acc = scale_accelerator(load_accelerator(config), scale)
+    acc = scale_accelerator(load_accelerator(config), scale, input_shape)
     if layers is not None:
         check_layer_names([r.name for r in acc.network.resolved], layers)
     image = compile_network(acc, seed=seed)

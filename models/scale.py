@@ -17,6 +17,10 @@ Rounding rules (``S > 1``; ``S = 1`` returns the configuration unchanged):
   pools with their padding, ``fc``/``gap`` over the whole map) still yields a map of at least one
   voxel, and never above the original size. For C3D, whose four depth-halving pools need 16
   frames, the depth stays 16 and ``H = W`` never drop below 16.
+* **spatial size chosen separately**: with ``input=(D, H, W)`` the input map is exactly that
+  (any size, also larger than the original, for which every layer still yields a map of at
+  least one voxel), whatever ``S``; e.g. 3D ResNet-18 at ``S = 8`` with its default input
+  ends in 1x1x1 maps from stage 3, ``input=(8, 32, 32)`` keeps them 2x2x2 and more.
 * **everything else** (kernels, strides, paddings, pools, CBN/CReLU, residual and input links,
   block sizes, layer names) is kept. Scaled networks are named ``<name>_s<S>``; the accelerator
   keeps its name and its file paths (``network_file``, :attr:`AcceleratorConfig.path`).
@@ -42,8 +46,8 @@ from .config import (
     _validate,
 )
 
-__all__ = ["check_scale", "min_input_shape", "scale_accelerator", "scale_channels",
-           "scale_network"]
+__all__ = ["InputShapeError", "check_input_shape", "check_scale", "min_input_shape",
+           "scale_accelerator", "scale_channels", "scale_network"]
 
 _AXES = ("depth", "height", "width")
 
@@ -114,13 +118,49 @@ def min_input_shape(net: NetworkConfig) -> tuple[int, int, int]:
     return (shape[0], shape[1], shape[2])
 
 
-def _scaled_network_data(net: NetworkConfig, S: int) -> dict[str, Any]:
+class InputShapeError(ValueError):
+    """An input map size that is not three positive integers or too small for the network."""
+
+
+def check_input_shape(net: NetworkConfig, shape: object) -> tuple[int, int, int]:
+    """Return ``shape`` as ``(D, H, W)`` if it is a legal input map size for ``net``: three
+    positive integers for which every layer yields a map of at least one voxel.
+
+    Raises
+    ------
+    InputShapeError
+        A ``ValueError`` naming ``input``, the value and, for a map too small, the smallest
+        legal size.
+    """
+    try:
+        dims = tuple(shape)  # type: ignore[arg-type]
+    except TypeError:
+        dims = ()
+    if len(dims) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                 for v in dims):
+        raise InputShapeError(f"input must be three positive integers (D, H, W), not "
+                              f"{shape!r}")
+    bad = [name for axis, name in enumerate(_AXES) if not _axis_valid(net, axis, dims[axis])]
+    if bad:
+        lowest = [1, 1, 1]
+        for axis in range(3):
+            while not _axis_valid(net, axis, lowest[axis]) and lowest[axis] < 1 << 16:
+                lowest[axis] += 1
+        raise InputShapeError(f"input {'x'.join(map(str, dims))} is too small for network "
+                              f"{net.name} on axis {', '.join(bad)}: some layer's map would be "
+                              f"empty; the smallest input is {'x'.join(map(str, lowest))}")
+    return (dims[0], dims[1], dims[2])
+
+
+def _scaled_network_data(net: NetworkConfig, S: int,
+                         shape: tuple[int, int, int] | None) -> dict[str, Any]:
     """The network file's data (as written, YAML-shaped) with channels and input scaled."""
     data = net.model_dump(mode="json", by_alias=True, exclude_unset=True)
     data["name"] = f"{net.name}_s{S}"
     lowest = min_input_shape(net)
     for axis, name in enumerate(_AXES):
-        data["input"][name] = max(lowest[axis], -(-getattr(net.input, name) // S))
+        data["input"][name] = (shape[axis] if shape is not None
+                               else max(lowest[axis], -(-getattr(net.input, name) // S)))
     for cfg, layer in zip(net.layers, data["layers"], strict=True):
         if isinstance(cfg, (ConvLayer, FcLayer)):
             block = cfg.block_size if cfg.block_size is not None else net.block_size
@@ -136,7 +176,8 @@ def _label(path: os.PathLike[str] | str | None, fallback: str, S: int) -> str:
     return f"{os.fspath(path) if path is not None else fallback} (scaled by S={S})"
 
 
-def scale_network(net: NetworkConfig, S: int) -> NetworkConfig:
+def scale_network(net: NetworkConfig, S: int,
+                  input: tuple[int, int, int] | None = None) -> NetworkConfig:
     """Return ``net`` with channels and input size divided by ``S`` (module docstring).
 
     Parameters
@@ -144,7 +185,9 @@ def scale_network(net: NetworkConfig, S: int) -> NetworkConfig:
     net : NetworkConfig
         A validated network.
     S : int
-        Scale factor, ``>= 1``; 1 returns ``net`` itself.
+        Scale factor, ``>= 1``; 1 (without ``input``) returns ``net`` itself.
+    input : (D, H, W), optional
+        The input map size instead of the scaled one (:func:`check_input_shape`).
 
     Returns
     -------
@@ -155,20 +198,25 @@ def scale_network(net: NetworkConfig, S: int) -> NetworkConfig:
     Raises
     ------
     ValueError
-        If ``S`` is not an integer ``>= 1`` (the message names ``S``).
+        If ``S`` is not an integer ``>= 1`` (the message names ``S``) or ``input`` is not a
+        legal input size (names ``input``).
     ConfigError
         If the scaled network fails validation (cannot happen for a valid ``net``; reported
         against ``<file> (scaled by S=<S>)``).
     """
     check_scale(S)
-    if S == 1:
+    shape = None if input is None else check_input_shape(net, input)
+    if S == 1 and (shape is None or shape == net.input.shape):
         return net
-    data = _scaled_network_data(net, S)
+    data = _scaled_network_data(net, S, shape)
+    if S == 1:
+        data["name"] = net.name
     scaled: NetworkConfig = _validate(NetworkConfig, data, _label(net.path, net.name, S))
     return scaled
 
 
-def scale_accelerator(acc: AcceleratorConfig, S: int) -> AcceleratorConfig:
+def scale_accelerator(acc: AcceleratorConfig, S: int,
+                      input: tuple[int, int, int] | None = None) -> AcceleratorConfig:
     """Return ``acc`` bound to its network scaled by ``S`` (:func:`scale_network`).
 
     The hardware is the same: device, clock, block size, bus, address width and every core are
@@ -181,7 +229,9 @@ def scale_accelerator(acc: AcceleratorConfig, S: int) -> AcceleratorConfig:
         A validated accelerator bound to its network
         (:func:`~fcircnn.models.config.load_accelerator`).
     S : int
-        Scale factor, ``>= 1``; 1 returns ``acc`` itself.
+        Scale factor, ``>= 1``; 1 (without ``input``) returns ``acc`` itself.
+    input : (D, H, W), optional
+        Input map size of the scaled network (see :func:`scale_network`).
 
     Returns
     -------
@@ -191,15 +241,16 @@ def scale_accelerator(acc: AcceleratorConfig, S: int) -> AcceleratorConfig:
     Raises
     ------
     ValueError
-        If ``S`` is not an integer ``>= 1`` (the message names ``S``).
+        If ``S`` is not an integer ``>= 1`` (the message names ``S``) or ``input`` is not a
+        legal input size (names ``input``).
     ConfigError
         If the scaled configuration fails validation (reported against
         ``<file> (scaled by S=<S>)``).
     """
     check_scale(S)
-    if S == 1:
+    network = scale_network(acc.network, S, input)
+    if network is acc.network:
         return acc
-    network = scale_network(acc.network, S)
     label = _label(acc.path, acc.name, S)
     data = acc.model_dump(mode="json", by_alias=True, exclude_unset=True)
     scaled: AcceleratorConfig = _validate(AcceleratorConfig, data, label)

@@ -11,6 +11,8 @@ from fcircnn.models.config import (
     load_network,
 )
 from fcircnn.models.scale import (
+    InputShapeError,
+    check_input_shape,
     check_scale,
     min_input_shape,
     scale_accelerator,
@@ -170,8 +172,8 @@ def test_scaled_config_is_revalidated(acc, monkeypatch):
     the scale, not returned (the same loader path as a file)."""
     import fcircnn.models.scale as scale
 
-    def broken(net, S):
-        data = real(net, S)
+    def broken(net, S, shape):
+        data = real(net, S, shape)
         data["layers"][0]["out_channels"] = "8"  # not an integer: strict models reject it
         return data
 
@@ -179,3 +181,38 @@ def test_scaled_config_is_revalidated(acc, monkeypatch):
     monkeypatch.setattr(scale, "_scaled_network_data", broken)
     with pytest.raises(ConfigError, match=r"\(scaled by S=2\): layers\[0\] .*out_channels"):
         scale_accelerator(acc, 2)
+
+
+def test_input_chosen_separately_from_the_channel_factor():
+    """ResNet-18 at S = 8 with an 8x32x32 input: channels / 8, maps from the given input."""
+    acc = load_accelerator(builtin_path("r3d18_zcu102"))
+    scaled = scale_accelerator(acc, 8, (8, 32, 32))
+    net = scaled.network
+    assert net.input.shape == (8, 32, 32) and net.name == "r3d18_s8"
+    assert net.layer("conv1").conv_shape == (8, 16, 16)
+    assert net.layer("l3b2_conv2").out_shape == (1, 2, 2)
+    assert net.layer("conv1").out_channels == 8 and net.classes == 16
+    assert scaled.cores == acc.cores
+    # S = 1 with another input: the same channels, the given map; the original unchanged.
+    same = scale_network(acc.network, 1, (2, 16, 16))
+    assert same.input.shape == (2, 16, 16) and same.name == acc.network.name
+    assert same.layer("conv1").out_channels == 64
+    assert scale_network(acc.network, 1, acc.network.input.shape) is acc.network
+    # Larger than the original is allowed too.
+    assert scale_network(acc.network, 8, (16, 128, 128)).input.shape == (16, 128, 128)
+
+
+@pytest.mark.parametrize("shape, match", [
+    ((8, 32), r"input must be three positive integers \(D, H, W\), not \(8, 32\)"),
+    ((8, 0, 32), "input must be three positive integers"),
+    ((8, 32.0, 32), "input must be three positive integers"),
+    ("8x32x32", "input must be three positive integers"),
+    ((8, 15, 16), (r"input 8x15x16 is too small for network c3d on axis depth, height: .* "
+                  r"smallest input is 16x16x16")),
+])
+def test_bad_input_shape_names_input(shape, match):
+    net = load_network(builtin_path("c3d"))
+    with pytest.raises(InputShapeError, match=match):
+        check_input_shape(net, shape)
+    with pytest.raises(ValueError, match=match):
+        scale_network(net, 8, shape)
