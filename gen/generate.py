@@ -25,8 +25,8 @@ the configuration and the tool versions: the same configuration gives byte-ident
 ``schema`` (1), ``tool`` (fcircnn and Amaranth versions), ``config`` (accelerator and network
 names, fingerprint), ``top``, ``device``, ``clock_mhz``, ``clock_period_ns``, ``block_size``,
 ``bus_width``, ``address_width``, ``cores`` (each core's parameters and the layers it runs),
-``files`` (path -> SHA-256 of the other generated files) and ``estimate``: ``null`` here; the
-resource/performance estimator fills it (:func:`estimate_placeholder` is the hook).
+``files`` (path -> SHA-256 of the other generated files) and ``estimate``: resources per
+component and performance on the configured network (:func:`estimate_report`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
     "accelerator_verilog",
     "canonical_config",
     "config_fingerprint",
-    "estimate_placeholder",
+    "estimate_report",
     "generate",
     "render",
     "vivado_command",
@@ -141,10 +141,39 @@ def accelerator_verilog(acc: AcceleratorConfig) -> str:
     return to_verilog(top, vivado.TOP_NAME)
 
 
-def estimate_placeholder(acc: AcceleratorConfig) -> dict[str, Any] | None:
-    """The ``estimate`` entry of ``report.json``: ``None`` until the resource/performance
-    estimator exists (it replaces this hook; no numbers are made up here)."""
-    return None
+def estimate_report(acc: AcceleratorConfig) -> dict[str, Any]:
+    """The ``estimate`` entry of ``report.json``.
+
+    ``resources``: the calibrated estimate (:func:`fcircnn.gen.estimate.estimate_resources`):
+    ``total`` and per-component ``dsp``/``bram36``/``lut``/``ff``, the device ``use`` fractions
+    and ``calibration`` (the Yosys version it was calibrated on); ``performance``: the
+    performance model's ``cycles``, ``latency_ms``, ``effective_gops`` and ``gops_per_dsp``
+    for the configured network (``null`` if the network does not compile for it).
+    """
+    from .compiler import CompileError
+    from .estimate import calibration, estimate_resources
+    from .perf_model import model_network
+
+    est = estimate_resources(acc)
+    total = est.total
+    try:
+        perf = model_network(acc)
+    except CompileError:
+        performance = None
+    else:
+        performance = {"cycles": perf.cycles, "latency_ms": perf.seconds * 1e3,
+                       "effective_gops": perf.effective_gops,
+                       "gops_per_dsp": perf.effective_gops / total.dsp if total.dsp else None}
+    return {
+        "resources": {
+            "total": total.as_dict(),
+            "components": [{"name": c.name, "core": c.core, **c.counts.as_dict()}
+                           for c in est.components],
+            "use": est.utilization(acc.device.resources),
+            "calibration": calibration().get("yosys", ""),
+        },
+        "performance": performance,
+    }
 
 
 def _core_report(acc: AcceleratorConfig) -> list[dict[str, Any]]:
@@ -196,7 +225,7 @@ def render(acc: AcceleratorConfig) -> dict[str, str]:
         "address_width": acc.address_width,
         "cores": _core_report(acc),
         "files": {path: _sha256(text) for path, text in files.items()},
-        "estimate": estimate_placeholder(acc),
+        "estimate": estimate_report(acc),
     }
     files[REPORT_PATH] = json.dumps(report, indent=2, sort_keys=False) + "\n"
     return files

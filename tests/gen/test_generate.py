@@ -117,8 +117,10 @@ def test_report(config, tmp_path, fake_top):
         {"name": "main", "tn": 16, "tm": 16, "td": 2, "tr": 4, "tc": 4}
     assert core["unroll"] == ["tn", "tm"] and core["max_kernel"] == [3, 3, 3]
     assert core["layers"] == ["c1", "c2", "gap", "fc"]
-    # No invented numbers: the estimator's place is empty.
-    assert report["estimate"] is None
+    # The calibrated estimate and the performance model, as `fcircnn estimate --json` prints.
+    from fcircnn.gen.estimate import estimate_resources
+    assert report["estimate"]["resources"]["total"] == estimate_resources(acc).total.as_dict()
+    assert report["estimate"]["performance"]["cycles"] > 0
     assert sorted(report["files"]) == sorted(EXPECTED_FILES[:-1])
     for rel, digest in report["files"].items():
         assert hashlib.sha256((out / rel).read_bytes()).hexdigest() == digest
