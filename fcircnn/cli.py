@@ -271,6 +271,7 @@ def _cycles(text: str) -> int:
 def cmd_sim(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
     from fcircnn.gen.compiler import CompileError
+    from fcircnn.models.scale import InputShapeError
     from fcircnn.sim.runner import SimulatorUnavailable
 
     path = _resolve_config_path(args.config)
@@ -280,12 +281,16 @@ def cmd_sim(args: argparse.Namespace) -> int:
                         "or r3d18_zcu102")
     try:
         layers = sim.parse_layers(args.layers)
+        shape = sim.parse_input_shape(args.input)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     try:
-        acc, image = sim.prepare(path, scale=args.scale, layers=layers, seed=args.seed)
+        acc, image = sim.prepare(path, scale=args.scale, layers=layers, seed=args.seed,
+                                 input_shape=shape)
     except CompileError as exc:
         raise UserError(str(exc)) from None
+    except InputShapeError as exc:
+        raise UserError(f"--input: {exc}") from None
     except ValueError as exc:  # an unknown layer name
         raise UserError(f"--layers: {exc}") from None
     names = [lp.layer.name for lp in image.plan.layers]
@@ -626,6 +631,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma-separated layer names to run alone (default: all layers)")
     simp.add_argument("--scale", type=_scale, default=1, metavar="S",
                       help="divide channels and input size by S (default: 1, full size)")
+    simp.add_argument("--input", metavar="DxHxW",
+                      help="input map size of the network instead of the scaled one, e.g. "
+                           "8x32x32 (channels still divided by --scale)")
     simp.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
                       help="HDL simulator (default: verilator)")
     simp.add_argument("--waves", action="store_true", help="record waveforms (separate build)")

@@ -125,6 +125,28 @@ def test_bad_options(args, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value, message", [
+    ("8x32", "--input must be DxHxW with three positive integers, e.g. 8x32x32, not '8x32'"),
+    ("8x0x32", "--input must be DxHxW"),
+    ("axbxc", "--input must be DxHxW"),
+    ("8x15x16", "--input: input 8x15x16 is too small for network c3d on axis depth, height"),
+])
+def test_bad_input_shape(value, message, capsys, tmp_path):
+    assert main(["sim", "c3d_zcu102", "--scale", "8", "--input", value, "--build-dir",
+                 str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_input_shape_reaches_the_image(fake_run, capsys, tmp_path):
+    assert main(["sim", "r3d18_zcu102", "--scale", "16", "--input", "2x24x24", "--layers",
+                 "conv1", "--build-dir", str(tmp_path), "-q"]) == 0
+    acc = fake_run.calls[0][0]
+    assert acc.network.input.shape == (2, 24, 24)
+    assert acc.network.layer("conv1").out_channels == 8
+    assert "3x2x24x24 input, scale 16" in capsys.readouterr().err
+
+
 def test_subprocess_has_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "sim", *CONFIG, "--layers",
                            "bogus", "--build-dir", str(tmp_path)],
