@@ -204,6 +204,7 @@ def measure(point: dict, *, keep: bool = True) -> dict:
         "cells": dict(sorted(report.cells.items())),
         "levels": report.path.levels, "carries": report.path.carries,
         "path": list(report.path.cells),
+        "ends": [list(e) for e in report.path.ends],
         "components": parts,
         "seconds": round(report.seconds), "verilog_seconds": round(verilog_s),
         "date": datetime.date.today().isoformat(),
@@ -241,30 +242,41 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def cmd_fit(args) -> int:
+def fit_samples(data: dict) -> dict[str, list]:
+    """Per calibration point: ``[(model, measured component counts)]`` and its totals."""
     from fcircnn.gen.estimate import component_models
 
-    data = read_data()
-    rows: dict[str, list[tuple[dict, dict]]] = {}
+    out = {}
     for point in data["points"]:
         if "components" not in point:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             acc = load_point(point, Path(tmp))
+        rows = []
         for model in component_models(acc):
             key = f"{model.core}/{model.name}" if model.core else model.name
-            got = dict(point["components"].get(key, resources_of({})))
+            rows.append((model, point["components"].get(key, resources_of({}))))
+        out[point["name"]] = rows
+    return out
+
+
+def fit_coefficients(samples: dict[str, list]) -> dict:
+    """Least-squares LUT and FF coefficients per component over the given points."""
+    rows: dict[str, list[tuple[dict, dict]]] = {}
+    for point_rows in samples.values():
+        for model, got in point_rows:
+            got = dict(got)
             got["lut"] -= model.lutram_luts  # the memories' LUT RAM is modelled, not fitted
             rows.setdefault(model.name, []).append((model.features, got))
     coefficients = {}
-    for comp, samples in sorted(rows.items()):
-        names = sorted({k for f, _ in samples for k in f})
-        a = np.array([[f.get(k, 0.0) for k in names] for f, _ in samples], dtype=float)
+    for comp, comp_rows in sorted(rows.items()):
+        names = sorted({k for f, _ in comp_rows for k in f})
+        a = np.array([[f.get(k, 0.0) for k in names] for f, _ in comp_rows], dtype=float)
         fitted = {}
         for res in ("lut", "ff"):
-            y = np.array([g[res] for _, g in samples], dtype=float)
-            # Relative least squares (every point weighs alike), non-negative by clipping
-            # features whose coefficient comes out negative and refitting.
+            y = np.array([g[res] for _, g in comp_rows], dtype=float)
+            # Relative least squares (every point weighs alike), non-negative by dropping the
+            # feature with the most negative coefficient and refitting.
             w = 1.0 / np.maximum(y, 50.0)
             active = list(range(len(names)))
             while True:
@@ -272,12 +284,39 @@ def cmd_fit(args) -> int:
                 if (sol >= 0).all() or len(active) == 1:
                     break
                 active.pop(int(np.argmin(sol)))
-            fitted[res] = {names[i]: round(float(v), 4) for i, v in zip(active, sol, strict=True)
-                           if v > 0}
+            fitted[res] = {names[i]: round(float(v), 4)
+                           for i, v in zip(active, sol, strict=True) if v > 0}
         coefficients[comp] = fitted
-    data["coefficients"] = coefficients
+    return coefficients
+
+
+def predict(point_rows: list, coefficients: dict) -> dict:
+    """Total LUT and FF of one point with the given coefficients (as the estimator does)."""
+    lut = ff = 0
+    for model, _ in point_rows:
+        c = coefficients.get(model.name, {})
+        lin = {r: sum(c.get(r, {}).get(k, 0.0) * v for k, v in model.features.items())
+               for r in ("lut", "ff")}
+        lut += max(0, round(lin["lut"] + model.lutram_luts))
+        ff += max(0, round(lin["ff"]))
+    return {"lut": lut, "ff": ff}
+
+
+def cmd_fit(args) -> int:
+    data = read_data()
+    samples = fit_samples(data)
+    data["coefficients"] = fit_coefficients(samples)
     write_data(data)
-    print(json.dumps(coefficients, indent=1))
+    print(json.dumps(data["coefficients"], indent=1))
+    # Leave-one-out: how well the formulas predict a point they were not fitted on.
+    print("\nleave-one-out error of the totals (fitted without the point):")
+    measured = {p["name"]: p["measured"] for p in data["points"] if "measured" in p}
+    for name in samples:
+        rest = {k: v for k, v in samples.items() if k != name}
+        got = predict(samples[name], fit_coefficients(rest))
+        print(f"  {name}: " + ", ".join(
+            f"{r} {100 * (got[r] - measured[name][r]) / measured[name][r]:+.1f}%"
+            for r in ("lut", "ff")))
     return 0
 
 
@@ -314,6 +353,28 @@ def cmd_table(args) -> int:
         lines.append(f"| {name} | {cores} | {b} | {de} | {dy} | {be:g} | {by:g} | {berr:+.1f}% | "
                      f"{le} | {ly} | {lerr:+.1f}% | {fe} | {fy} | {ferr:+.1f}% | {lv} | {s} |")
     print("\n".join(lines))
+    from fcircnn.gen.estimate import estimate_resources
+    from fcircnn.models.config import builtin_path, load_accelerator
+
+    for name in ("c3d_zcu102", "r3d18_zcu102"):
+        acc = load_accelerator(builtin_path(name))
+        start, n = time.perf_counter(), 200
+        for _ in range(n):
+            estimate_resources(acc)
+        print(f"\nestimate_resources({name}): {1e3 * (time.perf_counter() - start) / n:.2f} ms "
+              "per call", end="")
+    print()
+    print("\n| point | LUT levels | CARRY4 on it | deepest end points (levels) |")
+    print("|---|---:|---:|---|")
+    for point in data["points"]:
+        if "levels" in point:
+            groups: dict[str, int] = {}
+            for end, n in point.get("ends", []):
+                net = end.split()[-1].split(".")
+                key = ".".join(net[:-1] if len(net) >= 3 else net)
+                groups[key] = max(groups.get(key, 0), n)
+            ends = "; ".join(f"`{k}` {n}" for k, n in list(groups.items())[:5])
+            print(f"| {point['name']} | {point['levels']} | {point['carries']} | {ends} |")
     if args.readme:
         print(f"\nMachine: {platform.processor() or platform.machine()}, "
               f"Python {platform.python_version()}, {data.get('yosys', '')}; "

@@ -127,12 +127,16 @@ class LogicPath:
         ``net`` the best-named net the cell drives (RTL signal names survive flattening as
         ``core0.pe.pair_v0_r0_q0_k0.x``); the first entry names the start point and the last the
         end point (a register, RAM, DSP or output).
+    ends : tuple of (str, int)
+        The end points with the deepest logic in front of them, deepest first: ``"TYPE net"``
+        with bit indices dropped (a bus counts once) and its levels.
     """
 
     levels: int
     carries: int
     muxes: int
     cells: tuple[str, ...]
+    ends: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,13 +275,15 @@ def _comb_weight(cell_type: str) -> int | None:
     return _COMB_WEIGHT.get(cell_type)
 
 
-def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None) -> LogicPath:
+def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None, *,
+                 n_ends: int = 40) -> LogicPath:
     """Longest register-to-register path of a mapped, flattened Yosys JSON netlist.
 
     Parameters
     ----------
     netlist : path of a ``write_json`` file, or its parsed content
     top : module name (default: the only module with cells, or the ``top`` attribute)
+    n_ends : how many end points :attr:`LogicPath.ends` lists
 
     Returns
     -------
@@ -361,10 +367,15 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
     end_bits += [(b, f"output {p}") for p, port in mod.get("ports", {}).items()
                  if port["direction"] == "output" for b in port["bits"] if isinstance(b, int)]
     score, end, last = (0, 0, 0), None, None
+    worst: dict[str, int] = {}
     for b, sink in end_bits:
         c = driver.get(b)
-        if c is not None and best[c] > score:
+        if c is None:
+            continue
+        if best[c] > score:
             score, end, last = best[c], sink, c
+        group = re.sub(r"\[\d+\]", "", labels.get(sink, sink))
+        worst[group] = max(worst.get(group, 0), best[c][0])
     cells: list[str] = []
     node = last
     while node is not None:
@@ -377,7 +388,9 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
         first_in = [b for b in inputs[first] if b not in driver]
         start_name = names.get(first_in[0], "?") if first_in else "?"
         cells = [f"from {start_name}", *cells, f"to {labels.get(end, end)}"]
-    return LogicPath(levels=score[0], carries=score[1], muxes=score[2], cells=tuple(cells))
+    ends = sorted(worst.items(), key=lambda kv: (-kv[1], kv[0]))[:n_ends]
+    return LogicPath(levels=score[0], carries=score[1], muxes=score[2], cells=tuple(cells),
+                     ends=tuple(ends))
 
 
 def _first(prev: Mapping[str, str | None], node: str) -> str:
