@@ -23,7 +23,7 @@ from .common import check_block_size, check_positive, rejecting
 from .pe_array import PEArray
 from .post_chain import PostChain
 
-__all__ = ["ERROR_CODES", "EngineGeometry", "LayerEngine", "engine_geometry"]
+__all__ = ["ERROR_CODES", "EngineGeometry", "LayerEngine", "core_lanes", "engine_geometry"]
 
 #: Error codes of the engine (register ERROR_CODE): ``(direction << 2) | Status`` for DMA
 #: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
@@ -87,6 +87,12 @@ def engine_geometry(accelerator, core) -> EngineGeometry:
             pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
         residual |= layer.residual is not None
     return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual)
+
+
+def core_lanes(core) -> int:
+    """PE-array lanes (output depths computed in parallel) of ``core``: ``td`` if the core
+    unrolls the ``td`` loop, else 1 (the compute walker then steps through the tile's depth)."""
+    return core.td if "td" in core.unroll else 1
 
 
 def _mul_small(x, s, max_s: int):
@@ -245,7 +251,9 @@ class LayerEngine(wiring.Component):
       ``(mt, nt)`` weight tile into :class:`~fcircnn.hw.buffer_weight.WeightBuffer`; it runs
       ahead as far as the ping-pong buffers allow, so loads overlap compute;
     * **compute**: per ``(tile, nt)`` one beat per output voxel and kernel tap into
-      :class:`~fcircnn.hw.pe_array.PEArray` (``Td`` depth lanes in parallel); the sums of
+      :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes = Td`` (the core unrolls ``td``)
+      the tile's ``Td`` output depths in parallel, one beat per ``(r, c, tap)``; with
+      ``lanes = 1`` one depth at a time, one beat per ``(d, r, c, tap)``; the sums of
       every voxel go to :class:`~fcircnn.hw.buffer_psum.PartialSumBuffer`, which adds the
       ``n_tiles`` passes;
     * **drain**: per finished tile, ``lanes = 8`` slots a beat with their post parameters and
@@ -274,6 +282,10 @@ class LayerEngine(wiring.Component):
     ----------
     Tn, Tm, Td, Tr, Tc : int
         The core's tiles (``Tm`` a multiple of 16, ``Tn`` a multiple of ``B``).
+    lanes : int
+        Output depths the PE array computes in parallel: ``Td`` (default; the ``td`` loop
+        unrolled) or 1 (``td`` not unrolled: the compute walker steps through the tile's
+        depth, with a PE array ``Td`` times smaller).
     B : int
         Block size.
     geometry : EngineGeometry
@@ -283,7 +295,7 @@ class LayerEngine(wiring.Component):
     """
 
     def __init__(self, Tn: int, Tm: int, Td: int, Tr: int, Tc: int, *, B: int = 8,
-                 geometry: EngineGeometry, addr_width: int = 40):
+                 geometry: EngineGeometry, addr_width: int = 40, lanes: int | None = None):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
@@ -295,7 +307,11 @@ class LayerEngine(wiring.Component):
                 raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
             if Tn > 16 and Tn % 16:
                 raise ValueError(f"Tn must be a multiple of 16 when above 16, not {Tn}")
+            lanes = Td if lanes is None else lanes
+            if lanes not in (1, Td):
+                raise ValueError(f"lanes must be 1 or Td ({Td}), not {lanes!r}")
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
+        self.lanes = lanes
         self.geometry = geometry
         self.addr_width = addr_width
         self.G = Tm // 16
@@ -323,22 +339,31 @@ class LayerEngine(wiring.Component):
                     ) -> LayerEngine:
         """The engine of ``core`` of an :class:`~fcircnn.models.config.AcceleratorConfig`,
         with buffers for ``geometry`` (default: :func:`engine_geometry` of the accelerator's
-        network)."""
+        network) and ``Td`` PE lanes if the core unrolls ``td`` (else one)."""
         if geometry is None:
             geometry = engine_geometry(accelerator, core)
         return cls(core.tn, core.tm, core.td, core.tr, core.tc, B=accelerator.block_size,
-                   geometry=geometry, addr_width=accelerator.address_width)
+                   geometry=geometry, addr_width=accelerator.address_width,
+                   lanes=core_lanes(core))
 
     def elaborate(self, platform):
         m = Module()
         geo, aw = self.geometry, self.addr_width
         Tn, Tm, Td, Tr, Tc, B, G = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.G
 
-        m.submodules.inbuf = inbuf = InputBuffer(Tn, Td, Tr, Tc, B=B, kernel=geo.kernel,
-                                                 stride=geo.stride)
+        L = self.lanes
+        if L == Td:
+            inbuf = InputBuffer(Tn, Td, Tr, Tc, B=B, kernel=geo.kernel, stride=geo.stride)
+        else:
+            # One lane reads every output depth: it holds all (Td-1)*sd + Kd planes of the tile,
+            # output depth v reading planes v*sd + kd.
+            inbuf = InputBuffer(Tn, 1, Tr, Tc, B=B, stride=geo.stride, kernel=(
+                (Td - 1) * geo.stride[0] + geo.kernel[0], geo.kernel[1], geo.kernel[2]))
+        m.submodules.inbuf = inbuf
         m.submodules.wbuf = wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps)
-        m.submodules.pe = pe = PEArray(Tn, Tm, B, Td)
-        m.submodules.psum = psum = PartialSumBuffer(Tm, Td, Tr, Tc)
+        m.submodules.pe = pe = PEArray(Tn, Tm, B, L)
+        # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
+        m.submodules.psum = psum = PartialSumBuffer(Tm, L, Tr * Td // L, Tc)
         m.submodules.post = post = PostChain(lanes=SLOTS_PER_BEAT, max_size=geo.pool_size)
         m.submodules.outbuf = outbuf = OutputBuffer(Tm, Td, Tr, Tc)
         resbuf = None
@@ -513,16 +538,22 @@ class LayerEngine(wiring.Component):
         tap_off = Signal(range(inbuf.depth + 1))    # kd*plane + kr*Win + kc
         tap_row = Signal(range(inbuf.depth + 1))    # kd*plane + kr*Win
         tap_plane = Signal(range(inbuf.depth + 1))  # kd*plane
-        vox = Signal(range(Tr * Tc + 1))            # r*Tc + c
-        vox_row = Signal(range(Tr * Tc + 1))
+        vox = Signal(range(Td * Tr * Tc + 1))       # [v*Tr*Tc +] r*Tc + c
+        vox_row = Signal(range(Td * Tr * Tc + 1))
+        vox_plane = Signal(range(Td * Tr * Tc + 1))  # v*Tr*Tc (one lane)
+        cv = Signal(range(Td + 1))                  # output depth in the tile (one lane)
+        dep_base = Signal(range(inbuf.depth + 1))   # v*sd*plane (one lane)
+        sd_plane = Signal(range(inbuf.depth + 1))
         sr_win = Signal(range(inbuf.depth + 1))
-        m.d.comb += sr_win.eq(_mul_small(Const(win), d.stride[1], geo.stride[1]))
+        m.d.comb += [sr_win.eq(_mul_small(Const(win), d.stride[1], geo.stride[1])),
+                     sd_plane.eq(_mul_small(Const(plane), d.stride[0], geo.stride[0]))]
 
         # Stage B: the beat whose buffer words are being read.
         b_valid = Signal()
         b_first = Signal()
         b_last = Signal()
-        b_tag = Signal(data.StructLayout({"addr": range(Tr * Tc), "accumulate": 1, "last": 1}))
+        b_tag = Signal(data.StructLayout({"addr": range(Tr * Tc * Td // L), "accumulate": 1,
+                                          "last": 1}))
         tags = fifo.SyncFIFOBuffered(width=b_tag.shape().size, depth=16)
         m.submodules.tags = tags
         pe_take = pe.i.valid & pe.i.ready
@@ -537,7 +568,9 @@ class LayerEngine(wiring.Component):
         last_tap = (kc == K[2] - 1) & (kr == K[1] - 1) & (kd == K[0] - 1)
         last_c = c == cp.ext[2] - 1
         last_r = r == cp.ext[1] - 1
-        m.d.comb += [inbuf.r_addr.eq(row_base + col_base + tap_off), wbuf.r_addr.eq(tap),
+        last_v = (cv == cp.ext[0] - 1) if L == 1 else Const(1)
+        m.d.comb += [inbuf.r_addr.eq(dep_base + row_base + col_base + tap_off),
+                     wbuf.r_addr.eq(tap),
                      inbuf.r_sub.eq(cp.nt_sub if self.subs > 1 else 0)]
         with m.FSM(name="compute"):
             with m.State("IDLE"):
@@ -549,7 +582,8 @@ class LayerEngine(wiring.Component):
                 with m.Elif(inbuf.r_valid & wbuf.r_valid):
                     m.d.sync += [r.eq(0), c.eq(0), kd.eq(0), kr.eq(0), kc.eq(0), tap.eq(0),
                                  row_base.eq(0), col_base.eq(0), tap_off.eq(0), tap_row.eq(0),
-                                 tap_plane.eq(0), vox.eq(0), vox_row.eq(0)]
+                                 tap_plane.eq(0), vox.eq(0), vox_row.eq(0), vox_plane.eq(0),
+                                 cv.eq(0), dep_base.eq(0)]
                     m.next = "RUN"
                 with m.Else():
                     m.d.comb += self.dma_stall.eq(1)
@@ -558,7 +592,7 @@ class LayerEngine(wiring.Component):
                     m.d.comb += [inbuf.r_en.eq(1), wbuf.r_en.eq(1)]
                     m.d.sync += [b_valid.eq(1), b_first.eq(tap == 0), b_last.eq(last_tap),
                                  b_tag.addr.eq(vox), b_tag.accumulate.eq(cp.nt != 0),
-                                 b_tag.last.eq(cp.last_nt & last_r & last_c)]
+                                 b_tag.last.eq(cp.last_nt & last_v & last_r & last_c)]
                     # Taps: kc fastest, then kr, then kd; then the voxel (c, then r).
                     with m.If(~last_tap):
                         m.d.sync += tap.eq(tap + 1)
@@ -585,6 +619,13 @@ class LayerEngine(wiring.Component):
                             with m.If(~last_r):
                                 m.d.sync += [r.eq(r + 1), row_base.eq(row_base + sr_win),
                                              vox_row.eq(vox_row + Tc), vox.eq(vox_row + Tc)]
+                            with m.Elif(~last_v if L == 1 else Const(0)):
+                                # One lane: the next output depth of the tile.
+                                m.d.sync += [r.eq(0), row_base.eq(0), cv.eq(cv + 1),
+                                             dep_base.eq(dep_base + sd_plane),
+                                             vox_plane.eq(vox_plane + Tr * Tc),
+                                             vox_row.eq(vox_plane + Tr * Tc),
+                                             vox.eq(vox_plane + Tr * Tc)]
                             with m.Else():
                                 # Pass done: free both tiles (the data already read stays in
                                 # the read registers until the PE array takes it).
@@ -617,6 +658,7 @@ class LayerEngine(wiring.Component):
         dw = Signal(16)
         dvox = Signal(range(Tr * Tc + 1))
         dvox_row = Signal(range(Tr * Tc + 1))
+        dv_base = Signal(range(Td * Tr * Tc + 1))  # dv*Tr*Tc: partial sums of depth dv (one lane)
         pool_mode = Signal()
         d_adv = Signal()
         post_take = post.i.valid & post.i.ready
@@ -637,8 +679,9 @@ class LayerEngine(wiring.Component):
                 for v in range(Td):
                     for g in range(G):
                         with m.Case(v * G + g):
-                            m.d.comb += [acc_re.eq(sums[v][g * 8 + lane].re),
-                                         acc_im.eq(sums[v][g * 8 + lane].im)]
+                            lv = v if L == Td else 0  # one lane: the word of depth v was read
+                            m.d.comb += [acc_re.eq(sums[lv][g * 8 + lane].re),
+                                         acc_im.eq(sums[lv][g * 8 + lane].im)]
                             if resbuf is not None:
                                 m.d.comb += [res_re.eq(resbuf.act[v][g * 8 + lane].re),
                                              res_im.eq(resbuf.act[v][g * 8 + lane].im)]
@@ -669,7 +712,8 @@ class LayerEngine(wiring.Component):
                          # stages treat positions beyond the size as padding and would otherwise
                          # run on a size-0 map while idle.
                          post.cfg.pool.size[a].eq(Mux(pool_mode, d.in_shape[a], 1))]
-        m.d.comb += [p_rd.addr.eq(Mux(dr.mt[0], G, 0) + dg), psum.r_addr.eq(dvox)]
+        m.d.comb += [p_rd.addr.eq(Mux(dr.mt[0], G, 0) + dg),
+                     psum.r_addr.eq(dvox if L == Td else dv_base + dvox)]
         if resbuf is not None:
             m.d.comb += resbuf.r_addr.eq(dvox)
         m.d.comb += drain_mt.eq(dr.mt)
@@ -692,7 +736,7 @@ class LayerEngine(wiring.Component):
                     m.next = "IDLE"
                 with m.Elif(ready):
                     m.d.sync += [dv.eq(0), dg.eq(0), dh.eq(0), dw.eq(0), dvox.eq(0),
-                                 dvox_row.eq(0)]
+                                 dvox_row.eq(0), dv_base.eq(0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 with m.If(d_adv):
@@ -712,9 +756,9 @@ class LayerEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += dg.eq(0)
                         with m.If(~d_last_v):
-                            m.d.sync += dv.eq(dv + 1)
+                            m.d.sync += [dv.eq(dv + 1), dv_base.eq(dv_base + Tr * Tc)]
                         with m.Else():
-                            m.d.sync += dv.eq(0)
+                            m.d.sync += [dv.eq(0), dv_base.eq(0)]
                             with m.If(~d_last_w):
                                 m.d.sync += [dw.eq(dw + 1), dvox.eq(dvox + 1)]
                             with m.Else():

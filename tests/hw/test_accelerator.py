@@ -1,7 +1,8 @@
 """The accelerator top level (:mod:`fcircnn.hw.accelerator`) running compiled networks in cocotb.
 
 One Verilator build of the small test core (``tests/conftest.py``: Tn = Tm = 16, B = 8, Td = 2,
-Tr = Tc = 4) runs the small network, which has every layer kind of the engine: conv + CBN +
+Tr = Tc = 4, unroll tn and tm: one PE lane stepping through the tile's depth) runs the small
+network, which has every layer kind of the engine: conv + CBN +
 CReLU, a residual add with a (2,2,2) pool pass, a stride-(1,2,2) conv with a partial
 output-channel tile, global average pooling and an FC layer. Every layer's output is compared
 bit for bit with the golden integer contract (``expected`` of the compiled image) by

@@ -109,3 +109,20 @@ def test_selected_layers_run_alone(hardware, image):
     part.save(folder / "part" / "image")
     doc = run_image(hardware, folder / "part", "part", poll=True)
     check_bit_exact(doc, part)
+
+
+def test_engines_follow_the_unroll_list():
+    """Td PE lanes only on a core that unrolls td; otherwise one lane walking the depth."""
+    from fcircnn.hw.layer_engine import LayerEngine, engine_geometry
+
+    acc = load_accelerator(CONFIG)
+    top = Accelerator.from_config(acc)
+    for elaboratable in (top, *top.engines):
+        elaboratable._MustUse__silence = True  # inspected, not simulated
+    assert [c.unroll for c in acc.cores] == [("tn", "tm"), ("td", "tn", "tm")]
+    assert [e.lanes for e in top.engines] == [1, 2]
+    geo = engine_geometry(acc, acc.cores[1])
+    with pytest.raises(ValueError, match=r"lanes must be 1 or Td \(2\), not 3"):
+        LayerEngine(16, 16, 2, 4, 4, geometry=geo, lanes=3)
+    with pytest.raises(ValueError, match=r"geometry must have one entry per core \(2\), not 1"):
+        Accelerator.from_config(acc, [geo])
