@@ -1,5 +1,6 @@
-"""``fcircnn sim``: argument handling, error paths, orchestration and the results table, all
-without a simulator (the RTL run is replaced by fakes writing canned results)."""
+"""``fcircnn sim``: argument handling, error paths, orchestration and the results table
+without a simulator (the RTL run is replaced by fakes writing canned results), and one real
+end-to-end run on the two-core test accelerator (its table and exit code)."""
 
 import importlib.machinery
 import json
@@ -377,3 +378,31 @@ def test_timeout_estimate_grows_with_backpressure():
     acc, image = sim.prepare(builtin_path("c3d_zcu102"), scale=16, layers=["conv1a"])
     quick = sim.estimate_timeout_cycles(acc, image)
     assert 100_000 < quick < sim.estimate_timeout_cycles(acc, image, 0.9)
+
+
+# --------------------------------------------------------------------------------------------
+# One real run: the two-core test accelerator of tests/hw/test_accelerator_layers.py (its
+# Verilator build is shared: the same Verilog, -Os, no parameters).
+
+TEST_ACCELERATOR = Path(__file__).parent / "hw" / "configs" / "two_core.yaml"
+
+
+def test_real_run_on_the_test_accelerator(tmp_path):
+    runner.require_simulator("verilator")
+    layers = ["c5", "fc6"]  # a spatial-core conv with its pool pass, a pointwise-core FC
+    proc = subprocess.run(
+        [sys.executable, "-m", "fcircnn.cli", "sim", str(TEST_ACCELERATOR), "--layers",
+         ",".join(layers), "--seed", "2", "-q"],
+        capture_output=True, text=True, timeout=1800, cwd=Path.cwd())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["layer", "cycles", "GOP/s", "PE", "util", "DMA", "stall",
+                                "result"]
+    rows = {line.split()[0]: line.split() for line in lines[2:] if line.split()}
+    for name in layers:
+        row = rows[name]
+        assert row[-1] == "PASS" and int(row[1]) > 0, row
+        assert 0 < float(row[3].rstrip("%")) < 100, row
+    assert rows["total"][-2:] == ["2/2", "PASS"]
+    assert lines[-1] == "PASS"
+    assert "status done" in proc.stdout and "Traceback" not in proc.stderr
