@@ -41,15 +41,24 @@ class Case:
     :class:`fcircnn.sim.backend_cocotb.CocotbBackend`)."""
 
     name: str
-    writer: str
+    writer: str | None = None
     kwargs: dict = field(default_factory=dict)
     latency: int = 0
+    #: Instead of ``writer``: an accelerator file, relative to the repository root.
+    config: str | None = None
+    seed: int = SEED
+    #: The Verilator optimisation of the build (``None``: ``-Os``, the build ``fcircnn sim``
+    #: and ``tests/hw/test_accelerator_layers.py`` share).
+    verilator_opt: str | None = "-O0"
 
 
 #: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
-#: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network.
+#: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network; ``kinds``: the two-core test
+#: accelerator of ``tests/hw/test_accelerator_layers.py`` on its network with every C3D and
+#: ResNet-18 layer kind (seed 5, as there).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
+    Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
 )
 
 
@@ -74,6 +83,8 @@ def load_case(case: Case, folder: Path):
     """Write the case's accelerator into ``folder`` and load it (validated)."""
     from fcircnn.models.config import load_accelerator
 
+    if case.config is not None:
+        return load_accelerator(ROOT / case.config)
     writer = getattr(_conftest(), case.writer)
     return load_accelerator(writer(folder, **case.kwargs))
 
@@ -88,12 +99,12 @@ def record_case(case: Case, *, simulator: str = "verilator") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         acc = load_case(case, root)
-        image = compile_network(acc, seed=SEED, base=BASE)
+        image = compile_network(acc, seed=case.seed, base=BASE)
         image.save(root / "image")
         results = root / "results.json"
         t0 = time.monotonic()
         run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
-                   simulator, parameters={},
+                   simulator, parameters={}, verilator_opt=case.verilator_opt,
                    extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
                        "image_dir": str(root / "image"), "results": str(results),
                        "timeout_cycles": 5_000_000, "seed": 1, "latency": case.latency})})
@@ -103,6 +114,7 @@ def record_case(case: Case, *, simulator: str = "verilator") -> dict:
         raise RuntimeError(f"case {case.name}: the run did not pass: {doc.get('message')}")
     return {
         "name": case.name, "writer": case.writer, "kwargs": case.kwargs,
+        "config": case.config, "seed": case.seed,
         "latency": case.latency, "fingerprint": config_fingerprint(acc),
         "total_cycles": doc["total_cycles"], "wall_seconds": round(wall, 1),
         "layers": [{k: layer[k] for k in ("name", "cycles", "pe_busy", "dma_stall",

@@ -22,7 +22,8 @@ What a descriptor costs
     input box (padding delivered as zero beats at one a cycle) and the ``(mt, nt)`` weight
     tile, each once compute has released the pass two back;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
-    kernel tap (``Td`` depth lanes in parallel), after both buffers hold the pass; one cycle
+    kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
+    tile's depth), after both buffers hold the pass; one cycle
     from the wait to the first beat; the PE array stalls when its output finds both partial-sum
     halves full;
   - *drain*: per tile, once the partial sums of its last pass are committed (PE-array latency),
@@ -49,6 +50,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from fcircnn.hw.layer_engine import core_lanes
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.report import format_table
 
@@ -408,6 +410,7 @@ class _Conv:
         self.taps = math.prod(d.kernel)
         self.residual = bool(d.flags & FLAG_RESIDUAL)
         self.in_groups = max(1, core.tn // 16)
+        self.lanes = core_lanes(core)
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
@@ -432,7 +435,8 @@ class _Conv:
         out_rows = groups * ext_d * ext_h
         out_beats = out_rows * ext_w
         out_whole = ext_w == d.conv_shape[2]
-        compute = ext_h * ext_w * self.taps
+        # Td lanes (td unrolled) take the tile's depths in parallel; one lane steps through them.
+        compute = (1 if self.lanes > 1 else ext_d) * ext_h * ext_w * self.taps
         ld = s[_LD]
         prm = s[_PRM]
         res_ready = _NEG

@@ -131,7 +131,8 @@ def test_model_layer_and_layer_selection():
     one = model_layer(acc, "conv3a")
     sub = model_network(acc, layers=["conv3a"])
     assert sub.layers == (one,)
-    assert one.pe_busy_cycles == 4 * 4 * 64 * 7 * 7 * 27  # m x n x tiles x voxels x taps
+    # m x n x tiles x voxels (one PE lane: the tile's 2 depths one after the other) x taps
+    assert one.pe_busy_cycles == 4 * 4 * 64 * 2 * 7 * 7 * 27
     with pytest.raises(KeyError, match="has no layer nope"):
         model_network(acc, layers=["nope"])
 
