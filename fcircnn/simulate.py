@@ -367,11 +367,12 @@ def save_image(image: Any, build: str | os.PathLike[str]) -> Path:
 
 def estimate_timeout_cycles(acc: Any, image: Any, backpressure: float = 0.0) -> int:
     """A generous cycle limit for running ``image``: 100,000 plus 20 times, per pass, the
-    tile-quantised compute cycles (``m_tiles * n_tiles * taps * ceil(D/Td) * H * W`` of the
-    conv output) plus the beats of weights, inputs (once per output tile), residual and output,
-    the beats divided by ``1 - backpressure``."""
+    tile-quantised compute cycles (``m_tiles * n_tiles * taps * ceil(D/lanes) * H * W`` of the
+    conv output, ``lanes`` the core's PE lanes) plus the beats of weights, inputs (once per
+    output tile), residual and output, the beats divided by ``1 - backpressure``."""
     from fcircnn.gen.descriptor import FLAG_RESIDUAL
     from fcircnn.gen.select import layer_descriptors
+    from fcircnn.hw.layer_engine import core_lanes
     from fcircnn.models.layout import BEAT_BYTES, ncdhw8_size
 
     stall = 1.0 / max(1.0 - backpressure, 0.01)
@@ -380,7 +381,8 @@ def estimate_timeout_cycles(acc: Any, image: Any, backpressure: float = 0.0) -> 
         for d in layer_descriptors(lp):
             core = acc.cores[d.core]
             D, H, W = d.conv_shape
-            compute = d.m_tiles * d.n_tiles * math.prod(d.kernel) * -(-D // core.td) * H * W
+            compute = (d.m_tiles * d.n_tiles * math.prod(d.kernel) * -(-D // core_lanes(core))
+                       * H * W)
             beats = (d.weight_bytes + ncdhw8_size(d.in_slots, *d.in_shape) * d.m_tiles
                      + ncdhw8_size(d.out_slots, *d.out_shape)
                      + (ncdhw8_size(d.out_slots, *d.conv_shape)
