@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.perf_model import model_network
 from fcircnn.hw.accelerator import TOP_NAME, Accelerator
 from fcircnn.hw.layer_engine import EngineGeometry, engine_geometry
 from fcircnn.models.config import builtin_path, load_accelerator
@@ -70,3 +71,10 @@ def test_whole_scaled_network_is_bit_exact(hardware, name):
         assert layer["passed"] and layer["mismatches"] == 0, layer
     print(name, doc["total_cycles"], "cycles,", f"{doc['wall_seconds']:.0f} s;",
           json.dumps({r["name"]: [r["cycles"], r["pe_busy"]] for r in doc["layers"]}))
+    # The performance model (issue 6) agrees with every layer's cycle entry within 3%.
+    perf = model_network(acc)
+    off = [f"{la.name}: model {la.cycles}, RTL {r['cycles']}"
+           for la, r in zip(perf.layers, doc["layers"], strict=True)
+           if la.pe_busy_cycles != r["pe_busy"]
+           or abs(la.cycles - r["cycles"]) > 0.03 * r["cycles"]]
+    assert not off, "; ".join(off)
