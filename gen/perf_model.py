@@ -583,9 +583,12 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     n_in = D * H * W
     Do, Ho, Wo = d.out_shape
     n_out = Do * Ho * Wo
-    # Trailing pool padding is processed as inserted voxels during which the input waits.
-    pd, ph, pw = d.pool_padding
-    inserted = (D + pd) * (H + ph) * (W + pw) - n_in
+    # CMaxPool's axis stages insert virtual (padding) positions after a sweep's last real one
+    # while windows still end in the trailing padding; the input waits during them. The w stage
+    # inserts voxels per row, the h stage lines of Wo voxels per plane, the d stage planes.
+    virtual = [max(0, (k - 1 - p) + (o - 1) * s - (n - 1)) for k, p, s, n, o in zip(
+        d.pool_window, d.pool_padding, d.pool_stride, d.in_shape, d.out_shape, strict=True)]
+    inserted = D * H * virtual[2] + D * virtual[1] * Wo + virtual[0] * Ho * Wo
     groups = -(-d.in_slots // 8)
     t_now = 0.0
     end = 0.0
