@@ -341,6 +341,27 @@ def _log2ceil(n: int) -> int:
     return max(0, (n - 1).bit_length())
 
 
+def _param_memory(depth: int, residual: bool) -> MemoryMapping:
+    """The post records' memory: ``depth`` words of 8 records of 256 bits, written in 128-bit
+    granules, of which the post chain reads mult [0, 32), res_mult [32, 64) (only with a
+    residual layer), bias [64, 160) and the two 6-bit shifts at 160 and 168.
+
+    As LUT RAM (simple dual port, up to 64 words), Yosys lays every granule out in units of
+    the primitive's width (14 bits of a RAM32M16, 7 of a RAM64M8) and builds only the units
+    holding a bit that is read; deeper, it is block RAM like any memory.
+    """
+    used = [(0, 32), (64, 160), (160, 166), (168, 174)] + ([(32, 64)] if residual else [])
+    if depth > 64:
+        return map_memory(_LANES * _RECORD_BITS, depth, block=False, granule=128)
+    words, unit, _, luts = _LUTRAM_SDP[0] if depth <= 32 else _LUTRAM_SDP[1]
+    units = 0
+    for start in range(0, _RECORD_BITS, 128):
+        for lo in range(start, start + 128, unit):
+            hi = min(lo + unit, start + 128)
+            units += any(a < hi and lo < b for a, b in used)
+    return MemoryMapping(lutram_luts=_LANES * units * -(-depth // words) * luts)
+
+
 def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict[str, float]]]:
     """Per component of one core: DSP count, memories and LUT/FF features."""
     Tn, Tm, Td, Tr, Tc, B, L = c.Tn, c.Tm, c.Td, c.Tr, c.Tc, c.B, c.lanes
@@ -374,7 +395,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "one": 1, "bits": L * Tm * _ACC_BITS,
     })
     # CMaxPool: w stage in registers, h stage two lines of (W+2) words, d stage two planes of
-    # (H+2)(W+2) words, 8 slots (128 bits) per word; a 1-word line is registers too.
+    # (H+2)(W+2) words, 8 slots (128 bits) per word, read and written at one address.
     pool_mems = [map_memory(128, n, block=False, single_port=True)
                  for n in (pw + 2, (ph + 2) * (pw + 2)) for _ in range(2)]
     comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
@@ -388,12 +409,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         comps["residual_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
             "one": 1, "banks": Td * G,
         })
-    # Post records: 8 per word, written in 128-bit granules; Yosys keeps only the bits the post
-    # chain reads (mult 32, res_mult 32 if a residual layer runs here, bias 96, shift 16 of the
-    # 256): per record a granule of 128 (96 without res_mult) and one of 48 bits.
-    low = 128 if c.residual else 96
-    comps["param_memory"] = (0, [map_memory(low + 48, 2 * G, block=False, granule=low)
-                                 for _ in range(_LANES)], {"one": 1})
+    comps["param_memory"] = (0, [_param_memory(2 * G, c.residual)], {"one": 1})
     comps["control"] = (0, [], {
         "one": 1,
         "drain_mux": _LANES * G * (L * 2 * _ACC_BITS + (Td * 16 if c.residual else 0)),
