@@ -281,6 +281,25 @@ def to_verilog(component: Any, name: str) -> str:
     return verilog.convert(component, name=name, emit_src=False)
 
 
+#: Yosys' ``write_verilog`` makes every ``always @*`` block read a trigger register declared
+#: ``reg <trigger> = 0;`` so that simulators evaluate the block at time 0.
+_TIME_ZERO_TRIGGER = re.compile(r"^(\s*)reg (\\\S+) += 0;$", re.M)
+
+
+def icarus_time_zero_fix(verilog: str) -> str:
+    """Make Icarus evaluate every ``always @*`` block once after time 0.
+
+    Icarus 11 applies declaration initialisers without an event, so Yosys' trigger registers
+    never wake the ``always @*`` blocks that read them: a combinational signal that depends
+    only on registers that do not change after reset (an FSM's output in a state it stays in,
+    a strobe that is 0 until a bus write) stays X. Toggling each trigger at 1 ps (before the
+    first clock edge; the triggers drive nothing) wakes those blocks; Verilator and synthesis
+    never see this change.
+    """
+    return _TIME_ZERO_TRIGGER.sub(lambda m: f"{m.group(0)}\n{m.group(1)}initial #1 "
+                                            f"{m.group(2)} = 1'h1;", verilog)
+
+
 def tb_params() -> dict[str, Any]:
     """Inside a cocotb testbench: the ``parameters`` given to :func:`run_cocotb`."""
     return json.loads(os.environ.get(PARAMS_ENV, "{}"))
@@ -449,6 +468,8 @@ def run_cocotb(
 
     info = find_simulator(simulator)
     verilog = design if isinstance(design, str) else to_verilog(design, toplevel)
+    if simulator == "icarus":
+        verilog = icarus_time_zero_fix(verilog)
     params = dict(parameters or {})
     params_json = json.dumps(params, sort_keys=True)
 

@@ -73,3 +73,23 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, kin
     assert fault["error_code"] == (3 if kind == "read" else 7)
     assert r.base <= fault["error_addr"] < r.end
     _check(doc, image)  # the next start runs the whole list again, bit-exact
+
+
+def test_icarus_runs_the_top_level_bit_exact(compiled, tmp_path):
+    """The second simulator: the stride-2 conv, GAP and FC layers (from one start, inputs
+    pre-filled with the golden maps) on Icarus, whose time-0 evaluation of combinational logic
+    needs :func:`fcircnn.sim.runner.icarus_time_zero_fix` (applied by ``run_cocotb``)."""
+    from fcircnn.gen.select import select_layers
+    from fcircnn.sim.runner import require_simulator
+
+    require_simulator("icarus")
+    acc, image, _ = compiled
+    sub = select_layers(image, ["c3", "gap", "fc"])
+    sub.save(tmp_path / "image")
+    results = tmp_path / "icarus.json"
+    run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+               "icarus", parameters={},
+               extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
+                   "image_dir": str(tmp_path / "image"), "results": str(results),
+                   "timeout_cycles": 20_000, "seed": 2, "backpressure": 0.2})})
+    _check(json.loads(results.read_text()), sub)

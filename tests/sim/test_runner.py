@@ -153,3 +153,16 @@ def test_waves_icarus(monkeypatch, tmp_path):
     results = run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul",
                          "icarus", parameters={"seed": 1, "beats": 10}, waves=True)
     assert (results.parents[2] / "packed_mul.fst").stat().st_size > 0
+
+
+def test_icarus_time_zero_fix_toggles_every_trigger_and_nothing_else():
+    from fcircnn.hw.regfile import ControlRegisters
+
+    verilog = to_verilog(ControlRegisters(12, error_addr_width=64), "regs")
+    fixed = runner.icarus_time_zero_fix(verilog)
+    triggers = re.findall(r"^\s*reg (\\\S+) += 0;$", verilog, re.M)
+    assert triggers, "Yosys no longer emits time-0 trigger registers: revisit the fix"
+    for trigger in triggers:
+        assert f"initial #1 {trigger} = 1'h1;" in fixed
+    added = set(fixed.splitlines()) - set(verilog.splitlines())
+    assert len(added) == len(set(triggers)) and all("initial #1" in line for line in added)
