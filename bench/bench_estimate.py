@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fcircnn.gen.estimate import calibration_accelerator
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "gen" / "calibration.json"
 WORK = ROOT / "build" / "calib"
@@ -45,17 +47,6 @@ ENGINE_PARTS = {
     "post": "post_chain", "outbuf": "output_buffer", "resbuf": "residual_buffer",
     "pmem": "param_memory",
 }
-
-
-def load_point(point: dict, folder: Path):
-    """The :class:`AcceleratorConfig` of a calibration point (YAML written into ``folder``)."""
-    from fcircnn.models.config import builtin_path, load_accelerator
-
-    if "builtin" in point:
-        return load_accelerator(builtin_path(point["builtin"]))
-    (folder / "net.yaml").write_text(point["network"])
-    (folder / "acc.yaml").write_text(point["accelerator"])
-    return load_accelerator(folder / "acc.yaml")
 
 
 def component_of(name: str, cores: list[str]) -> str:
@@ -185,7 +176,7 @@ def measure(point: dict, *, reuse: bool = True) -> dict:
     from fcircnn.sim.runner import to_verilog
 
     with tempfile.TemporaryDirectory() as tmp:
-        acc = load_point(point, Path(tmp))
+        acc = calibration_accelerator(point, Path(tmp))
     start = time.monotonic()
     verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
     verilog_s = time.monotonic() - start
@@ -263,7 +254,7 @@ def fit_samples(data: dict) -> dict[str, list]:
         if "components" not in point:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            acc = load_point(point, Path(tmp))
+            acc = calibration_accelerator(point, Path(tmp))
         rows = []
         for model in component_models(acc):
             key = f"{model.core}/{model.name}" if model.core else model.name
@@ -341,7 +332,7 @@ def table_rows(data: dict) -> list[list]:
         if "measured" not in point:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            acc = load_point(point, Path(tmp))
+            acc = calibration_accelerator(point, Path(tmp))
         est = estimate.estimate_resources(acc).total
         m = point["measured"]
         row = [point["name"], ", ".join(f"{c.tn}/{c.tm}/{c.td}/{c.tr}/{c.tc}" for c in acc.cores),

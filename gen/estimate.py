@@ -72,9 +72,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -86,6 +88,7 @@ __all__ = [
     "ResourceCounts",
     "ResourceEstimate",
     "calibration",
+    "calibration_accelerator",
     "component_models",
     "estimate_resources",
     "format_estimate",
@@ -288,6 +291,19 @@ def map_memory(width: int, depth: int, *, block: bool = True, single_port: bool 
 
 # --------------------------------------------------------------------------------------------
 # Calibration data
+
+
+def calibration_accelerator(point: Mapping[str, Any], folder: str | os.PathLike[str]) -> Any:
+    """The accelerator of a calibration point of :func:`calibration`: a built-in
+    configuration, or the point's network and accelerator YAML written into ``folder``."""
+    from fcircnn.models.config import builtin_path, load_accelerator
+
+    if "builtin" in point:
+        return load_accelerator(builtin_path(point["builtin"]))
+    folder = Path(folder)
+    (folder / "net.yaml").write_text(point["network"])
+    (folder / "acc.yaml").write_text(point["accelerator"])
+    return load_accelerator(folder / "acc.yaml")
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from fcircnn.gen.estimate import (
     ComponentEstimate,
     ResourceCounts,
     ResourceEstimate,
+    calibration_accelerator,
     component_models,
     estimate_resources,
     map_memory,
@@ -32,15 +32,6 @@ POINTS = estimate.calibration()["points"]
 MEASURED = [p for p in POINTS if "measured" in p]
 #: Acceptance of issue 6: largest relative error per resource (DSP exact).
 TOLERANCE = {"dsp": 0.0, "bram36": 0.10, "lut": 0.20, "ff": 0.20}
-
-
-def load_point(point: dict, folder: Path):
-    """The accelerator of a calibration point (its YAML written into ``folder``)."""
-    if "builtin" in point:
-        return load_accelerator(builtin_path(point["builtin"]))
-    (folder / "net.yaml").write_text(point["network"])
-    (folder / "acc.yaml").write_text(point["accelerator"])
-    return load_accelerator(folder / "acc.yaml")
 
 
 def errors(est: ResourceCounts, measured: dict) -> dict[str, float]:
@@ -69,7 +60,7 @@ def test_calibration_covers_small_to_paper_sizes():
 
 @pytest.mark.parametrize("point", MEASURED, ids=[p["name"] for p in MEASURED])
 def test_estimate_within_tolerance_of_yosys(point, tmp_path):
-    acc = load_point(point, tmp_path)
+    acc = calibration_accelerator(point, tmp_path)
     assert config_fingerprint(acc) == point["fingerprint"], "cached point is another config"
     est = estimate_resources(acc).total
     measured = point["measured"]
@@ -84,7 +75,7 @@ def test_memories_per_component_are_exact(point, tmp_path):
     """The memory mapping reproduces Yosys' block RAM of every component and the LUT RAM of
     the modelled memories (tile buffers, CMaxPool lines, post records; the FIFOs' few LUT RAM
     cells in control and DMA are part of their fitted LUT counts)."""
-    acc = load_point(point, tmp_path)
+    acc = calibration_accelerator(point, tmp_path)
     for model in component_models(acc):
         key = f"{model.core}/{model.name}" if model.core else model.name
         got = point["components"].get(key, {"bram36": 0.0, "lutram_luts": 0})
@@ -239,7 +230,7 @@ def test_calibration_cache_is_current(name, tmp_path):
     from fcircnn.sim.runner import to_verilog
 
     point = next(p for p in MEASURED if p["name"] == name)
-    acc = load_point(point, tmp_path)
+    acc = calibration_accelerator(point, tmp_path)
     verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
     report = synthesize(verilog, TOP_NAME, levels=True)
     measured = {"dsp": report.dsp, "bram36": report.bram36, "lut": report.lut_total,
