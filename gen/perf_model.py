@@ -55,6 +55,7 @@ from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.report import format_table
 
 from .descriptor import DESCRIPTOR_BYTES, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+from .dma_plan import Span
 
 __all__ = [
     "EngineTiming",
@@ -339,17 +340,11 @@ def _write_last(mem: MemoryModel, t: EngineTiming, cmd: float, n: int, rows: int
 
 
 @dataclass(frozen=True)
-class _Axis:
-    """One tile class along an axis: output extent and the input box's pre/len/post."""
+class _Axis(Span):
+    """One tile class along an axis: the input box's span (pre/length/post) and the tile's
+    output extent."""
 
     ext: int
-    pre: int
-    length: int
-    post: int
-
-    @property
-    def total(self) -> int:
-        return self.pre + self.length + self.post
 
 
 def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
@@ -364,7 +359,7 @@ def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
         start = lo * s - p
         end = start + (ext - 1) * s + k
         pre, post = max(0, -start), max(0, end - size)
-        ax = _Axis(ext, pre, end - start - pre - post, post)
+        ax = _Axis(pre, end - start - pre - post, post, ext)
         if runs and i > 1 and runs[-1][0] == ax:
             runs[-1] = (ax, runs[-1][1] + 1)
         else:
