@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from fcircnn.models.config import (
     AcceleratorConfig,
     ConfigError,
@@ -190,7 +192,7 @@ def network_with_block_size(net: NetworkConfig, B: int) -> NetworkConfig:
         layer.pop("block_size", None)
     try:
         return NetworkConfig.model_validate(data)
-    except Exception as exc:  # pydantic's ValidationError: report it as a sweep problem
+    except ValidationError as exc:
         raise SweepError(f"network {net.name} with B = {B}: {exc}") from None
 
 
