@@ -292,7 +292,7 @@ def _comb_weight(cell_type: str) -> int | None:
 
 
 def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None, *,
-                 n_ends: int = 40) -> LogicPath:
+                 n_ends: int = 40, to: str | None = None) -> LogicPath:
     """Longest register-to-register path of a mapped, flattened Yosys JSON netlist.
 
     Parameters
@@ -300,6 +300,9 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
     netlist : path of a ``write_json`` file, or its parsed content
     top : module name (default: the only module with cells, or the ``top`` attribute)
     n_ends : how many end points :attr:`LogicPath.ends` lists
+    to : regular expression; if given, :attr:`LogicPath.cells` is the longest path into an end
+        point whose label (as :attr:`LogicPath.ends` spells it) it matches anywhere, and
+        :attr:`LogicPath.levels` that path's levels (to see why one register is deep)
 
     Returns
     -------
@@ -388,10 +391,10 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
         c = driver.get(b)
         if c is None:
             continue
-        if best[c] > score:
-            score, end, last = best[c], sink, c
         group = re.sub(r"\[\d+\]", "", labels.get(sink, sink))
         worst[group] = max(worst.get(group, 0), best[c][0])
+        if best[c] > score and (to is None or re.search(to, group)):
+            score, end, last = best[c], sink, c
     cells: list[str] = []
     node = last
     while node is not None:

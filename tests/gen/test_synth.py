@@ -145,6 +145,10 @@ def test_logic_levels_counts_luts_between_registers():
     assert path.cells[0] == "from core0.acc"
     assert [c.split()[0] for c in path.cells[1:-1]] == ["LUT1", "RAM32M", "LUT6"]
     assert path.cells[-1] == "to FDRE core0.sum"
+    # The deepest path into one chosen register: rb (from ra through l1, the carries and l2).
+    into_rb = logic_levels(_netlist(cells, {"core0.acc": [10], "core0.tile": [16]}), to="rb|tile")
+    assert into_rb.levels == 2 and into_rb.cells[-1] == "to FDRE core0.tile"
+    assert logic_levels(_netlist(cells, {}), to="no such register").cells == ()
     # Without the RAM the longest path is the carry path: 2 LUTs and 2 CARRY4 (the LUT chains
     # w1..w3 and l3 end nowhere).
     del cells["m"]
