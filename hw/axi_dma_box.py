@@ -104,6 +104,56 @@ def status_layout(addr_width: int) -> data.StructLayout:
     return data.StructLayout({"code": Status, "addr": addr_width})
 
 
+class _Axis:
+    """Row position along the ``d`` or ``h`` axis of a box, as registered flags.
+
+    ``rem`` counts the positions left including the current one (``tot`` .. 1); ``pad`` and
+    ``last`` say whether the current position is padding and the axis' last. Moving on only
+    compares registers with per-command constants (``lp1 = len + post + 1``, ``post1 = post +
+    1``): position ``rem`` is padding iff ``rem > len + post`` (before the map) or ``rem <=
+    post`` (after it), so the next one (``rem - 1``) is iff ``rem > lp1`` or ``rem <= post1``.
+    """
+
+    def __init__(self, name: str):
+        cw = COUNT_WIDTH + 2
+        self.rem = Signal(cw, name=f"{name}_rem")
+        self.tot = Signal(cw, name=f"{name}_tot")
+        self.lp1 = Signal(cw, name=f"{name}_lp1")
+        self.post1 = Signal(cw, name=f"{name}_post1")
+        self.pad0 = Signal(name=f"{name}_pad0")
+        self.last0 = Signal(name=f"{name}_last0")
+        self.pad = Signal(name=f"{name}_pad")
+        self.last = Signal(name=f"{name}_last")
+
+    def load(self, pre, len_, post):
+        """Statements taking a command's counts; the position is the axis' first."""
+        zero = [pre == 0, len_ == 0, post == 0]
+        one = [pre == 1, len_ == 1, post == 1]
+        # pre + len + post == 1, without the sum on the path.
+        last0 = ((one[0] & zero[1] & zero[2]) | (zero[0] & one[1] & zero[2])
+                 | (zero[0] & zero[1] & one[2]))
+        pad0 = (pre != 0) | zero[1]
+        tot = pre + len_ + post
+        return [self.tot.eq(tot), self.rem.eq(tot), self.lp1.eq(len_ + post + 1),
+                self.post1.eq(post + 1), self.pad0.eq(pad0), self.last0.eq(last0),
+                self.pad.eq(pad0), self.last.eq(last0)]
+
+    @staticmethod
+    def empty(pre, len_, post):
+        """``pre + len + post == 0`` of a command's counts."""
+        return (pre == 0) & (len_ == 0) & (post == 0)
+
+    def step(self):
+        """Statements moving to the next position (not after the last)."""
+        return [self.rem.eq(self.rem - 1), self.pad.eq((self.rem > self.lp1)
+                                                       | (self.rem <= self.post1)),
+                self.last.eq(self.rem == 2)]
+
+    def wrap(self):
+        """Statements moving back to the first position (after the last)."""
+        return [self.rem.eq(self.tot), self.pad.eq(self.pad0), self.last.eq(self.last0)]
+
+
 class BoxWalker(wiring.Component):
     """Turn box commands into segments: zero runs and legal AXI INCR bursts.
 
@@ -118,6 +168,10 @@ class BoxWalker(wiring.Component):
       ``2**addr_width`` ends the box with ``status = OVERFLOW`` instead; its ``addr`` holds the
       low ``addr_width`` bits of the first unreachable address. Nothing from there on is issued.
     * ``abort`` (level) ends a box early with a zero-beat ``last`` segment.
+    * Timing: every ``seg`` output is a register or one gate of registers, and what the walker
+      computes for its next segment (the next burst's length, the next row's flags and
+      address) only combines registers with ``seg.ready``; the per-command constants are taken
+      from ``cmd.payload`` when it is accepted.
 
     Parameters
     ----------
@@ -144,27 +198,31 @@ class BoxWalker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
-        box = Signal(box_layout(aw))
         cw = COUNT_WIDTH + 2
-        g, d, h = Signal(COUNT_WIDTH), Signal(cw), Signal(cw)
-        d_tot, h_tot, w_tot = Signal(cw), Signal(cw), Signal(cw)
-        d_end, h_end = Signal(cw), Signal(cw)
+        # Per-command constants.
+        stride_g, stride_d, stride_h = Signal(aw), Signal(aw), Signal(aw)
+        w_pre, w_len, w_post = Signal(COUNT_WIDTH), Signal(COUNT_WIDTH), Signal(COUNT_WIDTH)
+        w_tot = Signal(cw)
+        w_pre_nz, w_post_nz, w_len_z = Signal(), Signal(), Signal()
+        # Row position: groups left (with the current one), d and h as flags.
+        g_rem = Signal(COUNT_WIDTH)
+        last_g = Signal()
+        dx, hx = _Axis("d"), _Axis("h")
         # Row addresses with a sticky overflow bit (bit aw): a_g group start, a_d plane start,
-        # a_h current in-map row.
+        # a_h current in-map row. a_g holds the command's address until the first group ends.
         a_g, a_d, a_h = Signal(aw + 1), Signal(aw + 1), Signal(aw + 1)
+        # The burst on offer in BUS: address (bit aw set: past the address space), beats left
+        # in the row, its length and whether it ends the row.
         cur = Signal(aw + 1)
         rem = Signal(COUNT_WIDTH)
+        n = Signal(9)
+        row_end = Signal()
 
         seg = self.seg
         p = seg.payload
 
-        d_pad = (d < box.d_pre) | (d >= d_end)
-        h_pad = (h < box.h_pre) | (h >= h_end)
-        row_pad = d_pad | h_pad | (box.w_len == 0)
-        last_h = h == h_tot - 1
-        last_d = d == d_tot - 1
-        last_g = g == box.groups - 1
-        last_row = last_h & last_d & last_g
+        row_pad = dx.pad | hx.pad | w_len_z
+        last_row = hx.last & dx.last & last_g
         m.d.comb += p.last_group.eq(last_g)
 
         def add(acc, inc):
@@ -172,36 +230,38 @@ class BoxWalker(wiring.Component):
             return (acc[:aw] + inc)[: aw + 1] | (acc[aw] << aw)
 
         def advance_row():
-            with m.If(last_h):
-                m.d.sync += h.eq(0)
-                with m.If(last_d):
-                    m.d.sync += d.eq(0)
-                    nxt = add(a_g, box.stride_g)
-                    m.d.sync += [g.eq(g + 1), a_g.eq(nxt), a_d.eq(nxt), a_h.eq(nxt)]
+            with m.If(hx.last):
+                m.d.sync += hx.wrap()
+                with m.If(dx.last):
+                    m.d.sync += dx.wrap()
+                    nxt = add(a_g, stride_g)
+                    m.d.sync += [g_rem.eq(g_rem - 1), last_g.eq(g_rem == 2),
+                                 a_g.eq(nxt), a_d.eq(nxt), a_h.eq(nxt)]
                 with m.Else():
-                    m.d.sync += d.eq(d + 1)
-                    with m.If(~d_pad):
-                        nxt = add(a_d, box.stride_d)
+                    m.d.sync += dx.step()
+                    with m.If(~dx.pad):
+                        nxt = add(a_d, stride_d)
                         m.d.sync += [a_d.eq(nxt), a_h.eq(nxt)]
                     with m.Else():
                         m.d.sync += a_h.eq(a_d)
             with m.Else():
-                m.d.sync += h.eq(h + 1)
-                with m.If(~h_pad):
-                    m.d.sync += a_h.eq(add(a_h, box.stride_h))
+                m.d.sync += hx.step()
+                with m.If(~hx.pad):
+                    m.d.sync += a_h.eq(add(a_h, stride_h))
             with m.If(last_row):
                 m.next = "IDLE"
             with m.Else():
                 m.next = "ROW"
 
-        # Burst length: min(rem, beats to the next 4 KB boundary) (the boundary bound <= 256).
+        # First burst of a row at a_h: min(w_len, beats to the next 4 KB boundary); the bursts
+        # after it start on a boundary: min(beats left, 256). A burst never passes a 4 KB
+        # boundary, and 2**aw is one, so only a burst starting at or past 2**aw (cur[aw])
+        # overflows.
         to_page = Signal(9)
-        m.d.comb += to_page.eq(256 - cur[4:12])
-        n = Signal(9)
-        m.d.comb += n.eq(Mux(rem < to_page, rem, to_page))
-        end = Signal(aw + 2)
-        m.d.comb += end.eq(cur + (n << 4))
-        overflow = cur[aw] | (end > (1 << aw))
+        m.d.comb += to_page.eq(256 - a_h[4:12])
+        fits = w_len <= to_page
+        left = Signal(COUNT_WIDTH)
+        m.d.comb += left.eq(rem - n)
 
         with m.FSM():
             # One cycle out of reset before accepting commands: the state register then changes
@@ -214,26 +274,29 @@ class BoxWalker(wiring.Component):
                 c = self.cmd.payload
                 with m.If(self.cmd.valid):
                     m.d.sync += [
-                        box.eq(c), g.eq(0), d.eq(0), h.eq(0),
-                        a_g.eq(c.addr), a_d.eq(c.addr), a_h.eq(c.addr),
-                        d_tot.eq(c.d_pre + c.d_len + c.d_post),
-                        h_tot.eq(c.h_pre + c.h_len + c.h_post),
+                        stride_g.eq(c.stride_g), stride_d.eq(c.stride_d),
+                        stride_h.eq(c.stride_h),
+                        w_pre.eq(c.w_pre), w_len.eq(c.w_len), w_post.eq(c.w_post),
                         w_tot.eq(c.w_pre + c.w_len + c.w_post),
-                        d_end.eq(c.d_pre + c.d_len),
-                        h_end.eq(c.h_pre + c.h_len),
+                        w_pre_nz.eq(c.w_pre != 0), w_post_nz.eq(c.w_post != 0),
+                        w_len_z.eq(c.w_len == 0),
+                        g_rem.eq(c.groups), last_g.eq(c.groups == 1),
+                        dx.load(c.d_pre, c.d_len, c.d_post),
+                        hx.load(c.h_pre, c.h_len, c.h_post),
+                        a_g.eq(c.addr), a_d.eq(c.addr), a_h.eq(c.addr),
                     ]
                     bad = (Cat(c.addr[:4], c.stride_g[:4], c.stride_d[:4], c.stride_h[:4]).any()
                            | (c.groups == 0)
-                           | ((c.d_pre + c.d_len + c.d_post) == 0)
-                           | ((c.h_pre + c.h_len + c.h_post) == 0)
-                           | ((c.w_pre + c.w_len + c.w_post) == 0))
+                           | _Axis.empty(c.d_pre, c.d_len, c.d_post)
+                           | _Axis.empty(c.h_pre, c.h_len, c.h_post)
+                           | _Axis.empty(c.w_pre, c.w_len, c.w_post))
                     with m.If(bad):
                         m.next = "BAD"
                     with m.Else():
                         m.next = "ROW"
             with m.State("BAD"):
                 m.d.comb += [seg.valid.eq(1), p.status.eq(Status.BAD_COMMAND), p.last.eq(1),
-                             p.addr.eq(box.addr)]
+                             p.addr.eq(a_g)]
                 with m.If(seg.ready):
                     m.next = "IDLE"
             with m.State("ROW"):
@@ -244,26 +307,28 @@ class BoxWalker(wiring.Component):
                     with m.If(seg.ready):
                         advance_row()
                 with m.Else():
-                    m.d.comb += [seg.valid.eq(box.w_pre != 0), p.beats.eq(box.w_pre)]
-                    with m.If((box.w_pre == 0) | seg.ready):
-                        m.d.sync += [cur.eq(a_h), rem.eq(box.w_len)]
+                    m.d.comb += [seg.valid.eq(w_pre_nz), p.beats.eq(w_pre)]
+                    with m.If(~w_pre_nz | seg.ready):
+                        m.d.sync += [cur.eq(a_h), rem.eq(w_len), row_end.eq(fits),
+                                     n.eq(Mux(fits, w_len, to_page))]
                         m.next = "BUS"
             with m.State("BUS"):
-                row_end = n == rem
                 with m.If(self.abort):
                     m.next = "ABORT"
-                with m.Elif(overflow):
+                with m.Elif(cur[aw]):
                     m.d.comb += [seg.valid.eq(1), p.status.eq(Status.OVERFLOW), p.last.eq(1),
                                  p.addr.eq(cur)]
                     with m.If(seg.ready):
                         m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [seg.valid.eq(1), p.burst.eq(1), p.addr.eq(cur), p.beats.eq(n),
-                                 p.last.eq(row_end & last_row & (box.w_post == 0))]
+                                 p.last.eq(row_end & last_row & ~w_post_nz)]
                     with m.If(seg.ready):
-                        m.d.sync += [cur.eq(end), rem.eq(rem - n)]
+                        m.d.sync += [cur.eq(cur + (n << 4)), rem.eq(left),
+                                     n.eq(Mux(left[8:].any(), 256, left[:8])),
+                                     row_end.eq(left <= 256)]
                         with m.If(row_end):
-                            with m.If(box.w_post != 0):
+                            with m.If(w_post_nz):
                                 m.next = "POST"
                             with m.Else():
                                 advance_row()
@@ -271,7 +336,7 @@ class BoxWalker(wiring.Component):
                 with m.If(self.abort):
                     m.next = "ABORT"
                 with m.Else():
-                    m.d.comb += [seg.valid.eq(1), p.beats.eq(box.w_post), p.last.eq(last_row)]
+                    m.d.comb += [seg.valid.eq(1), p.beats.eq(w_post), p.last.eq(last_row)]
                     with m.If(seg.ready):
                         advance_row()
             with m.State("ABORT"):
