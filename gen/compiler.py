@@ -12,10 +12,13 @@ Memory map
 ----------
 Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 KB aligned):
 
-* ``descriptors`` -- the descriptor list, 128 bytes per layer in layer order, each
-  ``next_desc`` pointing at the following one; its base is the value for ``DESC_PTR``;
-* ``cycles`` -- one 16-byte entry per layer (one beat): the layer's cycle count as a
-  little-endian uint64, then 8 reserved bytes; written by the engine at ``cycles_addr``;
+* ``descriptors`` -- the descriptor list, one
+  :data:`~fcircnn.gen.descriptor.DESCRIPTOR_BYTES` (256-byte) descriptor per engine pass in
+  layer order, each ``next_desc`` pointing at the following one; its base is the value for
+  ``DESC_PTR``;
+* ``cycles`` -- one 16-byte entry per descriptor (one beat), little-endian: the pass's cycle
+  count as uint64, then its PE-busy and DMA-stall cycles as uint32 each (modulo 2^32);
+  written by the top level at ``cycles_addr``;
 * ``input`` -- the quantized network input, NC/8DHW8 (:func:`fcircnn.models.layout.pack_ncdhw8`);
 * per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
   output shape, zero in the image: the engine writes it).
@@ -117,7 +120,7 @@ __all__ = [
 ALIGN = 4096
 #: Bytes of one post-parameter record.
 POST_RECORD_BYTES = 32
-#: Bytes of one cycle-count entry (one beat: uint64 count, then 8 reserved bytes).
+#: Bytes of one cycle-count entry (one beat: uint64 cycles, uint32 PE-busy, uint32 DMA-stall).
 CYCLE_BYTES = 16
 
 _INT16 = 1 << 15
