@@ -19,7 +19,7 @@ from .buffer_input import InputBuffer
 from .buffer_output import OutputBuffer
 from .buffer_psum import PartialSumBuffer
 from .buffer_weight import WeightBuffer
-from .common import check_block_size, check_positive, rejecting
+from .common import check_block_size, check_positive, mul_small, rejecting
 from .pe_array import PEArray
 from .post_chain import PostChain
 
@@ -95,19 +95,14 @@ def core_lanes(core) -> int:
     return core.td if "td" in core.unroll else 1
 
 
-def _mul_small(x, s, max_s: int):
-    """``x * s`` for a run-time ``s`` in ``1..max_s`` as a mux of shifted adds (no DSP)."""
-    result = Const(0)
-    for k in range(1, max_s + 1):
-        result = Mux(s == k, x * k, result)
-    return result
-
-
 class _Walk:
     """Counters of the layer's tile loop nest ``mt > (td, th, tw) > nt`` and the geometry of
-    the current tile (combinational from the counters; no multiplier).
+    the current tile, kept in registers next to the counters.
 
-    One instance per walker (loader, compute, drain, store), each advancing on its own.
+    One instance per walker (loader, compute, drain, store), each advancing on its own. The tile
+    geometry (extents, last-iteration flags, slot groups of the m-tile) is computed with the
+    counters' next values in :meth:`reset` and :meth:`advance`, so it is valid whenever the
+    counters are and its consumers start from registers (timing: see the engine docstring).
     """
 
     def __init__(self, m: Module, name: str, desc, eng: LayerEngine, *, with_nt: bool):
@@ -127,67 +122,88 @@ class _Walk:
         self.nt_in = S(32, "nt_in")
         self.nt_sub = S(range(max(2, eng.subs)), "nt_sub")
         self.done = S(1, "done")
-
-        d = desc
-        # Tile extents and the first/last flags of each loop.
+        # Tile geometry: rest = conv_shape - conv_lo, ext = min(rest, tile) (the tile's extent,
+        # clipped at the map's edge), the last-iteration flags of each loop, and the m-tile's
+        # slot groups and slots in its last group.
+        self.rest = [S(16, f"rest{a}") for a in "dhw"]
         self.ext = [S(16, f"ext{a}") for a in "dhw"]
-        for a in range(3):
-            rest = d.conv_shape[a] - self.conv_lo[a]
-            m.d.comb += self.ext[a].eq(Mux(rest < d.tile[a], rest, d.tile[a]))
-        self.last_t = [self.t[a] == d.tiles[a] - 1 for a in range(3)]
-        self.last_nt = self.nt == d.n_tiles - 1
-        self.last_mt = self.mt == d.m_tiles - 1
-        self.last_tile = self.last_t[0] & self.last_t[1] & self.last_t[2]
-        # Output slots and groups of this m-tile.
-        half = eng.Tm // 2
-        self.slots_m = S(range(half + 1), "slots_m")
-        m.d.comb += self.slots_m.eq(Mux(self.mt_slots < half, self.mt_slots, half))
+        self.last_t = [S(1, f"last_t{a}") for a in "dhw"]
+        self.last_nt = S(1, "last_nt")
+        self.last_mt = S(1, "last_mt")
         self.groups_m = S(range(eng.G + 1), "groups_m")
-        m.d.comb += self.groups_m.eq((self.slots_m + 7) >> 3)
-        self.last_lanes = S(4, "last_lanes")
-        m.d.comb += self.last_lanes.eq(self.slots_m - ((self.groups_m - 1) << 3))
+        self.last_lanes = S(range(SLOTS_PER_BEAT + 1), "last_lanes")
+        self.last_tile = self.last_t[0] & self.last_t[1] & self.last_t[2]
+        # Cycles until registers computed from the counters (input_box) are valid again.
+        self.settle = S(range(3), "settle")
+        self.settled = self.settle == 0
+        with m.If(~self.settled):
+            m.d.sync += self.settle.eq(self.settle - 1)
+
+    def _m_tile(self, slots):
+        """Statements setting ``groups_m``/``last_lanes`` for an m-tile with ``slots`` output
+        slots from it on (``Tm/2`` a multiple of 8: the last group is full unless it is the
+        layer's last)."""
+        half = self.eng.Tm // 2
+        part = slots < half
+        return [self.groups_m.eq(Mux(part, (slots + 7) >> 3, self.eng.G)),
+                self.last_lanes.eq(Mux(part, (slots - 1)[:3] + 1, SLOTS_PER_BEAT))]
 
     def reset(self, desc):
         """Restart at the first iteration of the layer ``desc`` (being latched)."""
         d, m = desc, self.m
         stmts = [self.mt.eq(0), self.nt.eq(0), self.nt_in.eq(0), self.nt_sub.eq(0),
                  self.mt_out.eq(0), self.mt_post.eq(0), self.mt_slots.eq(d.out_slots),
-                 self.w_mt.eq(0), self.w_nt.eq(0), self.done.eq(0)]
+                 self.w_mt.eq(0), self.w_nt.eq(0), self.done.eq(0),
+                 self.last_nt.eq(d.n_tiles <= 1), self.last_mt.eq(d.m_tiles <= 1),
+                 self.settle.eq(2), *self._m_tile(d.out_slots)]
         for a in range(3):
             stmts += [self.t[a].eq(0), self.conv_lo[a].eq(0), self.in_acc[a].eq(0),
-                      self.out_acc[a].eq(0)]
+                      self.out_acc[a].eq(0), *self._first_tile(d, a)]
         m.d.sync += stmts
+
+    def _first_tile(self, d, a):
+        shape, tile = d.conv_shape[a], d.tile[a]
+        return [self.rest[a].eq(shape), self.ext[a].eq(Mux(shape < tile, shape, tile)),
+                self.last_t[a].eq(shape <= tile)]
 
     def advance(self):
         """Step to the next iteration (``done`` after the last)."""
         m, d, eng = self.m, self.desc, self.eng
+        m.d.sync += self.settle.eq(2)
 
         def tiles_step(a=2):
             # w fastest, then h, then d; then the next m-tile.
             with m.If(~self.last_t[a]):
+                rest, tile = self.rest[a], d.tile[a]
                 m.d.sync += [self.t[a].eq(self.t[a] + 1),
-                             self.conv_lo[a].eq(self.conv_lo[a] + d.tile[a]),
+                             self.conv_lo[a].eq(self.conv_lo[a] + tile),
                              self.in_acc[a].eq(self.in_acc[a] + d.in_step[a]),
-                             self.out_acc[a].eq(self.out_acc[a] + d.out_step[a])]
+                             self.out_acc[a].eq(self.out_acc[a] + d.out_step[a]),
+                             self.rest[a].eq(rest - tile),
+                             self.ext[a].eq(Mux(rest < (tile << 1), rest - tile, tile)),
+                             self.last_t[a].eq(rest <= (tile << 1))]
             with m.Else():
                 m.d.sync += [self.t[a].eq(0), self.conv_lo[a].eq(0), self.in_acc[a].eq(0),
-                             self.out_acc[a].eq(0)]
+                             self.out_acc[a].eq(0), *self._first_tile(d, a)]
                 if a:
                     tiles_step(a - 1)
                 else:
                     with m.If(self.last_mt):
                         m.d.sync += self.done.eq(1)
                     with m.Else():
+                        next_slots = self.mt_slots - eng.Tm // 2
                         m.d.sync += [self.mt.eq(self.mt + 1),
+                                     self.last_mt.eq(self.mt + 2 == d.m_tiles),
                                      self.mt_out.eq(self.mt_out + d.out_mt_step),
                                      self.mt_post.eq(self.mt_post + eng.Tm * 16),
-                                     self.mt_slots.eq(self.mt_slots - eng.Tm // 2)]
+                                     self.mt_slots.eq(next_slots), *self._m_tile(next_slots)]
 
         if not self.with_nt:
             tiles_step()
             return
         with m.If(~self.last_nt):
-            m.d.sync += [self.nt.eq(self.nt + 1), self.w_nt.eq(self.w_nt + d.weight_tile_bytes)]
+            m.d.sync += [self.nt.eq(self.nt + 1), self.last_nt.eq(self.nt + 2 == d.n_tiles),
+                         self.w_nt.eq(self.w_nt + d.weight_tile_bytes)]
             if eng.subs > 1:
                 with m.If(self.nt_sub == eng.subs - 1):
                     m.d.sync += [self.nt_sub.eq(0), self.nt_in.eq(self.nt_in + d.in_nt_step)]
@@ -196,32 +212,45 @@ class _Walk:
             else:
                 m.d.sync += self.nt_in.eq(self.nt_in + d.in_nt_step)
         with m.Else():
-            m.d.sync += [self.nt.eq(0), self.nt_sub.eq(0), self.nt_in.eq(0), self.w_nt.eq(0)]
+            m.d.sync += [self.nt.eq(0), self.nt_sub.eq(0), self.nt_in.eq(0), self.w_nt.eq(0),
+                         self.last_nt.eq(d.n_tiles <= 1)]
             with m.If(self.last_tile):
                 m.d.sync += self.w_mt.eq(self.w_mt + self.w_nt + d.weight_tile_bytes)
             tiles_step()
 
-    def input_box(self, box, base, groups, sub_groups=None):
-        """Drive ``box`` (a box_layout view) with this tile's input box (padding included)."""
+    def input_box(self, box, span, base, groups):
+        """Register this tile's input box (padding included) in ``box`` (a box_layout signal)
+        and its extents ``pre + len + post`` per axis in ``span`` (three signals).
+
+        Two register stages: ``span`` is valid one cycle after the counters, ``box`` two, i.e.
+        both once :attr:`settled` (the loader waits for it).
+        """
         m, d, eng = self.m, self.desc, self.eng
-        offset = Const(0, 32)
+        n = self.name
+        base_q = Signal(32, name=f"{n}_in_base")
+        terms = []
+        m.d.sync += base_q.eq(base)
         for a, axis in enumerate("dhw"):
-            start = Signal(signed(20), name=f"{self.name}_in_start{axis}")
-            end = Signal(signed(20), name=f"{self.name}_in_end{axis}")
-            s = d.stride[a]
-            m.d.comb += [
-                start.eq(_mul_small(self.conv_lo[a], s, eng.geometry.stride[a]) - d.padding[a]),
-                end.eq(start + _mul_small(self.ext[a] - 1, s, eng.geometry.stride[a])
-                       + d.kernel[a]),
-            ]
-            pre = Mux(start < 0, -start, 0)
-            post = Mux(end > d.in_shape[a], end - d.in_shape[a], 0)
-            m.d.comb += [box[f"{axis}_pre"].eq(pre), box[f"{axis}_post"].eq(post),
-                         box[f"{axis}_len"].eq(end - start - pre - post)]
-            offset = offset + Mux(start > 0, self.in_acc[a] - d.in_pad_bytes[a], 0)
-        m.d.comb += [box.addr.eq(base + offset), box.stride_g.eq(d.in_stride[0]),
-                     box.stride_d.eq(d.in_stride[1]), box.stride_h.eq(d.in_stride[2]),
-                     box.groups.eq(groups), box.last_lanes.eq(SLOTS_PER_BEAT)]
+            s, s_max = d.stride[a], eng.geometry.stride[a]
+            # Stage 1: first input voxel (may be negative: padding) and the address term.
+            lo = mul_small(self.conv_lo[a], s, s_max)
+            start = Signal(signed(20), name=f"{n}_in_start{axis}")
+            term = Signal(32, name=f"{n}_in_term{axis}")
+            m.d.sync += [start.eq(lo - d.padding[a]),
+                         span[a].eq(mul_small(self.ext[a] - 1, s, s_max) + d.kernel[a]),
+                         term.eq(Mux(lo > d.padding[a], self.in_acc[a] - d.in_pad_bytes[a], 0))]
+            terms.append(term)
+            # Stage 2: the padding before and after, and the voxels inside the map.
+            end = start + span[a]
+            before, after = start < 0, end > d.in_shape[a]
+            m.d.sync += [box[f"{axis}_pre"].eq(Mux(before, -start, 0)),
+                         box[f"{axis}_post"].eq(Mux(after, end - d.in_shape[a], 0)),
+                         box[f"{axis}_len"].eq(Mux(after, d.in_shape[a], end)
+                                               - Mux(before, 0, start))]
+        m.d.sync += [box.addr.eq(base_q + terms[0] + terms[1] + terms[2]),
+                     box.stride_g.eq(d.in_stride[0]), box.stride_d.eq(d.in_stride[1]),
+                     box.stride_h.eq(d.in_stride[2]), box.groups.eq(groups),
+                     box.last_lanes.eq(SLOTS_PER_BEAT)]
 
     def out_box(self, box, base, *, write: bool):
         """Drive ``box`` with this tile's output (or residual) box: ``groups_m`` groups."""
@@ -412,15 +441,16 @@ class LayerEngine(wiring.Component):
         dest = Signal(range(5))
         ld_phase = Signal(range(4))  # 0 params, 1 residual, 2 input, 3 weights
         in_box = Signal(box_layout(aw))
+        in_span = [Signal(range(inbuf.tile_depth + 1), name="ld_in_spand"),
+                   Signal(range(inbuf.height + 1), name="ld_in_spanh"),
+                   Signal(range(inbuf.width + 1), name="ld_in_spanw")]
         res_box = Signal(box_layout(aw))
         in_groups = max(1, Tn // 16)
-        ld.input_box(in_box, d.in_base + ld.nt_in, in_groups)
+        ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
         ld.out_box(res_box, d.res_base, write=False)
-        inbuf_box = inbuf.box
-        m.d.comb += [inbuf.stride_d.eq(d.stride[0]), inbuf_box.groups.eq(in_box.groups),
-                     inbuf_box.d.eq(in_box.d_pre + in_box.d_len + in_box.d_post),
-                     inbuf_box.h.eq(in_box.h_pre + in_box.h_len + in_box.h_post),
-                     inbuf_box.w.eq(in_box.w_pre + in_box.w_len + in_box.w_post)]
+        # The input buffer's box: latched with the command, constant while its beats arrive.
+        in_size = Signal.like(inbuf.box)
+        m.d.comb += [inbuf.stride_d.eq(d.stride[0]), inbuf.box.eq(in_size)]
         if resbuf is not None:
             m.d.comb += [resbuf.box.groups.eq(ld.groups_m), resbuf.box.d.eq(ld.ext[0]),
                          resbuf.box.h.eq(ld.ext[1]), resbuf.box.w.eq(ld.ext[2])]
@@ -492,8 +522,11 @@ class LayerEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += ld_phase.eq(2)
                 with m.Elif(ld_phase == 2):
-                    with m.If(inbuf.i.ready):
-                        m.d.sync += [dest.eq(DEST_IN), rd_box.eq(in_box), ld_phase.eq(3)]
+                    # (in_box: two cycles after the loader's step, by the time it gets here)
+                    with m.If(inbuf.i.ready & ld.settled):
+                        m.d.sync += [dest.eq(DEST_IN), rd_box.eq(in_box), ld_phase.eq(3),
+                                     in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
+                                     in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
                         m.next = "CMD"
                 with m.Else():
                     with m.If(wbuf.i.ready):
@@ -545,8 +578,8 @@ class LayerEngine(wiring.Component):
         dep_base = Signal(range(inbuf.depth + 1))   # v*sd*plane (one lane)
         sd_plane = Signal(range(inbuf.depth + 1))
         sr_win = Signal(range(inbuf.depth + 1))
-        m.d.comb += [sr_win.eq(_mul_small(Const(win), d.stride[1], geo.stride[1])),
-                     sd_plane.eq(_mul_small(Const(plane), d.stride[0], geo.stride[0]))]
+        m.d.comb += [sr_win.eq(mul_small(Const(win), d.stride[1], geo.stride[1])),
+                     sd_plane.eq(mul_small(Const(plane), d.stride[0], geo.stride[0]))]
 
         # Stage B: the beat whose buffer words are being read.
         b_valid = Signal()
