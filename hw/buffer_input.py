@@ -1,6 +1,6 @@
 """Input (activation) tile buffer: DMA beats in, ``Td`` voxels x ``Tn/2`` slots out per cycle."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -8,7 +8,7 @@ from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_block_size, check_positive, rejecting
+from .common import check_block_size, check_positive, mul_small, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["MAX_KERNEL", "InputBuffer", "core_needs", "input_box_layout"]
@@ -159,7 +159,7 @@ class InputBuffer(wiring.Component):
             # layer's stride, not the largest: lane v's first output voxel reads plane
             # v*stride_d).
             kd = Signal(range(-v * sd_max, self.tile_depth + 1), name=f"kd{v}")
-            m.d.comb += kd.eq(d - self.stride_d * v)
+            m.d.comb += kd.eq(d - mul_small(Const(v), self.stride_d, sd_max))
             hit = (kd >= 0) & (kd < kd_max)
             # kd * (Hin*Win) from a table of constants: no multiplier.
             plane_base = Signal(range(self.depth), name=f"plane_base{v}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 
 from fcircnn.models.spectral import BLOCK_SIZES
 
-__all__ = ["check_block_size", "check_positive", "rejecting", "stall_pipeline"]
+__all__ = ["check_block_size", "check_positive", "mul_small", "rejecting", "stall_pipeline"]
 
 
 @contextlib.contextmanager
@@ -63,3 +63,13 @@ def stall_pipeline(m: Module, i, o, latency: int) -> Value:
         with m.If(enable):
             m.d.sync += valid.eq((valid << 1) | i.valid)
     return enable
+
+
+def mul_small(x, s, max_s: int) -> Value:
+    """``x * s`` for a run-time ``s`` in ``1..max_s`` (a small stride) as a mux of constant
+    multiples of ``x``: shifts and adds, no multiplier (Yosys would build a run-time multiply
+    from LUTs, or take a DSP for it)."""
+    result = Const(0)
+    for k in range(1, max_s + 1):
+        result = Mux(s == k, x * k, result)
+    return result

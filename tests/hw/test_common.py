@@ -1,4 +1,4 @@
-"""Shared hardware helpers: constructor guard, integer check, stall pipeline."""
+"""Shared hardware helpers: constructor guard, integer check, stall pipeline, small multiply."""
 
 import gc
 import itertools
@@ -11,7 +11,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from fcircnn.hw.common import check_positive, rejecting, stall_pipeline
+from fcircnn.hw.common import check_positive, mul_small, rejecting, stall_pipeline
 
 
 class _Delay(wiring.Component):
@@ -124,3 +124,24 @@ def test_rejected_component_raises_without_unused_warning():
         gc.collect()  # the half-built object's finaliser runs here
     assert message == "latency must be in 1..4, not 5"
     assert not [w for w in caught if issubclass(w.category, UnusedMustUse)]
+
+
+@pytest.mark.parametrize("max_s", [1, 2, 4])
+def test_mul_small_is_the_product_for_every_small_factor(max_s):
+    """x in 0..1023 (extremes and random) times every s in 1..max_s."""
+    x, s = Signal(10), Signal(range(1, max_s + 1))
+    product = mul_small(x, s, max_s)
+    m = Module()
+    m.d.comb += Signal(16, name="p").eq(product)
+    rng = random.Random(7)
+
+    async def bench(ctx):
+        for xv in [0, 1, 1023, *rng.sample(range(1024), 40)]:
+            for sv in range(1, max_s + 1):
+                ctx.set(x, xv)
+                ctx.set(s, sv)
+                assert ctx.get(product) == xv * sv
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
