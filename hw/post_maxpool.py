@@ -23,6 +23,8 @@ __all__ = [
 
 #: Largest window (and stride) per axis.
 MAX_WINDOW = 3
+#: Deepest line buffer left to LUT RAM; deeper ones are marked ``ram_style = "block"``.
+_LUTRAM_MAX_DEPTH = 256
 #: Largest elaboration-time map size per axis.
 MAX_MAP_SIZE = 1024
 #: Largest elaboration-time number of interleaved slot groups.
@@ -259,8 +261,10 @@ class _AxisPool(wiring.Component):
         else:
             rd = []
             for parity in range(2):
+                # Deep line buffers go to block RAM (what Vivado infers; Yosys needs it said).
+                style = {"ram_style": "block"} if self.line_max > _LUTRAM_MAX_DEPTH else {}
                 m.submodules[f"line{parity}"] = mem = Memory(
-                    shape=layout, depth=self.line_max, init=[])
+                    shape=layout, depth=self.line_max, init=[], attrs=style)
                 wr = mem.write_port()
                 rp = mem.read_port(transparent_for=())
                 m.d.comb += [
