@@ -15,7 +15,7 @@ from .axi_dma_box import (
 )
 from .common import rejecting
 
-__all__ = ["AxiDmaRead", "check_outstanding", "read_beat_layout"]
+__all__ = ["AxiDmaRead", "BeatCounter", "check_outstanding", "command_ready", "read_beat_layout"]
 
 #: 128-bit beats.
 DATA_WIDTH = 128
@@ -32,6 +32,49 @@ def check_outstanding(name: str, value) -> None:
         raise TypeError(f"{name} must be an integer, not {value!r}")
     if not 1 <= value <= 64:
         raise ValueError(f"{name} must be in 1..64, not {value}")
+
+
+def command_ready(m: Module, busy) -> Signal:
+    """A register equal to ``~busy`` except in the first cycle out of reset (the walker's START
+    cycle): a DMA engine's ``cmd.ready`` with no logic in front of it (the walker is idle
+    whenever the engine is not busy). The caller clears it when it accepts a command and sets
+    it when it clears ``busy``."""
+    ready, booted = Signal(), Signal()
+    m.d.sync += booted.eq(1)
+    with m.If(~booted):
+        m.d.sync += ready.eq(~busy)
+    return ready
+
+
+class BeatCounter:
+    """Beats done of the head entry of a DMA's order FIFO, with its "last beat" flag registered.
+
+    ``at_end`` (this beat is the entry's last, or the entry has no beat) is a 2-input choice
+    between an entry bit written with the entry (``one``: ``beats <= 1``) on the entry's first
+    beat and a register afterwards, instead of a ``count + 1 >= beats`` compare behind the FIFO
+    read. ``count`` and ``first`` (``count == 0``) are registers; a new head entry always
+    starts with ``count == 0``.
+
+    Parameters
+    ----------
+    beats, one : the head entry's ``beats`` and ``one`` fields
+    """
+
+    def __init__(self, beats, one):
+        self.beats = beats
+        self.count = Signal(COUNT_WIDTH + 2)
+        self.first = Signal(init=1)
+        self._end = Signal()
+        self.at_end = Mux(self.first, one, self._end)
+
+    def step(self):
+        """Statements counting one beat (then :meth:`restart` if it ended the entry)."""
+        return [self.count.eq(self.count + 1), self.first.eq(0),
+                self._end.eq(self.count + 2 >= self.beats)]
+
+    def restart(self):
+        """Statements for the next entry's first beat."""
+        return [self.count.eq(0), self.first.eq(1)]
 
 
 class AxiDmaRead(wiring.Component):
@@ -53,7 +96,10 @@ class AxiDmaRead(wiring.Component):
       with RLAST breaks AXI: the DMA flags it but still expects the burst's remaining beats).
       Bad commands and address
       overflow are reported without issuing the offending burst (:class:`BoxWalker`).
-    * A new command is accepted once the previous status has been taken.
+    * A new command is accepted once the previous status has been taken (not in the first cycle
+      out of reset). ``cmd.ready`` is a register; the AR registers and the walker only see
+      registers, ``ARREADY`` and the order FIFO's level (see :class:`BoxWalker`), so the box
+      arithmetic stays a few LUT levels deep.
 
     Parameters
     ----------
@@ -89,8 +135,10 @@ class AxiDmaRead(wiring.Component):
         m = Module()
         aw = self.addr_width
         m.submodules.walker = walker = BoxWalker(aw)
+        # ``one``: beats <= 1, ``nil``: beats == 0 (an abort marker), for BeatCounter.
         entry = data.StructLayout({
             "addr": aw, "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "status": Status,
+            "one": 1, "nil": 1,
         })
         depth = 2 * self.outstanding + 2
         m.submodules.fifo = q = fifo.SyncFIFO(width=entry.size, depth=depth)
@@ -104,15 +152,16 @@ class AxiDmaRead(wiring.Component):
         st = Signal(status_layout(aw))
 
         # Command: accepted by the walker, one at a time.
+        cmd_ready = command_ready(m, busy)
         m.d.comb += [
             walker.cmd.payload.eq(self.cmd.payload),
-            walker.cmd.valid.eq(self.cmd.valid & ~busy),
-            self.cmd.ready.eq(walker.cmd.ready & ~busy),
+            walker.cmd.valid.eq(self.cmd.valid & cmd_ready),
+            self.cmd.ready.eq(cmd_ready),
             self.busy.eq(busy),
             walker.abort.eq(err),
         ]
         with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += busy.eq(1)
+            m.d.sync += [busy.eq(1), cmd_ready.eq(0)]
 
         # Segment issue: bursts go out on AR (registered) and into the order FIFO.
         seg = walker.seg.payload
@@ -123,7 +172,7 @@ class AxiDmaRead(wiring.Component):
         ]
         with m.If(axi.arvalid & axi.arready):
             m.d.sync += ar_pending.eq(0)
-        issue = seg.burst & (seg.status == Status.OK) & ~err
+        issue = seg.burst & ~err        # a burst segment has status OK
         ar_free = ~ar_pending | axi.arready
         pop_burst = Signal()
         can = q.w_rdy & (~issue | (ar_free & (inflight < self.outstanding)))
@@ -132,6 +181,7 @@ class AxiDmaRead(wiring.Component):
         m.d.comb += [
             w_entry.addr.eq(seg.addr), w_entry.beats.eq(seg.beats),
             w_entry.burst.eq(issue), w_entry.last.eq(seg.last), w_entry.status.eq(seg.status),
+            w_entry.one.eq(seg.beats <= 1), w_entry.nil.eq(seg.beats == 0),
             q.w_en.eq(walker.seg.valid & can),
         ]
         push_burst = walker.seg.valid & can & issue
@@ -144,11 +194,15 @@ class AxiDmaRead(wiring.Component):
 
         # Data path: the head entry is a zero run or a burst to pass through.
         head = data.View(entry, q.r_data)
-        count = Signal(COUNT_WIDTH + 2)
+        counter = BeatCounter(head.beats, head.one)
+        at_end = counter.at_end
         beat_addr = Signal(aw)
-        at_end = count + 1 >= head.beats
         o = self.o
         finish = Signal()
+        # The payload is meaningful with o.valid only: gated by the head entry alone (zero runs
+        # deliver zeros).
+        m.d.comb += [o.payload.data.eq(Mux(head.burst, axi.rdata, 0)),
+                     o.payload.last.eq(head.last & at_end)]
         with m.If(q.r_rdy & ~st_valid):
             with m.If(head.status != Status.OK):
                 m.d.comb += [q.r_en.eq(1), finish.eq(1)]
@@ -160,26 +214,24 @@ class AxiDmaRead(wiring.Component):
                 # (Gated by RVALID: RRESP/RLAST mean nothing, and may be X in simulation,
                 # without it; RREADY must not depend on them.)
                 bad = axi.rvalid & (axi.rresp[1] | (axi.rlast != at_end))
-                m.d.comb += [axi.rready.eq(err | bad | o.ready), o.payload.data.eq(axi.rdata),
-                             o.valid.eq(axi.rvalid & ~err & ~bad),
-                             o.payload.last.eq(head.last & at_end)]
+                m.d.comb += [axi.rready.eq(err | bad | o.ready),
+                             o.valid.eq(axi.rvalid & ~err & ~bad)]
                 with m.If(axi.rvalid & axi.rready):
-                    this_addr = Mux(count == 0, head.addr, beat_addr)
-                    m.d.sync += [count.eq(count + 1), beat_addr.eq(this_addr + 16)]
+                    this_addr = Mux(counter.first, head.addr, beat_addr)
+                    m.d.sync += [counter.step(), beat_addr.eq(this_addr + 16)]
                     with m.If(bad & ~err):
                         m.d.sync += [err.eq(1), st.code.eq(Status.BUS_ERROR),
                                      err_addr.eq(this_addr)]
                     with m.If(at_end):
-                        m.d.sync += count.eq(0)
+                        m.d.sync += counter.restart()
                         m.d.comb += [q.r_en.eq(1), pop_burst.eq(1), finish.eq(head.last)]
             with m.Else():
                 # Zero run (beats may be 0 for an abort marker); dropped when draining.
-                m.d.comb += [o.valid.eq(~err & (head.beats != 0)),
-                             o.payload.last.eq(head.last & at_end)]
-                with m.If(err | (head.beats == 0) | o.ready):
-                    m.d.sync += count.eq(count + 1)
+                m.d.comb += o.valid.eq(~err & ~head.nil)
+                with m.If(err | head.nil | o.ready):
+                    m.d.sync += counter.step()
                     with m.If(err | at_end):
-                        m.d.sync += count.eq(0)
+                        m.d.sync += counter.restart()
                         m.d.comb += [q.r_en.eq(1), finish.eq(head.last)]
 
         # Status: after the box's last entry, once every burst has drained.
@@ -193,5 +245,6 @@ class AxiDmaRead(wiring.Component):
         m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.code.eq(st.code),
                      self.status.payload.addr.eq(err_addr)]
         with m.If(self.status.valid & self.status.ready):
-            m.d.sync += [st_valid.eq(0), busy.eq(0), err.eq(0), err_addr.eq(0)]
+            m.d.sync += [st_valid.eq(0), busy.eq(0), cmd_ready.eq(1), err.eq(0),
+                         err_addr.eq(0)]
         return m

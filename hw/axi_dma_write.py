@@ -1,6 +1,6 @@
 """Write half of the AXI DMA: a beat stream to a box of an NC/8DHW8 map."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -13,7 +13,7 @@ from .axi_dma_box import (
     check_addr_width,
     status_layout,
 )
-from .axi_dma_read import DATA_WIDTH, check_outstanding
+from .axi_dma_read import DATA_WIDTH, BeatCounter, check_outstanding, command_ready
 from .common import rejecting
 
 __all__ = ["AxiDmaWrite", "write_beat_layout"]
@@ -44,6 +44,8 @@ class AxiDmaWrite(wiring.Component):
       ``last_lanes`` outside 1..8, or any :class:`BoxWalker` bad-command case is reported as
       ``BAD_COMMAND`` without taking beats or issuing bursts. Address overflow stops the box at
       the offending burst (``OVERFLOW``); its remaining beats are not taken.
+    * A new command is accepted once the previous status has been taken (not in the first cycle
+      out of reset); ``cmd.ready`` is a register, it does not look at the payload.
 
     Parameters
     ----------
@@ -81,7 +83,7 @@ class AxiDmaWrite(wiring.Component):
         m.submodules.walker = walker = BoxWalker(aw)
         went = data.StructLayout({
             "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "last_group": 1, "status": Status,
-            "addr": aw,
+            "addr": aw, "one": 1,
         })
         depth = 2 * self.outstanding + 2
         m.submodules.wq = wq = fifo.SyncFIFO(width=went.size, depth=depth)
@@ -101,16 +103,18 @@ class AxiDmaWrite(wiring.Component):
         bad_cmd = ((c.d_pre != 0) | (c.d_post != 0) | (c.h_pre != 0) | (c.h_post != 0)
                    | (c.w_pre != 0) | (c.w_post != 0) | (c.last_lanes == 0)
                    | (c.last_lanes > 8))
+        cmd_ready = command_ready(m, busy)
         m.d.comb += [
             walker.cmd.payload.eq(c),
-            walker.cmd.valid.eq(self.cmd.valid & ~busy & ~bad_cmd),
-            self.cmd.ready.eq(~busy & (walker.cmd.ready | bad_cmd)),
+            walker.cmd.valid.eq(self.cmd.valid & cmd_ready & ~bad_cmd),
+            self.cmd.ready.eq(cmd_ready),
             self.busy.eq(busy),
         ]
         with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [busy.eq(1),
-                         strobe_last.eq(Mux(c.last_lanes >= 8, 0xFFFF,
-                                            (1 << (c.last_lanes << 1)) - 1))]
+            # WSTRB of the last group: the two bytes of each of the first last_lanes slots.
+            m.d.sync += [busy.eq(1), cmd_ready.eq(0),
+                         strobe_last.eq(Cat(*(c.last_lanes > k for k in range(8)
+                                              for _ in range(2))))]
             with m.If(bad_cmd):
                 m.d.sync += [st_valid.eq(1), code.eq(Status.BAD_COMMAND),
                              err_addr.eq(c.addr)]
@@ -125,7 +129,7 @@ class AxiDmaWrite(wiring.Component):
         ]
         with m.If(axi.awvalid & axi.awready):
             m.d.sync += aw_pending.eq(0)
-        issue = seg.burst & (seg.status == Status.OK) & ~err
+        issue = seg.burst & ~err        # a burst segment has status OK
         aw_free = ~aw_pending | axi.awready
         can = wq.w_rdy & (~issue | (aw_free & bq.w_rdy & (inflight < self.outstanding)))
         m.d.comb += walker.seg.ready.eq(can)
@@ -133,7 +137,7 @@ class AxiDmaWrite(wiring.Component):
         m.d.comb += [
             wentry.beats.eq(seg.beats), wentry.burst.eq(issue), wentry.last.eq(seg.last),
             wentry.last_group.eq(seg.last_group), wentry.status.eq(seg.status),
-            wentry.addr.eq(seg.addr),
+            wentry.addr.eq(seg.addr), wentry.one.eq(seg.beats <= 1),
             wq.w_en.eq(walker.seg.valid & can),
         ]
         push = walker.seg.valid & can & issue
@@ -151,9 +155,12 @@ class AxiDmaWrite(wiring.Component):
 
         # W path: bursts pass beats to W; drained entries (after an error) drop them.
         head = data.View(went, wq.r_data)
-        count = Signal(COUNT_WIDTH + 2)
-        at_end = count + 1 >= head.beats
+        counter = BeatCounter(head.beats, head.one)
+        at_end = counter.at_end
         finish = Signal()
+        # W payload: meaningful with WVALID only, so not gated.
+        m.d.comb += [axi.wdata.eq(self.i.payload.data), axi.wlast.eq(at_end),
+                     axi.wstrb.eq(Mux(head.last_group, strobe_last, 0xFFFF))]
         with m.If(wq.r_rdy):
             with m.If(head.status != Status.OK):
                 m.d.comb += [wq.r_en.eq(1), finish.eq(1)]
@@ -163,18 +170,15 @@ class AxiDmaWrite(wiring.Component):
                 # W of a burst only after its AW was accepted (aw_credit counts accepted AWs
                 # whose W burst is not finished; bursts are in order).
                 go = aw_credit != 0
-                m.d.comb += [
-                    axi.wvalid.eq(self.i.valid & go), self.i.ready.eq(axi.wready & go),
-                    axi.wdata.eq(self.i.payload.data), axi.wlast.eq(at_end),
-                    axi.wstrb.eq(Mux(head.last_group, strobe_last, 0xFFFF)),
-                ]
+                m.d.comb += [axi.wvalid.eq(self.i.valid & go),
+                             self.i.ready.eq(axi.wready & go)]
             with m.Else():
                 m.d.comb += self.i.ready.eq(1)
             step = Mux(head.burst, axi.wvalid & axi.wready, self.i.valid)
             with m.If((head.status == Status.OK) & step):
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += counter.step()
                 with m.If(at_end):
-                    m.d.sync += count.eq(0)
+                    m.d.sync += counter.restart()
                     m.d.comb += [wq.r_en.eq(1), finish.eq(head.last)]
 
         # B path.
@@ -198,5 +202,6 @@ class AxiDmaWrite(wiring.Component):
         m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.code.eq(code),
                      self.status.payload.addr.eq(err_addr)]
         with m.If(self.status.valid & self.status.ready):
-            m.d.sync += [st_valid.eq(0), busy.eq(0), err.eq(0), err_addr.eq(0)]
+            m.d.sync += [st_valid.eq(0), busy.eq(0), cmd_ready.eq(1), err.eq(0),
+                         err_addr.eq(0)]
         return m
