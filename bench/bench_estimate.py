@@ -170,15 +170,14 @@ def measure(point: dict, *, reuse: bool = True) -> dict:
     With ``reuse``, a finished run in ``build/calib/<point>`` of the same Verilog (an
     interrupted calibration, or a run made by hand) is read instead of synthesizing again.
     """
-    from fcircnn.gen.generate import config_fingerprint
+    from fcircnn.gen.generate import accelerator_verilog, config_fingerprint
     from fcircnn.gen.synth import read_report, synthesize
-    from fcircnn.hw.accelerator import TOP_NAME, Accelerator
-    from fcircnn.sim.runner import to_verilog
+    from fcircnn.hw.accelerator import TOP_NAME
 
     with tempfile.TemporaryDirectory() as tmp:
         acc = calibration_accelerator(point, Path(tmp))
     start = time.monotonic()
-    verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
+    verilog = accelerator_verilog(acc)
     verilog_s = time.monotonic() - start
     work = WORK / point["name"]
     netlist_file, packed = work / "netlist.json", work / "netlist.json.gz"

@@ -92,8 +92,7 @@ def load_case(case: Case, folder: Path):
 def record_case(case: Case, *, simulator: str = "verilator") -> dict:
     """Simulate ``case`` and return its record (JSON-ready)."""
     from fcircnn.gen.compiler import compile_network
-    from fcircnn.gen.generate import config_fingerprint
-    from fcircnn.hw.accelerator import Accelerator
+    from fcircnn.gen.generate import accelerator_verilog, config_fingerprint
     from fcircnn.sim.runner import run_cocotb
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +102,7 @@ def record_case(case: Case, *, simulator: str = "verilator") -> dict:
         image.save(root / "image")
         results = root / "results.json"
         t0 = time.monotonic()
-        run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+        run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
                    simulator, parameters={}, verilator_opt=case.verilator_opt,
                    extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
                        "image_dir": str(root / "image"), "results": str(results),

@@ -401,12 +401,13 @@ def _performance(acc):
 
 def _synthesize(acc):
     """Yosys ground truth of the whole accelerator, with logic levels (minutes to an hour)."""
+    from fcircnn.gen.generate import accelerator_verilog
     from fcircnn.gen.synth import synthesize
-    from fcircnn.hw.accelerator import TOP_NAME, Accelerator
+    from fcircnn.hw.accelerator import TOP_NAME
 
     print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
           "a paper-size design takes tens of minutes", file=sys.stderr)
-    return synthesize(Accelerator.from_config(acc), TOP_NAME, levels=True, timeout=6 * 3600)
+    return synthesize(accelerator_verilog(acc), TOP_NAME, levels=True, timeout=6 * 3600)
 
 
 def _int_list(text: str) -> tuple[int, ...]:

@@ -455,7 +455,8 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
     Parameters
     ----------
     acc : AcceleratorConfig
-        The hardware to build (``Accelerator.from_config(acc)``).
+        The hardware to build (``Accelerator.from_config(acc)``, converted by
+        :func:`fcircnn.gen.generate.accelerator_verilog`, which caches the Verilog).
     image_dir, results : Path
         The saved image and the results JSON to write (its ``.progress`` file beside it).
     simulator, waves, seed, backpressure, timeout_cycles
@@ -480,7 +481,7 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
 
     find_simulator(simulator)  # SimulatorUnavailable before anything is built
     try:
-        from fcircnn.hw.accelerator import Accelerator
+        from fcircnn.gen.generate import accelerator_verilog
     except ImportError as exc:
         raise SimulationError(f"the accelerator top is not available "
                               f"(fcircnn.hw.accelerator): {exc}") from None
@@ -499,7 +500,7 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
     try:
         # The run-time parameters go through the environment (FCIRCNN_TB_PARAMS, read by
         # tb_params()), not through the hashed ``parameters``: one build serves every image.
-        xml = run_cocotb(Accelerator.from_config(acc), ACCEL_TOPLEVEL, ACCEL_TESTBENCH,
+        xml = run_cocotb(accelerator_verilog(acc), ACCEL_TOPLEVEL, ACCEL_TESTBENCH,
                          simulator, parameters={}, extra_env={PARAMS_ENV: json.dumps(params)},
                          waves=waves, seed=seed, verilator_opt=None)
         run_dir = Path(xml).parent

@@ -31,6 +31,7 @@ component and performance on the configured network (:func:`estimate_report`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -123,8 +124,15 @@ def _banner(acc: AcceleratorConfig, fingerprint: str) -> list[str]:
     ]
 
 
-def accelerator_verilog(acc: AcceleratorConfig) -> str:
+def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = True) -> str:
     """Verilog text of the accelerator top level, module :data:`~fcircnn.gen.vivado.TOP_NAME`.
+
+    ``geometry``: as :meth:`~fcircnn.hw.accelerator.Accelerator.from_config`. Converting a
+    paper-size design takes 20-90 s, so with ``cache`` the text is kept in
+    ``<build root>/verilog`` (:func:`fcircnn.sim.runner.build_root`) under a key of the
+    configuration (:func:`config_fingerprint`), the geometry, the sources of the hardware and
+    everything it imports (``fcircnn.hw``, ``.gen``, ``.models``) and the Amaranth version: any
+    change to one of them converts again.
 
     Raises
     ------
@@ -132,13 +140,41 @@ def accelerator_verilog(acc: AcceleratorConfig) -> str:
         If the top level rejects the configuration.
     """
     from fcircnn.hw.accelerator import Accelerator
-    from fcircnn.sim.runner import to_verilog
+    from fcircnn.sim.runner import build_root, to_verilog
 
+    key = hashlib.sha256("\0".join([
+        config_fingerprint(acc), repr(None if geometry is None else list(geometry)),
+        _sources_digest(), _amaranth_version()]).encode()).hexdigest()
+    cached = build_root() / "verilog" / f"{vivado.TOP_NAME}-{key[:24]}.v"
+    if cache and cached.is_file():
+        return cached.read_text()
     try:
-        top = Accelerator.from_config(acc)
+        top = Accelerator.from_config(acc, geometry)
     except (TypeError, ValueError) as exc:
         raise GenerateError(f"accelerator {acc.name}: {exc}") from None
-    return to_verilog(top, vivado.TOP_NAME)
+    text = to_verilog(top, vivado.TOP_NAME)
+    if cache:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        partial.write_text(text)
+        os.replace(partial, cached)  # atomic: concurrent runs never read half a file
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> str:
+    """SHA-256 of the Python sources the generated Verilog can depend on."""
+    import fcircnn.gen
+    import fcircnn.hw
+    import fcircnn.models
+
+    digest = hashlib.sha256()
+    for package in (fcircnn.hw, fcircnn.gen, fcircnn.models):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def estimate_report(acc: AcceleratorConfig) -> dict[str, Any]:

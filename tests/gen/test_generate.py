@@ -181,15 +181,53 @@ def test_cli_bad_input(tmp_path, config, fake_top, capsys, case):
     assert expected in err and "Traceback" not in err
 
 
-def test_end_to_end_small_config(config, tmp_path):
-    """The real top level, generated twice: byte-identical, flat Vivado-friendly ports."""
+def test_end_to_end_small_config(config, tmp_path, monkeypatch):
+    """The real top level, generated twice: byte-identical (and so is a second conversion,
+    bypassing the Verilog cache), flat Vivado-friendly ports."""
+    monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path / "build"))
     acc = load_accelerator(config)
     gen.generate(acc, tmp_path / "one")
     gen.generate(acc, tmp_path / "two")
     one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
     assert one == two
     rtl = one["rtl/fcircnn_accel.v"].decode()
+    assert rtl.endswith(gen.accelerator_verilog(acc, cache=False))
     assert "module fcircnn_accel(" in rtl
     for port in ("ap_clk", "ap_rst_n", "interrupt", "s_axi_control_awaddr", "m_axi_araddr",
                  "m_axi_rdata"):
         assert port in rtl, port
+
+
+def test_verilog_cache_keys(config, tmp_path, monkeypatch):
+    """One conversion per configuration, geometry and source tree; the cache returns the
+    conversion's text; ``cache=False`` always converts."""
+    import dataclasses
+
+    import fcircnn.sim.runner as runner
+    from fcircnn.hw.layer_engine import engine_geometry
+
+    monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path / "build"))
+    calls = []
+
+    def fake_to_verilog(top, name):
+        calls.append(name)
+        for engine in top.engines:  # never elaborated: no "created but never used" warning
+            engine._MustUse__used = True
+        top._MustUse__used = True
+        return f"// conversion {len(calls)}\n"
+
+    monkeypatch.setattr(runner, "to_verilog", fake_to_verilog)
+    acc = load_accelerator(config)
+    first = gen.accelerator_verilog(acc)
+    assert (first, calls) == ("// conversion 1\n", ["fcircnn_accel"])
+    assert gen.accelerator_verilog(acc) == first and len(calls) == 1
+    [cached] = (tmp_path / "build" / "verilog").iterdir()
+    assert cached.read_text() == first
+    bigger = [dataclasses.replace(engine_geometry(acc, core), residual=True) for core in acc.cores]
+    assert gen.accelerator_verilog(acc, bigger) == "// conversion 2\n"
+    assert gen.accelerator_verilog(acc, cache=False) == "// conversion 3\n"
+    assert gen.accelerator_verilog(acc) == first  # the uncached run did not replace it
+    other = _write_config(tmp_path / "other", mhz=150)
+    assert gen.accelerator_verilog(load_accelerator(other)) == "// conversion 4\n"
+    monkeypatch.setattr(gen, "_sources_digest", lambda: "edited sources")
+    assert gen.accelerator_verilog(acc) == "// conversion 5\n"

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from fcircnn.gen.compiler import compile_network
-from fcircnn.hw.accelerator import Accelerator
+from fcircnn.gen.generate import accelerator_verilog
 from fcircnn.models.config import load_accelerator
 from fcircnn.sim.runner import run_cocotb
 
@@ -31,7 +31,7 @@ def compiled(tmp_path_factory, small_accelerator):
 def _run(compiled, name, **params):
     acc, _, root = compiled
     results = root / f"{name}.json"
-    run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
                "verilator", parameters={},
                extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
                    "image_dir": str(root / "image"), "results": str(results),
@@ -87,7 +87,7 @@ def test_icarus_runs_the_top_level_bit_exact(compiled, tmp_path):
     sub = select_layers(image, ["c3", "gap", "fc"])
     sub.save(tmp_path / "image")
     results = tmp_path / "icarus.json"
-    run_cocotb(Accelerator.from_config(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
                "icarus", parameters={},
                extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
                    "image_dir": str(tmp_path / "image"), "results": str(results),

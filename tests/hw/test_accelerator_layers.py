@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.generate import accelerator_verilog
 from fcircnn.gen.select import select_layers
 from fcircnn.hw.accelerator import TOP_NAME, Accelerator
 from fcircnn.models.config import load_accelerator
-from fcircnn.sim.runner import run_cocotb, to_verilog
+from fcircnn.sim.runner import run_cocotb
 
 CONFIG = Path(__file__).parent / "configs" / "two_core.yaml"
 TESTBENCH = "fcircnn.sim.tb_accelerator"
@@ -35,7 +36,7 @@ TESTBENCH = "fcircnn.sim.tb_accelerator"
 def hardware():
     """The test accelerator and its Verilog (converted once)."""
     acc = load_accelerator(CONFIG)
-    return acc, to_verilog(Accelerator.from_config(acc), TOP_NAME)
+    return acc, accelerator_verilog(acc)
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.generate import accelerator_verilog
 from fcircnn.gen.perf_model import model_network
-from fcircnn.hw.accelerator import TOP_NAME, Accelerator
+from fcircnn.hw.accelerator import TOP_NAME
 from fcircnn.hw.layer_engine import EngineGeometry, engine_geometry
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.scale import scale_accelerator
-from fcircnn.sim.runner import run_cocotb, to_verilog
+from fcircnn.sim.runner import run_cocotb
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,7 @@ def hardware(tmp_path_factory):
     cores = next(iter(accs.values())).cores
     geometry = [EngineGeometry.covering(*(engine_geometry(a, core) for a in accs.values()))
                 for core in cores]
-    verilog = to_verilog(Accelerator.from_config(accs["c3d"], geometry), TOP_NAME)
+    verilog = accelerator_verilog(accs["c3d"], geometry)
     return accs, geometry, verilog, root
 
 
