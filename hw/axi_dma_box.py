@@ -168,10 +168,12 @@ class BoxWalker(wiring.Component):
       ``2**addr_width`` ends the box with ``status = OVERFLOW`` instead; its ``addr`` holds the
       low ``addr_width`` bits of the first unreachable address. Nothing from there on is issued.
     * ``abort`` (level) ends a box early with a zero-beat ``last`` segment.
-    * Timing: every ``seg`` output is a register or one gate of registers, and what the walker
-      computes for its next segment (the next burst's length, the next row's flags and
-      address) only combines registers with ``seg.ready``; the per-command constants are taken
-      from ``cmd.payload`` when it is accepted.
+    * Timing: the ``seg`` outputs are a few gates of registers and ``abort`` (no arithmetic),
+      and what the walker computes for its next segment (the next burst's length, the next
+      row's flags and address) only combines registers with ``seg.ready``; the per-command
+      constants and the first row's flags are computed from ``cmd.payload`` in every idle
+      cycle (about 4 LUT levels), ``cmd.valid`` only reaches the state register, and
+      ``cmd.ready`` decodes the state register only.
 
     Parameters
     ----------
@@ -272,19 +274,20 @@ class BoxWalker(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 c = self.cmd.payload
+                # Taken in every idle cycle, whether or not cmd.valid (these registers are only
+                # read once a command is accepted): cmd.valid only reaches the state register.
+                m.d.sync += [
+                    stride_g.eq(c.stride_g), stride_d.eq(c.stride_d), stride_h.eq(c.stride_h),
+                    w_pre.eq(c.w_pre), w_len.eq(c.w_len), w_post.eq(c.w_post),
+                    w_tot.eq(c.w_pre + c.w_len + c.w_post),
+                    w_pre_nz.eq(c.w_pre != 0), w_post_nz.eq(c.w_post != 0),
+                    w_len_z.eq(c.w_len == 0),
+                    g_rem.eq(c.groups), last_g.eq(c.groups == 1),
+                    dx.load(c.d_pre, c.d_len, c.d_post),
+                    hx.load(c.h_pre, c.h_len, c.h_post),
+                    a_g.eq(c.addr), a_d.eq(c.addr), a_h.eq(c.addr),
+                ]
                 with m.If(self.cmd.valid):
-                    m.d.sync += [
-                        stride_g.eq(c.stride_g), stride_d.eq(c.stride_d),
-                        stride_h.eq(c.stride_h),
-                        w_pre.eq(c.w_pre), w_len.eq(c.w_len), w_post.eq(c.w_post),
-                        w_tot.eq(c.w_pre + c.w_len + c.w_post),
-                        w_pre_nz.eq(c.w_pre != 0), w_post_nz.eq(c.w_post != 0),
-                        w_len_z.eq(c.w_len == 0),
-                        g_rem.eq(c.groups), last_g.eq(c.groups == 1),
-                        dx.load(c.d_pre, c.d_len, c.d_post),
-                        hx.load(c.h_pre, c.h_len, c.h_post),
-                        a_g.eq(c.addr), a_d.eq(c.addr), a_h.eq(c.addr),
-                    ]
                     bad = (Cat(c.addr[:4], c.stride_g[:4], c.stride_d[:4], c.stride_h[:4]).any()
                            | (c.groups == 0)
                            | _Axis.empty(c.d_pre, c.d_len, c.d_post)

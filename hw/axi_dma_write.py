@@ -110,14 +110,17 @@ class AxiDmaWrite(wiring.Component):
             self.cmd.ready.eq(cmd_ready),
             self.busy.eq(busy),
         ]
+        with m.If(cmd_ready):
+            # Taken in every idle cycle (used once the command is accepted), so cmd.valid does
+            # not reach them. WSTRB of the last group: the two bytes of each of the first
+            # last_lanes slots; the status address is 0 unless the command is rejected.
+            m.d.sync += [strobe_last.eq(Cat(*(c.last_lanes > k for k in range(8)
+                                              for _ in range(2)))),
+                         err_addr.eq(Mux(bad_cmd, c.addr, 0))]
         with m.If(self.cmd.valid & self.cmd.ready):
-            # WSTRB of the last group: the two bytes of each of the first last_lanes slots.
-            m.d.sync += [busy.eq(1), cmd_ready.eq(0),
-                         strobe_last.eq(Cat(*(c.last_lanes > k for k in range(8)
-                                              for _ in range(2))))]
+            m.d.sync += [busy.eq(1), cmd_ready.eq(0)]
             with m.If(bad_cmd):
-                m.d.sync += [st_valid.eq(1), code.eq(Status.BAD_COMMAND),
-                             err_addr.eq(c.addr)]
+                m.d.sync += [st_valid.eq(1), code.eq(Status.BAD_COMMAND)]
 
         # Segment issue: AW (registered), W-order FIFO, B-order FIFO.
         seg = walker.seg.payload
