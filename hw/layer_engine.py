@@ -291,6 +291,12 @@ class LayerEngine(wiring.Component):
     * **store**: per finished output tile, one DMA write box (NC/8DHW8), overlapping the next
       tile's work.
 
+    Timing: no walker derives its tile's geometry combinationally from the descriptor; each
+    keeps it in registers beside its counters (:class:`_Walk`), and the loader computes the
+    input box in two more register stages, which its phases before the input command already
+    take. The longest register-to-register path is within 8 LUT levels (Yosys, flattened;
+    ``bench/README.md``).
+
     A pool pass (``op`` :data:`~fcircnn.gen.descriptor.OP_POOL`) streams the input map slot
     group by slot group from the read DMA through the post chain (CBN bypassed, shift 0,
     CMaxPool on) to the write DMA.
