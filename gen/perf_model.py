@@ -151,7 +151,7 @@ class EngineTiming:
     post_latency : int
         Post chain without the pool (CBN 2, quantize 2, CReLU 1, skid 1) = 6.
     pool_latency : int
-        CMaxPool stage = 3.
+        CMaxPool: three axis stages and the output register slice = 4.
     post_slack : int
         Beats the drain can push into the post chain while the output buffer is full = 8.
     out_valid : int
@@ -172,7 +172,7 @@ class EngineTiming:
     pe_latency_base: int = 5
     psum_commit: int = 2
     post_latency: int = 6
-    pool_latency: int = 3
+    pool_latency: int = 4
     post_slack: int = 8
     out_valid: int = 8
     dispatch: int = 3

@@ -9,8 +9,11 @@ from amaranth.utils import bits_for
 from .common import rejecting
 from .post_cbn import check_lanes
 from .post_quantize import slot_layout
+from .skid_buffer import LATENCY as SKID_LATENCY
+from .skid_buffer import SkidBuffer
 
 __all__ = [
+    "LATENCY",
     "MAX_GROUPS",
     "MAX_MAP_SIZE",
     "MAX_WINDOW",
@@ -23,6 +26,9 @@ __all__ = [
 
 #: Largest window (and stride) per axis.
 MAX_WINDOW = 3
+#: Cycles from the beat completing a window to its output beat: one per axis stage, one for
+#: the output register slice.
+LATENCY = 3 + SKID_LATENCY
 #: Deepest line buffer left to LUT RAM; deeper ones are marked ``ram_style = "block"``.
 _LUTRAM_MAX_DEPTH = 256
 #: Largest elaboration-time map size per axis.
@@ -323,7 +329,8 @@ class CMaxPool(wiring.Component):
       G`` words), each a :class:`amaranth.lib.memory.Memory` of ``lanes`` int8 slots per word.
       Stride > window skips voxels; trailing padding is processed as inserted -inf voxels,
       during which the input is held.
-    * Latency 3 cycles from the beat completing a window to its output beat; initiation
+    * Latency :data:`LATENCY` (4) cycles from the beat completing a window to its output beat
+      (one per axis stage, one for the output register slice); initiation
       interval 1 except for the inserted padding cycles (at most ``padding`` per axis and line);
       full valid/ready back-pressure on both streams.
     * ``cfg.bypass``: ``o`` is ``i`` combinationally (latency 0, every beat passes).
@@ -383,6 +390,12 @@ class CMaxPool(wiring.Component):
         pool_w, pool_h, pool_d = stages
         wiring.connect(m, pool_w.o, pool_h.i)
         wiring.connect(m, pool_h.o, pool_d.i)
+        # A register slice after the d stage: its max over plane-buffer words (block RAM read
+        # data) ends in a register, not in whatever follows the pool.
+        m.submodules.out_slice = out_slice = SkidBuffer(slot_layout(self.lanes))
+        m.d.comb += [out_slice.i.valid.eq(pool_d.o.valid),
+                     out_slice.i.payload.eq(pool_d.o.payload.data),
+                     pool_d.o.ready.eq(out_slice.i.ready)]
 
         # Slot group of the next input beat; the last group ends a voxel (a line of the w stage).
         group = Signal(range(groups))
@@ -406,8 +419,8 @@ class CMaxPool(wiring.Component):
                 pool_w.i.payload.data.eq(self.i.payload),
                 pool_w.i.payload.last.eq(group_last),
                 self.i.ready.eq(pool_w.i.ready),
-                self.o.valid.eq(pool_d.o.valid),
-                self.o.payload.eq(pool_d.o.payload.data),
-                pool_d.o.ready.eq(self.o.ready),
+                self.o.valid.eq(out_slice.o.valid),
+                self.o.payload.eq(out_slice.o.payload),
+                out_slice.o.ready.eq(self.o.ready),
             ]
         return m

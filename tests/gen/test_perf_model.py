@@ -73,9 +73,11 @@ def test_constants_are_the_rtls():
     from fcircnn.hw.complex_mul_pair import PAIR_LATENCY
     from fcircnn.hw.pe_array import PEArray
     from fcircnn.hw.post_chain import LATENCY_NO_POOL
+    from fcircnn.hw.post_maxpool import LATENCY as POOL_LATENCY
 
     t = EngineTiming()
     assert t.post_latency == LATENCY_NO_POOL
+    assert t.pool_latency == POOL_LATENCY
     assert t.pe_latency_base == PAIR_LATENCY + 1
     assert t.out_valid == LATENCY_NO_POOL + 2
     for tn in (8, 16, 32, 64):

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fcircnn.hw.post_maxpool import CMaxPool, maxpool_config
+from fcircnn.hw.post_maxpool import LATENCY, CMaxPool, maxpool_config
 from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import (
     beats_to_map,
@@ -160,12 +160,13 @@ def test_maxpool_bypass():
 
 
 def test_maxpool_rate_without_padding():
-    # 1x1x1 window: one output per input, initiation interval 1, latency 3.
+    # 1x1x1 window: one output per input, initiation interval 1, latency LATENCY (4).
     size = (2, 4, 5)
     maps = make_maps(6, lanes=1, size=size)
     _, cycles = rtl_maxpool(maps, config(size, (1, 1, 1), (1, 1, 1), (0, 0, 0)), 40,
                             p_idle=0, p_stall=0)
-    assert cycles == 40 + 3
+    assert LATENCY == 4
+    assert cycles == 40 + LATENCY
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "match"), [
