@@ -56,10 +56,10 @@ class InputBuffer(wiring.Component):
     Contract
     --------
     * Load: configure ``box`` (groups, d, h, w of the box the DMA delivers: ``d <= (Td-1)*sd +
-      Kd``, ``h <= Hin``, ``w <= Win``) and ``stride_d`` (the depth stride of the layer,
-      ``1 <= stride_d <= sd``; lane ``v`` stores tile plane ``p`` as its plane
-      ``p - v*stride_d``) before the first beat; beats arrive on ``i`` in
-      NC/8DHW8 box order (group, d, h, w, :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`'s
+      Kd``, ``h <= Hin``, ``w <= Win``) before the first beat and ``stride_d`` (the depth
+      stride of the layer, ``1 <= stride_d <= sd``; lane ``v`` stores tile plane ``p`` as its
+      plane ``p - v*stride_d``) at least one cycle before it (it is registered); beats arrive
+      on ``i`` in NC/8DHW8 box order (group, d, h, w, :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`'s
       ``o``); the beat with ``last`` commits the tile. ``i.ready`` is low while both halves are
       full (the DMA waits).
     * Compute: while ``r_valid``, ``r_en`` with ``r_addr = kd*Hin*Win + h*Win + w`` (tile
@@ -157,9 +157,13 @@ class InputBuffer(wiring.Component):
         for v in range(Td):
             # Lane v stores tile plane d as its plane kd = d - v*stride_d, if 0 <= kd < Kd (the
             # layer's stride, not the largest: lane v's first output voxel reads plane
-            # v*stride_d).
+            # v*stride_d). v*stride_d is a register (stride_d is static during a layer), so the
+            # write address and enables start from registers only.
+            lane_off = Signal(range(v * sd_max + 1), name=f"lane_off{v}",
+                              init=v * sd_max)
+            m.d.sync += lane_off.eq(mul_small(Const(v), self.stride_d, sd_max))
             kd = Signal(range(-v * sd_max, self.tile_depth + 1), name=f"kd{v}")
-            m.d.comb += kd.eq(d - mul_small(Const(v), self.stride_d, sd_max))
+            m.d.comb += kd.eq(d - lane_off)
             hit = (kd >= 0) & (kd < kd_max)
             # kd * (Hin*Win) from a table of constants: no multiplier.
             plane_base = Signal(range(self.depth), name=f"plane_base{v}")

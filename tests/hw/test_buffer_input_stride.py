@@ -29,6 +29,7 @@ def test_lanes_read_the_planes_of_the_layer_stride(stride_d):
     async def bench(ctx):
         ctx.set(buf.box, {"groups": 1, "d": depth, "h": 2, "w": 2})
         ctx.set(buf.stride_d, stride_d)
+        await ctx.tick()  # stride_d one cycle ahead of the first beat (the contract)
         for k, beat in enumerate(beats):
             ctx.set(buf.i.payload, {"data": beat, "last": int(k == len(beats) - 1)})
             ctx.set(buf.i.valid, 1)
