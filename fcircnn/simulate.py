@@ -481,10 +481,11 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
 
     find_simulator(simulator)  # SimulatorUnavailable before anything is built
     try:
-        from fcircnn.gen.generate import accelerator_verilog
+        import fcircnn.hw.accelerator  # noqa: F401
     except ImportError as exc:
         raise SimulationError(f"the accelerator top is not available "
                               f"(fcircnn.hw.accelerator): {exc}") from None
+    from fcircnn.gen.generate import accelerator_verilog
     if importlib.util.find_spec(ACCEL_TESTBENCH) is None:
         raise SimulationError(f"the accelerator testbench {ACCEL_TESTBENCH} is not available")
 

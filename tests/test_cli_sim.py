@@ -239,18 +239,21 @@ def test_build_dir_env_restored(monkeypatch, tmp_path):
 # run_rtl with a fake cocotb runner and accelerator
 
 
+FAKE_VERILOG = "module fcircnn_accel(); endmodule\n"
+
+
 @pytest.fixture
 def fake_hardware(monkeypatch):
+    from fcircnn.gen import generate
+
     top = types.ModuleType("fcircnn.hw.accelerator")
+    converted = []
 
-    class Accelerator:
-        @classmethod
-        def from_config(cls, acc):
-            obj = cls()
-            obj.acc = acc
-            return obj
+    def accelerator_verilog(acc, geometry=None, *, cache=True):
+        converted.append(acc)
+        return FAKE_VERILOG
 
-    top.Accelerator = Accelerator
+    monkeypatch.setattr(generate, "accelerator_verilog", accelerator_verilog)
     tb = types.ModuleType("fcircnn.sim.tb_accelerator")
     tb.__spec__ = importlib.machinery.ModuleSpec("fcircnn.sim.tb_accelerator", None)
     monkeypatch.setitem(sys.modules, "fcircnn.hw.accelerator", top)
@@ -270,7 +273,7 @@ def fake_hardware(monkeypatch):
         return run / "results.xml"
 
     monkeypatch.setattr(runner, "run_cocotb", run_cocotb)
-    return calls
+    return calls, converted
 
 
 def test_run_rtl_parameters_not_hashed(fake_hardware, tmp_path):
@@ -282,8 +285,10 @@ def test_run_rtl_parameters_not_hashed(fake_hardware, tmp_path):
     run_dir = sim.run_rtl(acc, image_dir, results, simulator="icarus", waves=True, seed=2,
                           backpressure=0.5, timeout_cycles=1234,
                           progress=lambda d, t: seen.append((d, t)))
-    ((design, toplevel, module, simulator, kwargs),) = fake_hardware
-    assert design.acc is acc and toplevel == "fcircnn_accel" == sim.ACCEL_TOPLEVEL
+    calls, converted = fake_hardware
+    ((design, toplevel, module, simulator, kwargs),) = calls
+    assert converted == [acc] and design == FAKE_VERILOG
+    assert toplevel == "fcircnn_accel" == sim.ACCEL_TOPLEVEL
     assert module == "fcircnn.sim.tb_accelerator" and simulator == "icarus"
     assert kwargs["parameters"] == {}  # nothing per image in the build hash
     assert kwargs["waves"] is True and kwargs["seed"] == 2
