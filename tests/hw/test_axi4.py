@@ -149,11 +149,13 @@ def test_connect_passes_every_member_in_its_direction(seed):
 COCOTBEXT_BUSES = (AxiARBus, AxiRBus, AxiAWBus, AxiWBus, AxiBBus)
 
 
-def verilog_ports(text):
-    """``{name: (direction, width)}`` of the top module's ports in Amaranth's Verilog."""
+def verilog_ports(text, top="axi_dma"):
+    """``{name: (direction, width)}`` of the top module's ports in Amaranth's Verilog (the
+    sub-modules' ports, which may reuse a name in the other direction, left out)."""
+    body = re.search(rf"^module {top}\(.*?^endmodule", text, re.MULTILINE | re.DOTALL).group(0)
     ports = {}
     for direction, msb, name in re.findall(
-            r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s+)?(\w+)\s*;", text,
+            r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s+)?(\w+)\s*;", body,
             re.MULTILINE):
         ports[name] = (direction, int(msb) + 1 if msb else 1)
     return ports
