@@ -24,7 +24,7 @@ from fcircnn.gen.estimate import (
     estimate_resources,
     map_memory,
 )
-from fcircnn.gen.generate import config_fingerprint
+from fcircnn.gen.generate import accelerator_verilog, config_fingerprint
 from fcircnn.hw.pe_array import PEArray
 from fcircnn.models.config import Resources, builtin_path, load_accelerator
 
@@ -32,6 +32,8 @@ POINTS = estimate.calibration()["points"]
 MEASURED = [p for p in POINTS if "measured" in p]
 #: Acceptance of issue 6: largest relative error per resource (DSP exact).
 TOLERANCE = {"dsp": 0.0, "bram36": 0.10, "lut": 0.20, "ff": 0.20}
+#: Issue 6: longest register-to-register path, LUT levels after flattening (200 MHz proxy).
+MAX_LEVELS = 8
 
 
 def errors(est: ResourceCounts, measured: dict) -> dict[str, float]:
@@ -68,6 +70,27 @@ def test_estimate_within_tolerance_of_yosys(point, tmp_path):
     err = errors(est, measured)
     bad = {k: f"{100 * v:.1f}%" for k, v in err.items() if v > TOLERANCE[k]}
     assert not bad, f"{point['name']}: estimate {est} vs Yosys {measured}: {bad}"
+
+
+#: Points known to miss the logic-level target, with why (strict xfail: fixing one fails the
+#: test until it is removed from here).
+LEVELS_OPEN = {
+    "r3d18_zcu102": "9 levels: the spatial core's input-buffer write address (write counter d "
+                    "-> lane plane -> + hw -> block-RAM write demux; the write wants a register "
+                    "stage) and CMaxPool's h-stage position logic from its run-time config",
+}
+
+
+@pytest.mark.parametrize("point", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=LEVELS_OPEN[p["name"]]))
+    if p["name"] in LEVELS_OPEN else p for p in MEASURED], ids=[p["name"] for p in MEASURED])
+def test_logic_levels_within_target(point):
+    """Every synthesized point, small to paper size, has no register-to-register path deeper
+    than 8 LUT levels; the recorded path and end points agree with that figure."""
+    assert point["levels"] <= MAX_LEVELS, point["path"]
+    assert max(levels for _, levels in point["ends"]) == point["levels"]
+    assert sum(cell.split()[0].startswith(("LUT", "INV", "RAM", "SRL"))
+               for cell in point["path"][1:-1]) == point["levels"]
 
 
 @pytest.mark.parametrize("point", MEASURED, ids=[p["name"] for p in MEASURED])
@@ -226,15 +249,15 @@ def test_calibration_cache_is_current(name, tmp_path):
     """Re-synthesize a point: the same Verilog gives the cached counts; a changed design must
     still meet the acceptance (else rerun ``bench/bench_estimate.py synth`` and ``fit``)."""
     from fcircnn.gen.synth import synthesize
-    from fcircnn.hw.accelerator import TOP_NAME, Accelerator
-    from fcircnn.sim.runner import to_verilog
+    from fcircnn.hw.accelerator import TOP_NAME
 
     point = next(p for p in MEASURED if p["name"] == name)
     acc = calibration_accelerator(point, tmp_path)
-    verilog = to_verilog(Accelerator.from_config(acc), TOP_NAME)
+    verilog = accelerator_verilog(acc)
     report = synthesize(verilog, TOP_NAME, levels=True)
     measured = {"dsp": report.dsp, "bram36": report.bram36, "lut": report.lut_total,
                 "ff": report.ff}
+    assert report.levels <= MAX_LEVELS, report.path.cells
     if hashlib.sha256(verilog.encode()).hexdigest() == point["verilog_sha256"]:
         assert measured == {k: point["measured"][k] for k in measured}
         assert report.levels == point["levels"]
