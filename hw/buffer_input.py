@@ -60,8 +60,10 @@ class InputBuffer(wiring.Component):
       stride of the layer, ``1 <= stride_d <= sd``; lane ``v`` stores tile plane ``p`` as its
       plane ``p - v*stride_d``) at least one cycle before it (it is registered); beats arrive
       on ``i`` in NC/8DHW8 box order (group, d, h, w, :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`'s
-      ``o``); the beat with ``last`` commits the tile. ``i.ready`` is low while both halves are
-      full (the DMA waits).
+      ``o``); each beat is written one cycle after it is taken, and the beat with ``last``
+      commits the tile with that write (``r_valid`` two cycles after it is taken, if the
+      other half is free). ``i.ready`` is low while both halves are full (the DMA waits) and
+      in the cycle after a ``last`` beat.
     * Compute: while ``r_valid``, ``r_en`` with ``r_addr = kd*Hin*Win + h*Win + w`` (tile
       coordinates of lane 0's input voxel; lane ``v`` reads plane ``v*stride_d + kd``) gives
       ``act[v][s]``, slot ``s`` of the tile's ``Tn/2`` (group ``s // 8``; when ``Tn < 16`` the
@@ -144,21 +146,33 @@ class InputBuffer(wiring.Component):
         G, Td = self.groups, self.Td
         kd_max, sd_max = self.kernel[0], self.stride[0]
 
-        # Write side: box-order counters.
+        # Write side, two stages: box-order counters compute each beat's bank enables and
+        # addresses, which are written one cycle later from registers (the path from the counters
+        # through the plane-base table and the address adder ends in a register, not in the
+        # block RAMs' write-address decode). The commit moves with the last write; no beat is
+        # taken in the cycle it is pending, so the half it fills is still ``w_ready`` when the
+        # registered write lands.
         g = Signal(range(G + 1))
         d = Signal(range(self.tile_depth + 1))
         h = Signal(range(self.height + 1))
         w = Signal(range(self.width + 1))
         hw = Signal(range(self.plane + 1))  # h * Win + w
         row = Signal(range(self.plane + 1))  # h * Win
-        take = self.i.valid & store.w_ready
-        m.d.comb += self.i.ready.eq(store.w_ready)
+        commit_pending = Signal()
+        w_data = Signal(128)
+        w_en = Signal(Td * G)
+        w_addr = [Signal(range(self.depth), name=f"w_addr{v}") for v in range(Td)]
+        ready = store.w_ready & ~commit_pending
+        take = self.i.valid & ready
+        m.d.comb += self.i.ready.eq(ready)
+        m.d.sync += commit_pending.eq(take & self.i.payload.last)
+        with m.If(take):
+            m.d.sync += w_data.eq(self.i.payload.data)
         kd_bits = max(1, (kd_max - 1).bit_length())
         for v in range(Td):
             # Lane v stores tile plane d as its plane kd = d - v*stride_d, if 0 <= kd < Kd (the
             # layer's stride, not the largest: lane v's first output voxel reads plane
-            # v*stride_d). v*stride_d is a register (stride_d is static during a layer), so the
-            # write address and enables start from registers only.
+            # v*stride_d). v*stride_d is a register (stride_d is static during a layer).
             lane_off = Signal(range(v * sd_max + 1), name=f"lane_off{v}",
                               init=v * sd_max)
             m.d.sync += lane_off.eq(mul_small(Const(v), self.stride_d, sd_max))
@@ -171,13 +185,17 @@ class InputBuffer(wiring.Component):
                 for k in range(kd_max):
                     with m.Case(k):
                         m.d.comb += plane_base.eq(k * self.plane)
+            with m.If(take):
+                m.d.sync += w_addr[v].eq(plane_base + hw)
             for gg in range(G):
                 b = self.banks[(v, gg)]
+                m.d.sync += w_en[b].eq(take & hit & (g == gg))
                 m.d.comb += [
-                    store.w_data[b].eq(self.i.payload.data),
-                    store.w_en[b].eq(take & hit & (g == gg)),
-                    store.w_addr[b].eq(plane_base + hw),
+                    store.w_data[b].eq(w_data),
+                    store.w_en[b].eq(w_en[b]),
+                    store.w_addr[b].eq(w_addr[v]),
                 ]
+        m.d.comb += store.w_commit.eq(commit_pending)
         with m.If(take):
             last_w = w == self.box.w - 1
             last_h = h == self.box.h - 1
@@ -196,7 +214,6 @@ class InputBuffer(wiring.Component):
                         m.d.sync += [d.eq(0), g.eq(g + 1)]
             with m.If(self.i.payload.last):
                 m.d.sync += [g.eq(0), d.eq(0), h.eq(0), w.eq(0), hw.eq(0), row.eq(0)]
-                m.d.comb += store.w_commit.eq(1)
 
         # Read side.
         m.d.comb += [store.r_addr.eq(self.r_addr), store.r_en.eq(self.r_en),

@@ -177,11 +177,16 @@ class _AxisPool(wiring.Component):
         inner = Signal(inner_width)
         inner_last = Signal(inner_width)  # index of the last item of a line (L - 1)
 
+        # Derived from cfg in registers (cfg is static while a map is in flight and set at least
+        # one cycle before its first beat): the window-end arithmetic below starts from them.
+        # They follow cfg during reset too, so a cfg held through reset is ready at once.
         size = Signal(width)
-        limit = Signal(width)  # last padded position: size - 1 + padding
-        first_end = Signal(width)
-        m.d.comb += [
-            size.eq(cfg.size),
+        size_m1 = Signal(width, reset_less=True)  # last real position
+        limit = Signal(width, reset_less=True)  # last padded position: size - 1 + padding
+        first_end = Signal(width, reset_less=True)
+        m.d.comb += size.eq(cfg.size)
+        m.d.sync += [
+            size_m1.eq(cfg.size - 1),
             limit.eq(cfg.size - 1 + cfg.padding),
             first_end.eq(cfg.window - 1 - cfg.padding),
         ]
@@ -247,7 +252,7 @@ class _AxisPool(wiring.Component):
                 m.d.sync += inner.eq(0)
                 with m.If(~virtual):
                     m.d.sync += inner_last.eq(inner)
-                with m.If((pos >= size - 1) & (Mux(is_end, step_end, cur_end) > limit)):
+                with m.If((pos >= size_m1) & (Mux(is_end, step_end, cur_end) > limit)):
                     m.d.sync += pos.eq(0)  # sweep done
                 with m.Else():
                     m.d.sync += [
@@ -322,7 +327,9 @@ class CMaxPool(wiring.Component):
     --------
     * Any window 1..3, stride 1..3 and padding ``< window`` per axis, chosen at run time in
       ``cfg`` (:func:`maxpool_config_layout`); ``1 <= size <= max_size`` per axis and
-      ``size + 2*padding >= window``. ``cfg`` must be static while a map is in flight.
+      ``size + 2*padding >= window``. ``cfg`` must be static while a map is in flight
+      and set at least one clock edge before its first beat (the stages register values derived
+      from it; a cfg held through reset counts).
     * Separable: a ``w`` stage (history in registers if ``max_groups == 1``, else two buffers
       of ``G = max_groups`` words), an ``h`` stage (two line buffers of ``(max_size[2] + 2) * G``
       words) and a ``d`` stage (two plane buffers of ``(max_size[1] + 2) * (max_size[2] + 2) *

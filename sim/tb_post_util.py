@@ -253,6 +253,7 @@ def run_amaranth(dut, cfg, in_beats, n_out, *, seed=0, p_idle=0.3, p_stall=0.3, 
 
     async def sender(ctx):
         ctx.set(dut.cfg.as_value(), pack(dut.cfg.shape(), cfg))
+        await ctx.tick()  # configuration one cycle before the first beat (CMaxPool's contract)
         for beat in in_beats:
             while rng.random() < p_idle:
                 await ctx.tick()
@@ -263,6 +264,7 @@ def run_amaranth(dut, cfg, in_beats, n_out, *, seed=0, p_idle=0.3, p_stall=0.3, 
             state["sent"] += 1
 
     async def receiver(ctx):
+        await ctx.tick()  # the sender's configuration cycle: not counted
         cycles = 0
         tail = 0
         while len(out) < n_out or tail < extra:
