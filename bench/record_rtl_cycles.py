@@ -55,10 +55,12 @@ class Case:
 #: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
 #: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network; ``kinds``: the two-core test
 #: accelerator of ``tests/hw/test_accelerator_layers.py`` on its network with every C3D and
-#: ResNet-18 layer kind (seed 5, as there).
+#: ResNet-18 layer kind (seed 5, as there); ``fused``: the pools fused into the drain
+#: (``tests/hw/test_accelerator_fused_pool.py``, two PE lanes).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
+    Case("fused", "write_fused_accelerator", seed=5),
 )
 
 

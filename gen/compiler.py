@@ -21,7 +21,8 @@ Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 
   written by the top level at ``cycles_addr``;
 * ``input`` -- the quantized network input, NC/8DHW8 (:func:`fcircnn.models.layout.pack_ncdhw8`);
 * per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
-  output shape, zero in the image: the engine writes it).
+  output shape, zero in the image: the engine writes it); a layer whose pool runs as a pool
+  pass also ``<name>.conv`` (the conv output before the pool).
 
 Weight image (per layer)
 ------------------------
@@ -236,25 +237,37 @@ def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
     return (D * H * W * 16, H * W * 16, W * 16)
 
 
-def _derived(layer: ResolvedLayer, core: CoreConfig, B: int) -> dict:
-    """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`)."""
+def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False) -> dict:
+    """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
+    ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
+    moves ``tile / window`` pooled voxels."""
     conv = layer.conv_shape
     tile = tuple(min(t, n) for t, n in zip((core.td, core.tr, core.tc), conv, strict=True))
     tiles = tuple(-(-n // t) for n, t in zip(conv, tile, strict=True))
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
-    ins, outs = _strides(layer.in_shape), _strides(conv)
+    window = layer.pool.window if fused else (1, 1, 1)
+    ins, outs = _strides(layer.in_shape), _strides(layer.out_shape if fused else conv)
     axis_in = (ins[1], ins[2], 16)
     axis_out = (outs[1], outs[2], 16)
     return {
         "tile": tile, "tiles": tiles, "in_stride": ins, "out_stride": outs,
         "in_step": tuple(t * s * b for t, s, b in zip(tile, stride, axis_in, strict=True)),
         "in_pad_bytes": tuple(p * b for p, b in zip(padding, axis_in, strict=True)),
-        "out_step": tuple(t * b for t, b in zip(tile, axis_out, strict=True)),
+        "out_step": tuple(t // k * b for t, k, b in zip(tile, window, axis_out, strict=True)),
         "weight_tile_bytes": weight_image_beats(core.tn, core.tm, B, layer.kernel_volume) * 16,
         "in_nt_step": max(1, core.tn // 16) * ins[0],
         "out_mt_step": (core.tm // 16) * outs[0],
     }
+
+
+def _fuses(layer: ResolvedLayer, core: CoreConfig, geo) -> bool:
+    """Whether ``layer``'s pool runs in the drain (one descriptor) on hardware built for
+    ``geo``: :func:`~fcircnn.hw.layer_engine.pool_fuses` and a core built with the fused
+    pool."""
+    from fcircnn.hw.layer_engine import pool_fuses
+
+    return geo.fused_pool and pool_fuses(layer, core)
 
 
 def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
@@ -309,7 +322,8 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
         if max(layer.conv_shape) > MAX_MAP_SIZE:
             raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
                                f"CMaxPool's limit of {MAX_MAP_SIZE} per axis")
-        if any(n > g for n, g in zip(layer.conv_shape, geo.pool_size, strict=True)):
+        if not _fuses(layer, core, geo) and any(
+                n > g for n, g in zip(layer.conv_shape, geo.pool_size, strict=True)):
             raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
                                f"core {core.name!r}'s CMaxPool, built for maps up to "
                                f"{_fmt(geo.pool_size)}")
@@ -343,9 +357,11 @@ def _core_geometry(acc: AcceleratorConfig, geometry) -> list:
 def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> NetworkPlan:
     """Lay out the DDR image and build the descriptors (no calibration, no data).
 
-    A layer with a pool runs as two descriptors: the convolution (whose output, the
-    ``conv_shape`` map, goes to the region ``<name>.conv``) and a pool pass
-    (:data:`~fcircnn.gen.descriptor.OP_POOL`) from there to ``<name>.output``.
+    A layer whose pool fits the conv tiles (:func:`~fcircnn.hw.layer_engine.pool_fuses`) runs
+    as one descriptor with ``FLAG_POOL``: the drain pools every tile and the store writes the
+    pooled map to ``<name>.output``. Any other layer with a pool runs as two descriptors: the
+    convolution (whose output, the ``conv_shape`` map, goes to the region ``<name>.conv``) and
+    a pool pass (:data:`~fcircnn.gen.descriptor.OP_POOL`) from there to ``<name>.output``.
 
     Parameters
     ----------
@@ -384,6 +400,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     geos = _core_geometry(acc, geometry)
     for layer, (core, index) in zip(layers, fits, strict=True):
         _check_engine_fit(layer, core, geos[index])
+    # Per layer: whether a pool pass follows the conv (a pool that does not fuse).
+    pool_pass = [layer.pool is not None and not _fuses(layer, core, geos[index])
+                 for layer, (core, index) in zip(layers, fits, strict=True)]
 
     regions: list[Region] = []
     cursor = base
@@ -395,7 +414,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         cursor = _round_up(cursor + max(size, 1), ALIGN)
         return region
 
-    n_desc = sum(2 if layer.pool is not None else 1 for layer in layers)
+    n_desc = len(layers) + sum(pool_pass)
     desc = add("descriptors", n_desc * DESCRIPTOR_BYTES, "descriptors",
                f"{n_desc} descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
     cycles = add("cycles", n_desc * CYCLE_BYTES, "cycles",
@@ -406,7 +425,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
                       f"input {in_slots} slots x {'x'.join(map(str, inp.shape))} NC/8DHW8")}
     per_layer = []
-    for layer, (core, _) in zip(layers, fits, strict=True):
+    for layer, (core, _), separate in zip(layers, fits, pool_pass, strict=True):
         m_tiles = -(-layer.padded_out_channels // core.tm)
         n_tiles = -(-layer.padded_in_channels // core.tn)
         taps = layer.kernel_volume
@@ -420,7 +439,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 f"{out_slots} post records of {POST_RECORD_BYTES} bytes (+ zero records to "
                 f"{m_tiles} whole output-channel tiles)")
         mid = None
-        if layer.pool is not None:
+        if separate:
             mid = add(f"{layer.name}.conv", ncdhw8_size(out_slots, *layer.conv_shape), "conv",
                       f"conv output before the pool, {out_slots} slots x "
                       f"{_fmt(layer.conv_shape)} NC/8DHW8")
@@ -439,11 +458,14 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     k = 0  # descriptor index
     for i, (layer, (core, core_index), (w, p, mid, o, m_tiles, n_tiles)) in enumerate(
             zip(layers, fits, per_layer, strict=True)):
-        pool = layer.pool
+        pool = layer.pool if pool_pass[i] else None  # the pool pass's
+        fused = layer.pool is not None and not pool_pass[i]
         out_slots = _slots(layer.padded_out_channels)
         flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
-                 | (FLAG_RESIDUAL if layer.residual is not None else 0))
+                 | (FLAG_RESIDUAL if layer.residual is not None else 0)
+                 | (FLAG_POOL if fused else 0))
         ones, zeros = (1, 1, 1), (0, 0, 0)
+        window = layer.pool.window if fused else ones
 
         def link(index: int, last: bool) -> dict:
             return {"cycles_addr": cycles.base + index * CYCLE_BYTES,
@@ -456,13 +478,14 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
                 flags=flags | (FLAG_LAST if conv_last else 0),
                 in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
-                out_slots=out_slots, conv_shape=layer.conv_shape, out_shape=layer.conv_shape,
+                out_slots=out_slots, conv_shape=layer.conv_shape,
+                out_shape=layer.out_shape if fused else layer.conv_shape,
                 kernel=layer.kernel, stride=layer.stride, padding=layer.padding,
-                pool_window=ones, pool_stride=ones, pool_padding=zeros,
+                pool_window=window, pool_stride=window, pool_padding=zeros,
                 in_base=maps[layer.input].base, out_base=(mid or o).base,
                 res_base=0 if layer.residual is None else maps[layer.residual].base,
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
-                n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B),
+                n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B, fused=fused),
             )
             d.check_address_width(acc.address_width)
             descs = [d]

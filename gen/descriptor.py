@@ -48,7 +48,8 @@ offset  bytes  field             contents
 0x8A    2      (reserved)        0
 0x8C    4x3    ``in_stride``     byte strides of the input map: slot group, depth plane, row
 0x98    4x3    ``out_stride``    byte strides of the output map (conv: ``conv_shape``, also
-                                 the residual map's; pool pass: ``out_shape``)
+                                 the residual map's; fused pool and pool pass:
+                                 ``out_shape``)
 0xA4    4x3    ``in_step``       input bytes per tile step: ``tile*stride*in_stride`` per axis
                                  (``d``, ``h``; ``w`` with a 16-byte voxel stride)
 0xB0    4x3    ``in_pad_bytes``  ``padding * in_stride`` per axis (the first tile is clipped)
@@ -62,7 +63,12 @@ offset  bytes  field             contents
 
 The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
 (:func:`fcircnn.gen.compiler.plan_network`), so the engine needs no multiplier or divider for
-its tile walk. A pool pass (:data:`OP_POOL`) runs the CMaxPool of a layer whose pool does not
+its tile walk. A pool that fits the conv tiles
+(:func:`fcircnn.hw.layer_engine.pool_fuses`: window = stride, 1 or 2, no padding, even tiles
+and map) is *fused*: the conv descriptor carries :data:`FLAG_POOL` and the pool's window and
+stride, the drain pools each tile, and ``out_shape``, ``out_base``, ``out_stride``,
+``out_step`` and ``out_mt_step`` describe the pooled map (``out_step``: ``tile / window``
+pooled voxels). A pool pass (:data:`OP_POOL`) runs the CMaxPool of a layer whose pool does not
 fit the conv tiles as its own descriptor: it reads ``in_slots x in_shape`` at ``in_base`` and
 writes the pooled ``out_slots x out_shape`` at ``out_base``, slot group by slot group.
 

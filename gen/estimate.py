@@ -339,6 +339,7 @@ class _Core:
     residual: bool
     addr_width: int = 40
     lanes: int = 1
+    pool_groups: int = 1
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -347,9 +348,16 @@ def _cores(acc: Any) -> list[_Core]:
     cores = []
     for core in acc.cores:
         geo = engine_geometry(acc, core)
+        # CMaxPool as the engine builds it: with a fused pool also the output tile, its
+        # Tm/16 slot groups interleaved.
+        pool_size, pool_groups = geo.pool_size, 1
+        if geo.fused_pool:
+            pool_size = tuple(max(a, b) for a, b in zip(pool_size, (core.td, core.tr, core.tc),
+                                                        strict=True))
+            pool_groups = core.tm // 16
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
-                           acc.block_size, geo.kernel, geo.stride, geo.taps, geo.pool_size,
-                           geo.residual, acc.address_width, core_lanes(core)))
+                           acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
+                           geo.residual, acc.address_width, core_lanes(core), pool_groups))
     return cores
 
 
@@ -410,10 +418,13 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     comps["psum_buffer"] = (0, [map_memory(L * Tm * _ACC_BITS, vox * Td // L)] * 2, {
         "one": 1, "bits": L * Tm * _ACC_BITS,
     })
-    # CMaxPool: w stage in registers, h stage two lines of (W+2) words, d stage two planes of
-    # (H+2)(W+2) words, 8 slots (128 bits) per word, read and written at one address.
+    # CMaxPool: w stage in registers (one slot group) or two buffers of the groups, h stage
+    # two lines of (W+2) voxels, d stage two planes of (H+2)(W+2) voxels, each voxel
+    # pool_groups words of 8 slots (128 bits), read and written at one address.
+    pg = c.pool_groups
+    pool_lines = ((pg,) if pg > 1 else ()) + ((pw + 2) * pg, (ph + 2) * (pw + 2) * pg)
     pool_mems = [map_memory(128, n, block=False, single_port=True)
-                 for n in (pw + 2, (ph + 2) * (pw + 2)) for _ in range(2)]
+                 for n in pool_lines for _ in range(2)]
     comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
         "one": 1, "size_bits": sum(max(1, n).bit_length() for n in c.pool_size),
         "residual": int(c.residual),

@@ -28,9 +28,12 @@ What a descriptor costs
     halves full;
   - *drain*: per tile, once the partial sums of its last pass are committed (PE-array latency),
     one beat per slot group, depth lane and voxel into the post chain, one release cycle; the
-    post chain stalls it while both output-buffer halves wait for the store;
-  - *store*: per tile one write box (``groups x d x h`` rows of ``w`` beats, AW before W, the
-    write walker's two cycles per row), then the write response and the status.
+    post chain stalls it while both output-buffer halves wait for the store. With a fused pool
+    (``FLAG_POOL`` on a conv) the next tile waits until the last pooled voxel has left
+    CMaxPool (:attr:`EngineTiming.fused_pool_gap`);
+  - *store*: per tile one write box (``groups x d x h`` rows of ``w`` beats of the tile, or
+    of the pooled tile, AW before W, the write walker's two cycles per row), then the write
+    response and the status.
 
   A per-pass recurrence of these event times (max-plus, exact for the modelled rules) gives
   the layer's cycles, PE-busy and DMA-stall cycles. Runs of identical tiles (interior tiles,
@@ -54,7 +57,7 @@ from fcircnn.hw.layer_engine import core_lanes
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.report import format_table
 
-from .descriptor import DESCRIPTOR_BYTES, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+from .descriptor import DESCRIPTOR_BYTES, FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
 from .dma_plan import Span
 
 __all__ = [
@@ -161,6 +164,10 @@ class EngineTiming:
         Fetch status to the engine's first decision (DISPATCH, START, walker start) = 3.
     entry_write : int
         Engine ``done`` to the cycle entry's W beat (CYCLES_CMD, write walker, AW) = 5.
+    fused_pool_gap : int
+        Fused pool: the drain's release of a tile to its next wait, the tile's last beat
+        passing the post chain and CMaxPool into the output buffer = post_latency +
+        pool_latency + 1.
     """
 
     read_setup: int = 3
@@ -177,6 +184,7 @@ class EngineTiming:
     out_valid: int = 8
     dispatch: int = 3
     entry_write: int = 5
+    fused_pool_gap: int = 11
 
 
 @dataclass(frozen=True)
@@ -404,6 +412,9 @@ class _Conv:
         self.d, self.core, self.mem, self.t = d, core, mem, t
         self.taps = math.prod(d.kernel)
         self.residual = bool(d.flags & FLAG_RESIDUAL)
+        # Fused pool: axes whose 2-wide window halves the stored tile.
+        self.fused = d.op != OP_POOL and bool(d.flags & FLAG_POOL)
+        self.halved = tuple(self.fused and w == 2 for w in d.pool_window)
         self.in_groups = max(1, core.tn // 16)
         self.lanes = core_lanes(core)
         self.w_beats = d.weight_tile_bytes // _BEAT
@@ -430,6 +441,11 @@ class _Conv:
         out_rows = groups * ext_d * ext_h
         out_beats = out_rows * ext_w
         out_whole = ext_w == d.conv_shape[2]
+        # What the store writes: the tile, or with a fused pool the pooled tile.
+        st_d, st_h, st_w = (e >> h for e, h in zip((ext_d, ext_h, ext_w), self.halved,
+                                                   strict=True))
+        st_rows = groups * st_d * st_h
+        st_beats = st_rows * st_w
         # Td lanes (td unrolled) take the tile's depths in parallel; one lane steps through them.
         compute = (1 if self.lanes > 1 else ext_d) * ext_h * ext_w * self.taps
         ld = s[_LD]
@@ -490,14 +506,15 @@ class _Conv:
         # output buffer half of tile j-2 must have been stored
         rel = max(rel, s[_SR2] + 1 + out_beats + 1 - t.post_slack)
         s[_DR2], s[_DR1] = s[_DR1], rel
-        s[_DRW] = rel + 1
+        s[_DRW] = rel + (t.fused_pool_gap if self.fused else 1)
         # store
-        cmd = max(s[_STW], rel + t.out_valid) + 1
-        last_w = _write_last(mem, t, cmd, out_beats, out_rows)
+        out_valid = t.out_valid + (t.pool_latency if self.fused else 0)
+        cmd = max(s[_STW], rel + out_valid) + 1
+        last_w = _write_last(mem, t, cmd, st_beats, st_rows)
         s[_SR2], s[_SR1] = s[_SR1], last_w
         s[_STW] = last_w + mem.write_response + t.write_status
         s[_LAST] = s[_STW]
-        acc[3] += out_beats * _BEAT
+        acc[3] += st_beats * _BEAT
 
     def end_of_mt(self, s: list):
         s[_MD2], s[_MD1] = s[_MD1], s[_DR1] + 1

@@ -9,7 +9,13 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.gen.descriptor import FLAG_CRELU, FLAG_RESIDUAL, OP_POOL, descriptor_layout
+from fcircnn.gen.descriptor import (
+    FLAG_CRELU,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    OP_POOL,
+    descriptor_layout,
+)
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, status_layout
@@ -23,7 +29,8 @@ from .common import check_block_size, check_positive, mul_small, rejecting
 from .pe_array import PEArray
 from .post_chain import PostChain
 
-__all__ = ["ERROR_CODES", "EngineGeometry", "LayerEngine", "core_lanes", "engine_geometry"]
+__all__ = ["ERROR_CODES", "EngineGeometry", "LayerEngine", "core_lanes", "engine_geometry",
+           "pool_fuses"]
 
 #: Error codes of the engine (register ERROR_CODE): ``(direction << 2) | Status`` for DMA
 #: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
@@ -49,7 +56,9 @@ class EngineGeometry:
     ``kernel``/``stride``: the largest kernel (fc and gap: their whole input map) and conv
     stride per axis among the core's layers; ``taps``: the largest kernel volume;
     ``pool_size``: the largest map a pool pass pools (``(1, 1, 1)`` if none); ``residual``:
-    whether a layer with a residual input runs on the core.
+    whether a layer with a residual input runs on the core; ``fused_pool``: whether a layer
+    pools in the drain (:func:`pool_fuses`), which sizes CMaxPool for the core's output tile
+    with its ``Tm/16`` slot groups interleaved.
     """
 
     kernel: tuple[int, int, int]
@@ -57,6 +66,7 @@ class EngineGeometry:
     taps: int
     pool_size: tuple[int, int, int]
     residual: bool
+    fused_pool: bool = False
 
     @classmethod
     def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
@@ -70,12 +80,37 @@ class EngineGeometry:
                                                    strict=True))
 
         return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
-                   top("pool_size"), any(g.residual for g in geometries))
+                   top("pool_size"), any(g.residual for g in geometries),
+                   any(g.fused_pool for g in geometries))
+
+
+def pool_fuses(layer, core) -> bool:
+    """Whether ``layer``'s pool runs in the drain of ``core`` (no pool pass).
+
+    The drain pools every output tile as its own map, so the tiles must cut the map at window
+    boundaries and no window may cross a tile: window = stride, 1 or 2 per axis, no padding,
+    and on each axis with window 2 an even map size and an even tile (``min(tile, size)``).
+    The layer must be a conv without a residual input (the residual box shares the output
+    walk). C3D's pool1-pool4 qualify; a pool with padding or overlapping windows (C3D pool5,
+    ResNet's 3x3x3 stride 2) runs as a pool pass.
+    """
+    pool = layer.pool
+    if pool is None or layer.kind != "conv" or layer.residual is not None:
+        return False
+    tile = (core.td, core.tr, core.tc)
+    for w, s, p, n, t in zip(pool.window, pool.stride, pool.padding, layer.conv_shape, tile,
+                             strict=True):
+        if w != s or p or w not in (1, 2):
+            return False
+        if w == 2 and (n % 2 or min(t, n) % 2):
+            return False
+    return True
 
 
 def engine_geometry(accelerator, core) -> EngineGeometry:
     """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
+    fused = False
     for layer in accelerator.network.resolved:
         if accelerator.core_for(layer).name != core.name:
             continue
@@ -83,10 +118,12 @@ def engine_geometry(accelerator, core) -> EngineGeometry:
         if layer.kind == "conv":
             stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
         taps = max(taps, layer.kernel_volume)
-        if layer.pool is not None:
+        if pool_fuses(layer, core):
+            fused = True
+        elif layer.pool is not None:
             pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
         residual |= layer.residual is not None
-    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual)
+    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused)
 
 
 def core_lanes(core) -> int:
@@ -252,8 +289,9 @@ class _Walk:
                      box.stride_h.eq(d.in_stride[2]), box.groups.eq(groups),
                      box.last_lanes.eq(SLOTS_PER_BEAT)]
 
-    def out_box(self, box, base, *, write: bool):
-        """Drive ``box`` with this tile's output (or residual) box: ``groups_m`` groups."""
+    def out_box(self, box, base, *, write: bool, halved=None):
+        """Drive ``box`` with this tile's output (or residual) box: ``groups_m`` groups;
+        ``halved`` (three 1-bit values): axes whose extent a fused 2-wide pool halves."""
         d = self.desc
         offset = self.mt_out + self.out_acc[0] + self.out_acc[1] + self.out_acc[2]
         stmts = [box.addr.eq(base + offset), box.stride_g.eq(d.out_stride[0]),
@@ -261,8 +299,10 @@ class _Walk:
                  box.groups.eq(self.groups_m),
                  box.last_lanes.eq(self.last_lanes if write else SLOTS_PER_BEAT)]
         for a, axis in enumerate("dhw"):
+            ext = self.ext[a] if halved is None else Mux(halved[a], self.ext[a] >> 1,
+                                                         self.ext[a])
             stmts += [box[f"{axis}_pre"].eq(0), box[f"{axis}_post"].eq(0),
-                      box[f"{axis}_len"].eq(self.ext[a])]
+                      box[f"{axis}_len"].eq(ext)]
         self.m.d.comb += stmts
 
 
@@ -287,9 +327,14 @@ class LayerEngine(wiring.Component):
       ``n_tiles`` passes;
     * **drain**: per finished tile, ``lanes = 8`` slots a beat with their post parameters and
       residual slots into :class:`~fcircnn.hw.post_chain.PostChain` (CBN + residual,
-      quantize, CReLU; the pool is bypassed), into :class:`~fcircnn.hw.buffer_output.OutputBuffer`;
-    * **store**: per finished output tile, one DMA write box (NC/8DHW8), overlapping the next
-      tile's work.
+      quantize, CReLU), into :class:`~fcircnn.hw.buffer_output.OutputBuffer`, in raster order
+      (depth, row, column, slot group fastest). With ``FLAG_POOL`` on a conv descriptor (a
+      fused pool, :func:`pool_fuses`) CMaxPool pools each tile as its own map (its slot
+      groups interleaved) and only the pooled voxels reach the output buffer; the drain starts
+      a tile once the previous one has left CMaxPool (its configuration follows the tile).
+      Otherwise the pool is bypassed;
+    * **store**: per finished output tile, one DMA write box (NC/8DHW8, the pooled tile with
+      a fused pool), overlapping the next tile's work.
 
     Timing: no walker derives its tile's geometry combinationally from the descriptor; each
     keeps it in registers beside its counters (:class:`_Walk`), and the loader computes the
@@ -399,7 +444,13 @@ class LayerEngine(wiring.Component):
         m.submodules.pe = pe = PEArray(Tn, Tm, B, L)
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
         m.submodules.psum = psum = PartialSumBuffer(Tm, L, Tr * Td // L, Tc)
-        m.submodules.post = post = PostChain(lanes=SLOTS_PER_BEAT, max_size=geo.pool_size)
+        # CMaxPool: maps of pool passes, and with a fused pool the output tile, its G slot
+        # groups interleaved.
+        pool_size = geo.pool_size
+        if geo.fused_pool:
+            pool_size = tuple(max(a, b) for a, b in zip(pool_size, (Td, Tr, Tc), strict=True))
+        m.submodules.post = post = PostChain(lanes=SLOTS_PER_BEAT, max_size=pool_size,
+                                             max_groups=G if geo.fused_pool else 1)
         m.submodules.outbuf = outbuf = OutputBuffer(Tm, Td, Tr, Tc)
         resbuf = None
         if geo.residual:
@@ -407,6 +458,12 @@ class LayerEngine(wiring.Component):
 
         d = Signal(descriptor_layout())
         residual = (d.flags & FLAG_RESIDUAL).bool()
+        # Fused pool: per axis, whether its 2-wide window halves the tile.
+        fused = Signal()
+        halved = [Signal(name=f"halved{a}") for a in "dhw"]
+        if geo.fused_pool:
+            m.d.comb += fused.eq((d.op != OP_POOL) & (d.flags & FLAG_POOL).bool())
+            m.d.comb += [halved[a].eq(fused & (d.pool_window[a] == 2)) for a in range(3)]
         running = Signal()
         failed = Signal()
         m.d.comb += self.busy.eq(running)
@@ -691,6 +748,8 @@ class LayerEngine(wiring.Component):
         }))
         otags = fifo.SyncFIFOBuffered(width=q_tag.shape().size, depth=16)
         m.submodules.otags = otags
+        o_tag = data.View(q_tag.shape(), otags.r_data)
+        o_tag_last = o_tag.last
         dv = Signal(range(Td + 1))
         dg = Signal(range(G + 1))
         dh = Signal(16)
@@ -698,6 +757,11 @@ class LayerEngine(wiring.Component):
         dvox = Signal(range(Tr * Tc + 1))
         dvox_row = Signal(range(Tr * Tc + 1))
         dv_base = Signal(range(Td * Tr * Tc + 1))  # dv*Tr*Tc: partial sums of depth dv (one lane)
+        p_row = Signal(range(Tr * Tc + 1))  # fused pool: pooled row * Tc
+        q_end = Signal()  # the beat in stage B completes a pool window (always, without pool)
+        pool_busy = Signal()  # fused pool: a tile's last beat is in the post chain
+        pool_cfg_size = [Signal(16, init=1, name=f"pool_cfg_size{a}") for a in "dhw"]
+        pool_cfg_groups = Signal(range(G + 1), init=1)
         pool_mode = Signal()
         d_adv = Signal()
         post_take = post.i.valid & post.i.ready
@@ -742,15 +806,21 @@ class LayerEngine(wiring.Component):
         m.d.comb += [post.cfg.cbn.bypass.eq(pool_mode), post.cfg.cbn.residual.eq(residual),
                      post.cfg.quantize.bypass.eq(0),
                      post.cfg.crelu.bypass.eq(pool_mode | ~(d.flags & FLAG_CRELU).bool()),
-                     post.cfg.pool.bypass.eq(~pool_mode), post.cfg.pool.groups.eq(1)]
+                     post.cfg.pool.bypass.eq(~pool_mode & ~fused)]
+        if geo.fused_pool:
+            m.d.comb += post.cfg.pool.groups.eq(Mux(pool_mode, 1, pool_cfg_groups))
+        else:
+            m.d.comb += post.cfg.pool.groups.eq(1)
         for a in range(3):
             m.d.comb += [post.cfg.pool.window[a].eq(d.pool_window[a]),
                          post.cfg.pool.stride[a].eq(d.pool_stride[a]),
                          post.cfg.pool.padding[a].eq(d.pool_padding[a]),
-                         # Outside a pool pass the (bypassed) pool sees a 1-voxel map: its axis
-                         # stages treat positions beyond the size as padding and would otherwise
-                         # run on a size-0 map while idle.
-                         post.cfg.pool.size[a].eq(Mux(pool_mode, d.in_shape[a], 1))]
+                         # A pool pass pools the map; a fused pool the drain's tile (set when
+                         # the drain starts it). Else the (bypassed) pool sees a 1-voxel map:
+                         # its axis stages treat positions beyond the size as padding and would
+                         # otherwise run on a size-0 map while idle.
+                         post.cfg.pool.size[a].eq(Mux(pool_mode, d.in_shape[a],
+                                                      pool_cfg_size[a]))]
         m.d.comb += [p_rd.addr.eq(Mux(dr.mt[0], G, 0) + dg),
                      psum.r_addr.eq(dvox if L == Td else dv_base + dvox)]
         if resbuf is not None:
@@ -761,21 +831,35 @@ class LayerEngine(wiring.Component):
         d_last_w = dw == dr.ext[2] - 1
         d_last_h = dh == dr.ext[1] - 1
         with m.If(~pool_mode):
-            m.d.comb += [post.i.valid.eq(q_valid), otags.w_en.eq(post_take),
+            # Tags of the beats that leave the post chain: every beat, or with a fused pool
+            # the beats completing a window (the pool emits its voxel as they pass).
+            m.d.comb += [post.i.valid.eq(q_valid), otags.w_en.eq(post_take & q_end),
                          otags.w_data.eq(q_tag)]
+        if geo.fused_pool:
+            with m.If(self.start & ~running):
+                m.d.sync += pool_busy.eq(0)
+            with m.Elif(fused & post_take & q_tag.last):
+                m.d.sync += pool_busy.eq(1)
+            with m.Elif(outbuf.i.valid & outbuf.i.ready & o_tag_last):
+                m.d.sync += pool_busy.eq(0)
         with m.FSM(name="drain"):
             with m.State("IDLE"):
                 with m.If(self.start & ~running & (self.desc.op != OP_POOL)):
                     m.next = "WAIT"
             with m.State("WAIT"):
-                ready = psum.r_valid & params_ready.bit_select(dr.mt[0], 1)
+                ready = psum.r_valid & params_ready.bit_select(dr.mt[0], 1) & ~pool_busy
                 if resbuf is not None:
                     ready &= ~residual | resbuf.r_valid
                 with m.If(failed | dr.done):
                     m.next = "IDLE"
                 with m.Elif(ready):
                     m.d.sync += [dv.eq(0), dg.eq(0), dh.eq(0), dw.eq(0), dvox.eq(0),
-                                 dvox_row.eq(0), dv_base.eq(0)]
+                                 dvox_row.eq(0), dv_base.eq(0), p_row.eq(0)]
+                    if geo.fused_pool:
+                        # CMaxPool's map: this tile (the previous one has left it).
+                        m.d.sync += [pool_cfg_size[a].eq(Mux(fused, dr.ext[a], 1))
+                                     for a in range(3)]
+                        m.d.sync += pool_cfg_groups.eq(Mux(fused, dr.groups_m, 1))
                     m.next = "RUN"
             with m.State("RUN"):
                 with m.If(d_adv):
@@ -783,28 +867,39 @@ class LayerEngine(wiring.Component):
                     if resbuf is not None:
                         rd_en.append(resbuf.r_en.eq(1))
                     m.d.comb += rd_en
+                    # The tile's last beat; with a fused pool it completes the last window
+                    # (pool_fuses: the tile's extents are multiples of the windows).
                     done_tile = d_last_g & d_last_v & d_last_w & d_last_h
+                    # Output voxel of the beat: with a fused pool the pooled one (the beat
+                    # completing its window writes it), else the beat's own.
+                    odd = [dv[0], dh[0], dw[0]]
                     m.d.sync += [q_valid.eq(1), q_v.eq(dv), q_g.eq(dg),
-                                 q_tag.lane.eq(dv), q_tag.group.eq(dg), q_tag.addr.eq(dvox),
-                                 q_tag.last.eq(done_tile), q_tag.groups.eq(dr.groups_m),
-                                 q_tag.d.eq(dr.ext[0]), q_tag.h.eq(dr.ext[1]),
-                                 q_tag.w.eq(dr.ext[2])]
-                    # Order: group fastest, then lane, then w, then h.
+                                 q_end.eq((~halved[0] | odd[0]) & (~halved[1] | odd[1])
+                                          & (~halved[2] | odd[2])),
+                                 q_tag.lane.eq(Mux(halved[0], dv >> 1, dv)), q_tag.group.eq(dg),
+                                 q_tag.addr.eq(Mux(fused, p_row + Mux(halved[2], dw >> 1, dw),
+                                                   dvox)),
+                                 q_tag.last.eq(done_tile), q_tag.groups.eq(dr.groups_m)]
+                    m.d.sync += [q_tag[f].eq(Mux(halved[a], dr.ext[a] >> 1, dr.ext[a]))
+                                 for a, f in enumerate("dhw")]
+                    # Raster order: group fastest, then w, then h, then the lane (depth).
                     with m.If(~d_last_g):
                         m.d.sync += dg.eq(dg + 1)
                     with m.Else():
                         m.d.sync += dg.eq(0)
-                        with m.If(~d_last_v):
-                            m.d.sync += [dv.eq(dv + 1), dv_base.eq(dv_base + Tr * Tc)]
+                        with m.If(~d_last_w):
+                            m.d.sync += [dw.eq(dw + 1), dvox.eq(dvox + 1)]
                         with m.Else():
-                            m.d.sync += [dv.eq(0), dv_base.eq(0)]
-                            with m.If(~d_last_w):
-                                m.d.sync += [dw.eq(dw + 1), dvox.eq(dvox + 1)]
+                            m.d.sync += dw.eq(0)
+                            with m.If(~d_last_h):
+                                m.d.sync += [dh.eq(dh + 1), dvox_row.eq(dvox_row + Tc),
+                                             dvox.eq(dvox_row + Tc)]
+                                with m.If(~halved[1] | odd[1]):
+                                    m.d.sync += p_row.eq(p_row + Tc)
                             with m.Else():
-                                m.d.sync += dw.eq(0)
-                                with m.If(~d_last_h):
-                                    m.d.sync += [dh.eq(dh + 1), dvox_row.eq(dvox_row + Tc),
-                                                 dvox.eq(dvox_row + Tc)]
+                                m.d.sync += [dh.eq(0), dvox.eq(0), dvox_row.eq(0), p_row.eq(0)]
+                                with m.If(~d_last_v):
+                                    m.d.sync += [dv.eq(dv + 1), dv_base.eq(dv_base + Tr * Tc)]
                                 with m.Else():
                                     m.next = "RELEASE"
             with m.State("RELEASE"):
@@ -817,7 +912,6 @@ class LayerEngine(wiring.Component):
                     dr.advance()
                     m.next = "WAIT"
         # Post chain output -> output buffer (conv) or the write DMA (pool pass).
-        o_tag = data.View(q_tag.shape(), otags.r_data)
         m.d.comb += [outbuf.i.payload.lane.eq(o_tag.lane),
                      outbuf.i.payload.group.eq(o_tag.group),
                      outbuf.i.payload.addr.eq(o_tag.addr), outbuf.i.payload.last.eq(o_tag.last),
@@ -831,7 +925,7 @@ class LayerEngine(wiring.Component):
         # ---------------------------------------------------------------- store
         wr_box = Signal(box_layout(aw))
         out_box = Signal(box_layout(aw))
-        st.out_box(out_box, d.out_base, write=True)
+        st.out_box(out_box, d.out_base, write=True, halved=halved)
         m.d.comb += self.wr_cmd.payload.eq(wr_box)
         st_data = Signal()
         with m.If(st_data):

@@ -51,7 +51,39 @@ def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int =
     return path
 
 
+#: The pools C3D fuses into the drain, (1,2,2) and (2,2,2), with two slot groups per voxel on
+#: a ``Tm = 32`` core, a partial m-tile (48 = 32 + 16 channels) and edge tiles of half a tile.
+FUSED_NET = """
+name: fused
+input: {channels: 3, depth: 4, height: 12, width: 12}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: f1, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: [1, 2, 2]}}                                   # 4x12x12 -> 4x6x6
+  - {name: f2, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 2}}                                           # 4x6x6 -> 2x3x3
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm")
+                            ) -> Path:
+    """The small accelerator with ``Tm = 32`` and the given ``unroll`` on :data:`FUSED_NET`
+    (see :func:`write_small_accelerator`)."""
+    path = write_small_accelerator(folder, tm=32, net=FUSED_NET)
+    path.write_text(path.read_text().replace("unroll: [tn, tm]",
+                                             f"unroll: [{', '.join(unroll)}]"))
+    return path
+
+
 @pytest.fixture(scope="session")
 def small_accelerator():
     """:func:`write_small_accelerator`, for tests in any folder."""
     return write_small_accelerator
+
+
+@pytest.fixture(scope="session")
+def fused_accelerator():
+    """:func:`write_fused_accelerator`, for tests in any folder."""
+    return write_fused_accelerator

@@ -30,10 +30,12 @@ from fcircnn.gen.descriptor import (
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    OP_CONV,
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
 )
+from fcircnn.hw.layer_engine import pool_fuses
 from fcircnn.models import spectral
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
@@ -152,9 +154,15 @@ def _execute_conv(d, read, acc):
         if residual:
             res = unpack_ncdhw8(read(d.res_base, ncdhw8_size(d.out_slots, *d.conv_shape)),
                                 d.out_slots, d.conv_shape)
-        assert not d.flags & FLAG_POOL, "pools run as their own pass"
+        pool = None
+        if d.flags & FLAG_POOL:
+            # Fused: the drain pools tile by tile; the tiles cut the map at window boundaries,
+            # so that is the pool of the whole map.
+            assert d.pool_window == d.pool_stride and not any(d.pool_padding)
+            assert all(t % k == 0 for t, k in zip(d.tile, d.pool_window, strict=True))
+            pool = (d.pool_window, d.pool_stride, d.pool_padding)
         return [spectral.post_process(a, **post.part(c), res=None if res is None else res[c],
-                                      relu=bool(d.flags & FLAG_CRELU), pool=None)
+                                      relu=bool(d.flags & FLAG_CRELU), pool=pool)
                 for c, a in enumerate((acc_re, acc_im))]
 
 
@@ -310,10 +318,12 @@ def _geometry(acc):
     return [engine_geometry(acc, core) for core in acc.cores]
 
 
-# Hardware built for 1x1x1 convs (one with stride (1, 2, 2)) and a (2,2,2) pool of a 4x4x4 map:
-# geometry kernel 1x1x1, stride 1x2x2, 1 tap, CMaxPool 4x4x4, no residual buffer.
+# Hardware built for 1x1x1 convs (one with stride (1, 2, 2)) and a padded (2,2,2) pool (a pool
+# pass) of a 4x4x4 map: geometry kernel 1x1x1, stride 1x2x2, 1 tap, CMaxPool 4x4x4, no residual
+# buffer, no fused pool (so the probe's fusable pool runs as a pool pass there).
 _HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: 1, stride: [1, 2, 2]}\n"
-              "  - {name: h2, type: conv, out_channels: 16, kernel: 1, pool: {window: 2}}\n")
+              "  - {name: h2, type: conv, out_channels: 16, kernel: 1,"
+              " pool: {window: 2, padding: 1}}\n")
 
 
 @pytest.mark.parametrize("layers, match", [
@@ -405,6 +415,72 @@ def test_wrong_input_shape(acc):
 
 
 # --------------------------------------------------------------------------------------------
+# Fused pools
+
+
+@pytest.mark.parametrize("pool, shape, fuses", [
+    ("{window: 2}", "{channels: 8, depth: 4, height: 8, width: 8}", True),
+    ("{window: [1, 2, 2]}", "{channels: 8, depth: 3, height: 8, width: 8}", True),
+    ("{window: [1, 2, 2]}", "{channels: 8, depth: 3, height: 6, width: 8}", True),  # edge 2
+    ("{window: 2}", "{channels: 8, depth: 3, height: 8, width: 8}", False),  # odd depth
+    ("{window: [1, 2, 2]}", "{channels: 8, depth: 4, height: 8, width: 10}", True),
+    ("{window: [1, 2, 2]}", "{channels: 8, depth: 4, height: 8, width: 9}", False),  # odd
+    ("{window: 2, padding: [0, 1, 1]}", "{channels: 8, depth: 4, height: 8, width: 8}", False),
+    ("{window: 3, stride: 2, padding: 1}", "{channels: 8, depth: 4, height: 8, width: 8}",
+     False),
+    ("{window: 2, stride: 1}", "{channels: 8, depth: 4, height: 8, width: 8}", False),
+    ("{window: 3}", "{channels: 8, depth: 6, height: 6, width: 6}", False),  # window 3
+])
+def test_which_pools_fuse(tmp_path, small_accelerator, pool, shape, fuses):
+    """Fused (one descriptor with FLAG_POOL) exactly when window = stride, 1 or 2, no
+    padding, and even map and tiles (Td = 2, Tr = Tc = 4) on the axes with window 2; else a
+    conv descriptor and a pool pass. Both are bit-exact with the golden model from the image
+    alone."""
+    net = _net(f"  - {{name: p, type: conv, out_channels: 16, kernel: 1, pool: {pool}}}\n",
+               shape)
+    acc = load_accelerator(small_accelerator(tmp_path, net=net))
+    image = compile_network(acc, seed=4)
+    lp = image.plan.layers[0]
+    assert pool_fuses(lp.layer, lp.core) == fuses
+    if fuses:
+        (d,) = lp.descriptors
+        assert d.op == OP_CONV and d.flags & FLAG_POOL and d.out_shape == lp.layer.out_shape
+        assert d.pool_window == d.pool_stride == lp.layer.pool.window
+        assert not any(r.name == "p.conv" for r in image.plan.regions)
+    else:
+        conv, pool_pass = lp.descriptors
+        assert conv.op == OP_CONV and not conv.flags & FLAG_POOL
+        assert pool_pass.op == OP_POOL and conv.out_base == image.region("p.conv").base
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
+
+
+def test_fused_pool_descriptor_walks_the_pooled_map():
+    """The best C3D core fuses pool1-pool4 (pool5 has padding): the output fields describe
+    the pooled map, a tile step moves tile / window pooled voxels."""
+    acc = load_accelerator(builtin_path("c3d_zcu102_best"))
+    plan = plan_network(acc)
+    by_name = {lp.layer.name: lp for lp in plan.layers}
+    for name in ("conv1a", "conv2a", "conv3b", "conv4b"):
+        lp = by_name[name]
+        (d,) = lp.descriptors
+        D, H, W = lp.layer.out_shape
+        window = lp.layer.pool.window
+        assert d.flags & FLAG_POOL and d.out_shape == (D, H, W)
+        assert d.out_base == plan.region(f"{name}.output").base
+        assert d.out_stride == (D * H * W * 16, H * W * 16, W * 16)
+        axis = (H * W * 16, W * 16, 16)
+        assert d.out_step == tuple(t // k * b for t, k, b in zip(d.tile, window, axis,
+                                                                 strict=True))
+        assert d.out_mt_step == acc.cores[0].tm // 16 * d.out_stride[0]
+    conv, pool_pass = by_name["conv5b"].descriptors
+    assert not conv.flags & FLAG_POOL and pool_pass.op == OP_POOL
+    assert pool_fuses(by_name["conv5b"].layer, by_name["conv5b"].core) is False
+
+
+# --------------------------------------------------------------------------------------------
 # Full size
 
 
@@ -414,8 +490,9 @@ def test_full_size_plan(name, layers):
     start = time.perf_counter()
     plan = plan_network(acc, base=0x4000_0000)
     assert time.perf_counter() - start < 5
-    pools = sum(lp.layer.pool is not None for lp in plan.layers)
-    assert len(plan.layers) == layers and len(plan.descriptors) == layers + pools
+    passes = sum(lp.layer.pool is not None and not pool_fuses(lp.layer, lp.core)
+                 for lp in plan.layers)
+    assert len(plan.layers) == layers and len(plan.descriptors) == layers + passes
     assert plan.end <= 1 << acc.address_width
     B = acc.block_size
     for lp in plan.layers:
