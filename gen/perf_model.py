@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 from fcircnn.hw.layer_engine import core_lanes
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.layout import SLOTS_PER_BEAT
 from fcircnn.report import format_table
 
 from .descriptor import DESCRIPTOR_BYTES, FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
@@ -415,7 +416,12 @@ class _Conv:
         # Fused pool: axes whose 2-wide window halves the stored tile.
         self.fused = d.op != OP_POOL and bool(d.flags & FLAG_POOL)
         self.halved = tuple(self.fused and w == 2 for w in d.pool_window)
-        self.in_groups = max(1, core.tn // 16)
+        # Input slot groups per n-tile: Tn/16, but only those the layer has (the last n-tile
+        # may hold fewer; a beat holds several n-tiles when Tn < 16).
+        g_in = max(1, core.tn // 16)
+        total = -(-d.in_slots // SLOTS_PER_BEAT)
+        self.in_groups = [min(g_in, total - nt * g_in) if core.tn > 16 else 1
+                          for nt in range(d.n_tiles)]
         self.lanes = core_lanes(core)
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
@@ -431,13 +437,7 @@ class _Conv:
         ad, ah, aw = ax
         ext_d, ext_h, ext_w = ad.ext, ah.ext, aw.ext
         acc = self.acc
-        # Loader, per pass.
-        in_rows = self.in_groups * ad.total * ah.total
-        in_beats = in_rows * aw.total
-        in_bus_rows = self.in_groups * ad.length * ah.length
         whole_rows = aw.length == d.in_shape[2]
-        in_gaps = in_bus_rows if not whole_rows else max(1, self.in_groups * (
-            ad.length if ah.length != d.in_shape[1] else 1))
         out_rows = groups * ext_d * ext_h
         out_beats = out_rows * ext_w
         out_whole = ext_w == d.conv_shape[2]
@@ -472,6 +472,12 @@ class _Conv:
             else:
                 ld += 1
             # phase 2: input box, once compute released the pass two back
+            g_in = self.in_groups[nt]
+            in_rows = g_in * ad.total * ah.total
+            in_beats = in_rows * aw.total
+            in_bus_rows = g_in * ad.length * ah.length
+            in_gaps = in_bus_rows if not whole_rows else max(1, g_in * (
+                ad.length if ah.length != d.in_shape[1] else 1))
             free = s[_CR2] + 1
             cmd = max(ld, free) + 1
             last = _read_last(mem, t, cmd, in_beats, in_rows, in_bus_rows, in_gaps)

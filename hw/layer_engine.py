@@ -169,6 +169,11 @@ class _Walk:
         self.last_mt = S(1, "last_mt")
         self.groups_m = S(range(eng.G + 1), "groups_m")
         self.last_lanes = S(range(SLOTS_PER_BEAT + 1), "last_lanes")
+        # Input slot groups of the n-tile (the layer's, not the tile's Tn/16: a layer with
+        # fewer input channels than Tn loads only those) and the groups from it on.
+        self.G_in = max(1, eng.Tn // 16)
+        self.groups_n = S(range(self.G_in + 1), "groups_n")
+        self.n_rest = S(16, "n_rest")
         self.last_tile = self.last_t[0] & self.last_t[1] & self.last_t[2]
         # Cycles until registers computed from the counters (input_box) are valid again.
         self.settle = S(range(3), "settle")
@@ -185,6 +190,12 @@ class _Walk:
         return [self.groups_m.eq(Mux(part, (slots + 7) >> 3, self.eng.G)),
                 self.last_lanes.eq(Mux(part, (slots - 1)[:3] + 1, SLOTS_PER_BEAT))]
 
+    def _n_tile(self, rest):
+        """Statements setting ``n_rest``/``groups_n`` for an n-tile with ``rest`` input slot
+        groups from it on."""
+        return [self.n_rest.eq(rest),
+                self.groups_n.eq(Mux(rest < self.G_in, rest, self.G_in))]
+
     def reset(self, desc):
         """Restart at the first iteration of the layer ``desc`` (being latched)."""
         d, m = desc, self.m
@@ -192,7 +203,8 @@ class _Walk:
                  self.mt_out.eq(0), self.mt_post.eq(0), self.mt_slots.eq(d.out_slots),
                  self.w_mt.eq(0), self.w_nt.eq(0), self.done.eq(0),
                  self.last_nt.eq(d.n_tiles <= 1), self.last_mt.eq(d.m_tiles <= 1),
-                 self.settle.eq(2), *self._m_tile(d.out_slots)]
+                 self.settle.eq(2), *self._m_tile(d.out_slots),
+                 *self._n_tile((d.in_slots + 7) >> 3)]
         for a in range(3):
             stmts += [self.t[a].eq(0), self.conv_lo[a].eq(0), self.in_acc[a].eq(0),
                       self.out_acc[a].eq(0), *self._first_tile(d, a)]
@@ -240,7 +252,8 @@ class _Walk:
             return
         with m.If(~self.last_nt):
             m.d.sync += [self.nt.eq(self.nt + 1), self.last_nt.eq(self.nt + 2 == d.n_tiles),
-                         self.w_nt.eq(self.w_nt + d.weight_tile_bytes)]
+                         self.w_nt.eq(self.w_nt + d.weight_tile_bytes),
+                         *self._n_tile(self.n_rest - self.G_in)]
             if eng.subs > 1:
                 with m.If(self.nt_sub == eng.subs - 1):
                     m.d.sync += [self.nt_sub.eq(0), self.nt_in.eq(self.nt_in + d.in_nt_step)]
@@ -250,7 +263,7 @@ class _Walk:
                 m.d.sync += self.nt_in.eq(self.nt_in + d.in_nt_step)
         with m.Else():
             m.d.sync += [self.nt.eq(0), self.nt_sub.eq(0), self.nt_in.eq(0), self.w_nt.eq(0),
-                         self.last_nt.eq(d.n_tiles <= 1)]
+                         self.last_nt.eq(d.n_tiles <= 1), *self._n_tile((d.in_slots + 7) >> 3)]
             with m.If(self.last_tile):
                 m.d.sync += self.w_mt.eq(self.w_mt + self.w_nt + d.weight_tile_bytes)
             tiles_step()
@@ -508,7 +521,9 @@ class LayerEngine(wiring.Component):
                    Signal(range(inbuf.height + 1), name="ld_in_spanh"),
                    Signal(range(inbuf.width + 1), name="ld_in_spanw")]
         res_box = Signal(box_layout(aw))
-        in_groups = max(1, Tn // 16)
+        # Only the input slot groups the layer has (a PE input without a loaded group reads
+        # whatever its bank holds, times the zero weights of the absent channels).
+        in_groups = ld.groups_n if Tn > 16 else 1
         ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
         ld.out_box(res_box, d.res_base, write=False)
         # The input buffer's box: latched with the command, constant while its beats arrive.

@@ -52,14 +52,16 @@ def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int =
 
 
 #: The pools C3D fuses into the drain, (1,2,2) and (2,2,2), with two slot groups per voxel on
-#: a ``Tm = 32`` core, a partial m-tile (48 = 32 + 16 channels) and edge tiles of half a tile.
+#: a ``Tn = Tm = 32`` core, partial m-tiles (48 = 32 + 16 channels) and edge tiles of half a
+#: tile; the input slot groups a layer has, fewer than ``Tn/16`` (f1: 3 channels, one group of
+#: two; f2: 48 channels, n-tiles of two groups and one).
 FUSED_NET = """
 name: fused
 input: {channels: 3, depth: 4, height: 12, width: 12}
 classes: 10
 block_size: %(B)d
 layers:
-  - {name: f1, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true,
+  - {name: f1, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
      pool: {window: [1, 2, 2]}}                                   # 4x12x12 -> 4x6x6
   - {name: f2, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
      pool: {window: 2}}                                           # 4x6x6 -> 2x3x3
@@ -69,9 +71,9 @@ layers:
 
 def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm")
                             ) -> Path:
-    """The small accelerator with ``Tm = 32`` and the given ``unroll`` on :data:`FUSED_NET`
-    (see :func:`write_small_accelerator`)."""
-    path = write_small_accelerator(folder, tm=32, net=FUSED_NET)
+    """The small accelerator with ``Tn = Tm = 32`` and the given ``unroll`` on
+    :data:`FUSED_NET` (see :func:`write_small_accelerator`)."""
+    path = write_small_accelerator(folder, tn=32, tm=32, net=FUSED_NET)
     path.write_text(path.read_text().replace("unroll: [tn, tm]",
                                              f"unroll: [{', '.join(unroll)}]"))
     return path

@@ -2,11 +2,13 @@
 ``FLAG_POOL``, no pool pass), run on the accelerator top level in cocotb, bit-exact.
 
 The network (``FUSED_NET`` of ``tests/conftest.py``) has the pools C3D fuses, (1,2,2) and
-(2,2,2), on a core with ``Tm = 32`` (two slot groups interleaved in CMaxPool), an
+(2,2,2), on a core with ``Tn = Tm = 32`` (two slot groups interleaved in CMaxPool), an
 output-channel count that leaves a partial m-tile (48 = 32 + 16: one slot group in the last
 m-tile), edge tiles of half the tile's size (6 = 4 + 2 over ``Tr = Tc = 4``) and several
 tiles per axis, with the PE array's depth unrolled (two lanes) and not (one lane stepping
-through the depth). The compiled plan is
+through the depth). The same network loads only the input slot groups a layer has: f1's 3
+channels are one group of the core's two, f2's 48 channels an n-tile of two groups and one
+of one. The compiled plan is
 checked to be fused, so the test cannot fall back to pool passes unnoticed.
 """
 
