@@ -72,18 +72,7 @@ def test_estimate_within_tolerance_of_yosys(point, tmp_path):
     assert not bad, f"{point['name']}: estimate {est} vs Yosys {measured}: {bad}"
 
 
-#: Points known to miss the logic-level target, with why (strict xfail: fixing one fails the
-#: test until it is removed from here).
-LEVELS_OPEN = {
-    "r3d18_zcu102": "9 levels: the spatial core's input-buffer write address (write counter d "
-                    "-> lane plane -> + hw -> block-RAM write demux; the write wants a register "
-                    "stage) and CMaxPool's h-stage position logic from its run-time config",
-}
-
-
-@pytest.mark.parametrize("point", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=LEVELS_OPEN[p["name"]]))
-    if p["name"] in LEVELS_OPEN else p for p in MEASURED], ids=[p["name"] for p in MEASURED])
+@pytest.mark.parametrize("point", MEASURED, ids=[p["name"] for p in MEASURED])
 def test_logic_levels_within_target(point):
     """Every synthesized point, small to paper size, has no register-to-register path deeper
     than 8 LUT levels; the recorded path and end points agree with that figure."""
