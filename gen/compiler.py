@@ -20,6 +20,9 @@ Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 
   count as uint64, then its PE-busy and DMA-stall cycles as uint32 each (modulo 2^32);
   written by the top level at ``cycles_addr``;
 * ``input`` -- the quantized network input, NC/8DHW8 (:func:`fcircnn.models.layout.pack_ncdhw8`);
+  when the first layer runs with its depth taps folded into input channels
+  (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`), its ``Kd`` depth-shifted
+  copies (:func:`pack_network_input`);
 * per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
   output shape, zero in the image: the engine writes it); a layer whose pool runs as a pool
   pass also ``<name>.conv`` (the conv output before the pool).
@@ -75,6 +78,7 @@ import numpy as np
 from fcircnn.hw.buffer_weight import weight_image_beats
 from fcircnn.models import spectral
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.fold import fold_input_slots, fold_weight_slots
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
     LayerOverflowError,
@@ -112,6 +116,7 @@ __all__ = [
     "Region",
     "compile_network",
     "gap_weight_slots",
+    "pack_network_input",
     "pack_post_table",
     "pack_weight_image",
     "plan_network",
@@ -159,6 +164,10 @@ class LayerPlan:
 
     ``descriptor`` is the layer's convolution (weights, post table); ``descriptors`` all of
     its descriptors in list order: the convolution, then the pool pass if the layer pools.
+    ``engine_layer`` is the layer as the engine runs it: ``layer`` itself, or the first layer
+    with its depth taps folded into input channels
+    (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`), whose geometry the
+    descriptor carries; ``layer`` keeps the network's view (name, dense operations).
     """
 
     layer: ResolvedLayer
@@ -166,10 +175,18 @@ class LayerPlan:
     core_index: int
     descriptor: LayerDescriptor
     descriptors: tuple[LayerDescriptor, ...] = ()
+    engine_layer: ResolvedLayer | None = None
 
     def __post_init__(self) -> None:
         if not self.descriptors:
             object.__setattr__(self, "descriptors", (self.descriptor,))
+        if self.engine_layer is None:
+            object.__setattr__(self, "engine_layer", self.layer)
+
+    @property
+    def folded(self) -> bool:
+        """Whether the layer runs with its depth taps folded into input channels."""
+        return self.engine_layer is not self.layer
 
 
 @dataclass(frozen=True)
@@ -394,9 +411,10 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         raise CompileError(f"base must be a non-negative multiple of {ALIGN} (4 KB), "
                            f"not {base!r}")
     net = acc.network
-    layers = net.resolved
+    originals = net.resolved
     B = acc.block_size
-    fits = [_check_fit(acc, layer) for layer in layers]
+    fits = [_check_fit(acc, layer) for layer in originals]
+    layers = [acc.engine_layer(layer) for layer in originals]  # as the engine runs them
     geos = _core_geometry(acc, geometry)
     for layer, (core, index) in zip(layers, fits, strict=True):
         _check_engine_fit(layer, core, geos[index])
@@ -421,9 +439,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                  f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 DMA-stall)")
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
-    inp = net.input
+    folded = " (depth taps folded into channels)" if first is not originals[0] else ""
     maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
-                      f"input {in_slots} slots x {'x'.join(map(str, inp.shape))} NC/8DHW8")}
+                      f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}")}
     per_layer = []
     for layer, (core, _), separate in zip(layers, fits, pool_pass, strict=True):
         m_tiles = -(-layer.padded_out_channels // core.tm)
@@ -508,7 +526,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         except ValueError as exc:
             raise CompileError(f"layer {layer.name!r}: descriptor: {exc}") from None
         k += len(descs)
-        plans.append(LayerPlan(layer, core, core_index, d, tuple(descs)))
+        plans.append(LayerPlan(originals[i], core, core_index, d, tuple(descs), layer))
     return NetworkPlan(base, end, acc.address_width, tuple(regions), tuple(plans))
 
 
@@ -688,6 +706,19 @@ class DdrImage:
         return paths
 
 
+def pack_network_input(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray) -> bytes:
+    """The ``input`` region's bytes for the quantized network input ``[S, D, H, W]``
+    (:meth:`~fcircnn.models.network.QuantizedNetwork.quantize_input`): NC/8DHW8 of the input,
+    or of its depth-folded copies when the first layer runs folded
+    (:func:`~fcircnn.models.fold.fold_input_slots`). A host running a new clip on a compiled
+    image writes these bytes at the region's base.
+    """
+    first = plan.layers[0]
+    if first.folded:
+        xq_re, xq_im = fold_input_slots(xq_re, xq_im, first.layer)
+    return pack_ncdhw8(xq_re, xq_im)
+
+
 def compile_network(
     acc: AcceleratorConfig,
     *,
@@ -750,12 +781,14 @@ def compile_network(
 
     for k, d in enumerate(plan.descriptors):
         put(plan.desc_ptr + k * DESCRIPTOR_BYTES, d.pack())
-    put(plan.region("input").base, pack_ncdhw8(*xq))
+    put(plan.region("input").base, pack_network_input(plan, *xq))
     B = acc.block_size
     for lp in plan.layers:
         layer, ql, d = lp.layer, qnet.layers[lp.layer.name], lp.descriptor
         if layer.kind == "gap":
             wq_re, wq_im = gap_weight_slots(layer.padded_in_channels // B, B, layer.kernel)
+        elif lp.folded:
+            wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im)
         else:
             wq_re, wq_im = ql.wq_re, ql.wq_im
         blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B)

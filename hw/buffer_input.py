@@ -238,11 +238,13 @@ class InputBuffer(wiring.Component):
 
 
 def core_needs(accelerator, core) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """Largest ``(kernel, stride)`` per axis among the conv layers ``core`` runs."""
+    """Largest ``(kernel, stride)`` per axis among the conv layers ``core`` runs, as the engine
+    runs them (``accelerator.engine_layer``)."""
     kernel, stride = [1, 1, 1], [1, 1, 1]
-    for layer in accelerator.network.resolved:
-        if layer.kind != "conv" or accelerator.core_for(layer).name != core.name:
+    for original in accelerator.network.resolved:
+        if original.kind != "conv" or accelerator.core_for(original).name != core.name:
             continue
+        layer = accelerator.engine_layer(original)
         kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
         stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
     return tuple(kernel), tuple(stride)

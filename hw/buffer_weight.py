@@ -91,12 +91,12 @@ class WeightBuffer(wiring.Component):
 
     @classmethod
     def from_config(cls, accelerator, core) -> "WeightBuffer":
-        """Size the buffer for ``core``: ``taps`` = the largest kernel volume it runs."""
-        from .buffer_input import core_needs
+        """Size the buffer for ``core``: ``taps`` = the largest kernel volume it runs, as the
+        layer engine sizes it (:func:`~fcircnn.hw.layer_engine.engine_geometry`)."""
+        from .layer_engine import engine_geometry
 
-        kernel, _ = core_needs(accelerator, core)
         return cls(core.tn, core.tm, B=accelerator.block_size,
-                   taps=kernel[0] * kernel[1] * kernel[2])
+                   taps=engine_geometry(accelerator, core).taps)
 
     @property
     def beats_per_tap(self) -> int:

@@ -108,12 +108,14 @@ def pool_fuses(layer, core) -> bool:
 
 
 def engine_geometry(accelerator, core) -> EngineGeometry:
-    """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it."""
+    """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
+    the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
     fused = False
-    for layer in accelerator.network.resolved:
-        if accelerator.core_for(layer).name != core.name:
+    for original in accelerator.network.resolved:
+        if accelerator.core_for(original).name != core.name:
             continue
+        layer = accelerator.engine_layer(original)
         kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
         if layer.kind == "conv":
             stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]

@@ -25,7 +25,7 @@ import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -432,6 +432,27 @@ class ResolvedLayer:
         """Output ``(channels, D, H, W)``."""
         return (self.out_channels, *self.out_shape)
 
+    def fold_depth_taps(self) -> ResolvedLayer:
+        """This conv with its ``Kd`` depth taps folded into input channels.
+
+        The folded layer reads ``Kd`` copies of the (channel-padded) input, copy ``t`` shifted
+        to input depth ``do*sd + t - pd`` for output depth ``do`` (zero outside the map): its
+        input has ``Kd * padded_in_channels`` channels (channel ``t*padded_in_channels + c``)
+        and depth ``Do``, its kernel, stride and padding are ``(1, Kr, Kc)``, ``(1, sr, sc)``
+        and ``(0, pr, pc)``, and its weight block ``(p, t*Q + q)`` is the original block
+        ``(p, q)`` at depth tap ``t``. It computes the same sums, in another order, so its
+        integer accumulators equal the original's exactly (:mod:`fcircnn.models.fold`).
+        Names, dense operations and post-processing are those of the original layer's outputs;
+        only the input side changes.
+        """
+        if self.kind != "conv":
+            raise ValueError(f"layer {self.name!r}: only a conv folds its depth taps, not "
+                             f"a {self.kind} layer")
+        kd, kr, kc = self.kernel
+        return replace(self, in_channels=kd * self.padded_in_channels,
+                       in_shape=(self.conv_shape[0], *self.in_shape[1:]), kernel=(1, kr, kc),
+                       stride=(1, *self.stride[1:]), padding=(0, *self.padding[1:]))
+
 
 def _fmt_dims(channels: int, shape: Sequence[int]) -> str:
     return "x".join(str(v) for v in (channels, *shape))
@@ -779,6 +800,9 @@ class AcceleratorConfig(_Strict):
     address_width : int
         AXI address width, 32..64 (default 40).
     cores : tuple of CoreConfig
+    fold_input_taps : bool
+        Let the first layer fold its depth taps into input channels when its input fills fewer
+        input blocks than its core has (:meth:`folds_input`); default on.
     network : NetworkConfig
         The loaded network (available once bound by :func:`load_accelerator`).
     path : pathlib.Path or None
@@ -793,6 +817,7 @@ class AcceleratorConfig(_Strict):
     bus_width: Annotated[int, AfterValidator(_check_bus_width)] = 128
     address_width: Annotated[int, AfterValidator(_check_address_width)] = 40
     cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
+    fold_input_taps: bool = True
 
     _network: NetworkConfig | None = PrivateAttr(default=None)
     _path: Path | None = PrivateAttr(default=None)
@@ -853,6 +878,26 @@ class AcceleratorConfig(_Strict):
                 return core
         raise ValueError(f"no core can run layer {layer.name!r}: " + "; ".join(
             f"{c.name}: {', '.join(c.fit_problems(layer))}" for c in self.cores))
+
+    def folds_input(self, layer: ResolvedLayer) -> bool:
+        """Whether ``layer`` runs with its depth taps folded into input channels
+        (:meth:`ResolvedLayer.fold_depth_taps`).
+
+        Only the network input can be laid out folded (the host writes it), so the layer must
+        be the first (the only one the network grammar lets read the input), a conv with
+        ``Kd > 1``, and its input must fill fewer of its core's ``Tn/B`` input blocks than
+        there are (C3D conv1a: 3 channels, one block of four on a ``Tn = 32`` core, folds to
+        three). Off with ``fold_input_taps: false``.
+        """
+        if (not self.fold_input_taps or layer.kind != "conv" or layer.input is not None
+                or layer.kernel[0] == 1):
+            return False
+        return layer.padded_in_channels < self.core_for(layer).tn
+
+    def engine_layer(self, layer: ResolvedLayer) -> ResolvedLayer:
+        """``layer`` as the engine runs it: folded if :meth:`folds_input`, else itself. It
+        runs on ``core_for(layer)`` of the original layer."""
+        return layer.fold_depth_taps() if self.folds_input(layer) else layer
 
     def _bind(self, network: NetworkConfig, path: Path | None) -> list[Problem]:
         """Attach the network and return the cross-check problems (empty when it fits)."""
@@ -1229,4 +1274,10 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
                     [[r.index, r.name, r.kind, _fmt3(r.kernel), _fmt3(r.stride),
                       _fmt3(r.pool.window) if r.pool else "-", acc.core_for(r).name,
                       f"{r.dense_ops / 1e9:.3f}"] for r in acc.network.resolved])
+    folded = [r for r in acc.network.resolved if acc.folds_input(r)]
+    for r in folded:
+        run = acc.engine_layer(r)
+        lines.append(f"  {r.name} runs with its depth taps folded into input channels: "
+                     f"{run.in_channels} channels, kernel {_fmt3(run.kernel)} "
+                     "(fold_input_taps)")
     return "\n".join(lines)

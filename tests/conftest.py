@@ -5,6 +5,7 @@ with a (2,2,2) pool, a stride-(1,2,2) conv with a partial output-channel tile, g
 pooling, FC); the accelerator is one small core (Tn = Tm = 16 by default, Td = 2, Tr = Tc = 4).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,9 @@ def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int =
 
 #: The pools C3D fuses into the drain, (1,2,2) and (2,2,2), with two slot groups per voxel on
 #: a ``Tn = Tm = 32`` core, partial m-tiles (48 = 32 + 16 channels) and edge tiles of half a
-#: tile; the input slot groups a layer has, fewer than ``Tn/16`` (f1: 3 channels, one group of
-#: two; f2: 48 channels, n-tiles of two groups and one).
+#: tile; the input slot groups a layer has, fewer than ``Tn/16`` in f2's last n-tile (48
+#: channels: n-tiles of two groups and one). f1's 3 channels run folded (24 channels, 12
+#: slots: a partial second group).
 FUSED_NET = """
 name: fused
 input: {channels: 3, depth: 4, height: 12, width: 12}
@@ -89,3 +91,30 @@ def small_accelerator():
 def fused_accelerator():
     """:func:`write_fused_accelerator`, for tests in any folder."""
     return write_fused_accelerator
+
+
+def run_compiled_image(acc, folder: Path, name: str, *, simulator: str = "verilator",
+                       **params) -> dict:
+    """Run the image saved in ``folder / "image"`` on ``acc``'s accelerator top level in cocotb
+    and return the testbench's results document (:mod:`fcircnn.sim.tb_accelerator`), which it
+    writes to ``folder / f"{name}.json"``.
+
+    ``params`` override the testbench parameters (``timeout_cycles`` 200,000 and ``seed`` 1 by
+    default; ``backpressure``, ``latency``, ``inject_error``, ...).
+    """
+    from fcircnn.gen.generate import accelerator_verilog
+    from fcircnn.sim.runner import run_cocotb
+
+    results = folder / f"{name}.json"
+    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
+               simulator, parameters={},
+               extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
+                   "image_dir": str(folder / "image"), "results": str(results),
+                   "timeout_cycles": 200_000, "seed": 1, **params})})
+    return json.loads(results.read_text())
+
+
+@pytest.fixture(scope="session")
+def run_image():
+    """:func:`run_compiled_image`, for tests in any folder."""
+    return run_compiled_image

@@ -38,6 +38,7 @@ from fcircnn.gen.descriptor import (
 from fcircnn.hw.layer_engine import pool_fuses
 from fcircnn.models import spectral
 from fcircnn.models.config import builtin_path, load_accelerator
+from fcircnn.models.fold import fold_input_slots
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.network import random_weights, run_network
 from fcircnn.models.quant import PostParams
@@ -176,7 +177,31 @@ def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
         for c in (0, 1):
             np.testing.assert_array_equal(got[c], image.expected[layer.name][c], layer.name)
             np.testing.assert_array_equal(got[c], golden[layer.name][c], layer.name)
-    # the input region holds the quantized input
+    # c1 (3 channels, one block of the core's two) runs with its depth taps folded: the input
+    # region holds the three depth-shifted copies of the quantized input
+    first = image.plan.layers[0]
+    assert first.folded and first.descriptor.kernel == (1, 3, 3)
+    assert first.descriptor.in_slots == 3 * 4 and first.descriptor.padding == (0, 1, 1)
+    re, im = image.input_parts
+    folded = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer)
+    assert image.read(image.region("input").base, image.region("input").size) == \
+        pack_ncdhw8(*folded)
+
+
+def test_fold_off_runs_the_first_layer_as_written(acc_path, image):
+    """``fold_input_taps: false``: the first layer as written, the same outputs as folded."""
+    folded = image
+    assert folded.plan.layers[0].folded
+    acc_path.write_text(acc_path.read_text() + "fold_input_taps: false\n")
+    acc = load_accelerator(acc_path)
+    image = compile_network(acc, seed=3, base=0x10000)
+    first = image.plan.layers[0]
+    assert not first.folded and first.descriptor.kernel == (3, 3, 3)
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
+            np.testing.assert_array_equal(outputs[layer.index][c], folded.expected[layer.name][c])
     re, im = image.input_parts
     assert image.read(image.region("input").base, image.region("input").size) == \
         pack_ncdhw8(re.astype(np.int64), im.astype(np.int64))
@@ -219,7 +244,9 @@ def test_descriptors_match_the_network(acc, image):
     for lp in image.plan.layers:
         layer, d = lp.layer, lp.descriptor
         assert lp.descriptors[0] is d and (d.op == OP_GAP) == (layer.kind == "gap")
-        assert d.kernel == layer.kernel and d.out_shape == layer.conv_shape
+        run = lp.engine_layer  # the folded c1, or the layer itself
+        assert d.kernel == run.kernel and d.in_shape == run.in_shape
+        assert d.in_slots == run.padded_in_channels // 2 and d.out_shape == layer.conv_shape
         assert d.weight_base == image.region(f"{layer.name}.weights").base
         assert lp.descriptors[-1].out_base == image.region(f"{layer.name}.output").base
         assert lp.descriptors[-1].out_shape == layer.out_shape
@@ -349,7 +376,10 @@ def test_buffer_limits_of_hardware_built_for_another_network(tmp_path, small_acc
     hardware's buffers (kernel too large for them, ...), not against its own network's needs."""
     hw = load_accelerator(small_accelerator(tmp_path / "hw", net=_net(_HW_LAYERS)))
     geometry = _geometry(hw)
-    other = load_accelerator(small_accelerator(tmp_path / "net", net=_net(layers)))
+    other_path = small_accelerator(tmp_path / "net", net=_net(layers))
+    # as written (a folded 'big' would be a 1x3x3 kernel: a taps error, as 'wide')
+    other_path.write_text(other_path.read_text() + "fold_input_taps: false\n")
+    other = load_accelerator(other_path)
     plan_network(other)  # fits hardware built for itself
     with pytest.raises(CompileError, match=match):
         plan_network(other, geometry=geometry)
@@ -498,7 +528,8 @@ def test_full_size_plan(name, layers):
     for lp in plan.layers:
         layer, d = lp.layer, lp.descriptor
         core = lp.core
-        taps = layer.kernel_volume
+        taps = lp.engine_layer.kernel_volume
+        assert lp.folded == (layer.index == 0)  # conv1a / conv1: 3 channels on Tn = 32
         expect = d.m_tiles * d.n_tiles * taps * (core.tm // B) * (core.tn // B) * B
         assert d.weight_bytes == plan.region(f"{layer.name}.weights").size == expect
         assert plan.region(f"{layer.name}.output").size == ncdhw8_size(d.out_slots,

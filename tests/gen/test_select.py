@@ -16,6 +16,7 @@ from fcircnn.gen.descriptor import (
 )
 from fcircnn.gen.select import check_layer_names, layer_descriptors, select_layers
 from fcircnn.models.config import builtin_path, load_accelerator
+from fcircnn.models.fold import fold_input_slots
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.scale import scale_accelerator
 
@@ -108,9 +109,10 @@ def test_several_layers_in_network_order(image):
     assert start["fc"].in_base == _passes(image, "gap")[-1].out_base
     for _, d in chain:
         assert not any(sel.read(d.out_base, ncdhw8_size(d.out_slots, *d.out_shape)))
-    # c1 reads the network input, already in the image.
+    # c1 reads the network input (depth taps folded: three shifted copies), already in the image.
     c1 = start["c1"]
-    assert _equal(_map(sel, c1.in_base, c1.in_slots, c1.in_shape), image.input_parts)
+    folded = fold_input_slots(*image.input_parts, image.plan.layers[0].layer)
+    assert _equal(_map(sel, c1.in_base, c1.in_slots, c1.in_shape), folded)
     # c2's output (not read by the selection) stays zero as compiled.
     c2 = _passes(image, "c2")[-1]
     assert not any(sel.read(c2.out_base, ncdhw8_size(c2.out_slots, *c2.out_shape)))
@@ -136,7 +138,8 @@ def test_each_layer_alone(image, name):
             if addr in written:  # an earlier pass of the same layer
                 continue
             if addr == image.region("input").base:
-                expected, slots, shape = image.input_parts, d.in_slots, d.in_shape
+                expected = fold_input_slots(*image.input_parts, image.plan.layers[0].layer)
+                slots, shape = d.in_slots, d.in_shape
             else:
                 producer = _passes(image, outputs[addr])[-1]
                 expected = image.expected[outputs[addr]]

@@ -4,19 +4,17 @@ One Verilator build of the small test core (``tests/conftest.py``: Tn = Tm = 16,
 Tr = Tc = 4, unroll tn and tm: one PE lane stepping through the tile's depth) runs the small
 network, which has every layer kind of the engine: conv + CBN +
 CReLU, a residual add with a (2,2,2) pool pass, a stride-(1,2,2) conv with a partial
-output-channel tile, global average pooling and an FC layer. Every layer's output is compared
-bit for bit with the golden integer contract (``expected`` of the compiled image) by
+output-channel tile, global average pooling and an FC layer. The first conv runs with its
+depth taps folded into input channels (3 channels, one block of the core's two, become three
+blocks: a 1x3x3 kernel over two n-tiles). Every layer's output is compared bit for bit with the
+golden integer contract (``expected`` of the compiled image) by
 :mod:`fcircnn.sim.tb_accelerator`.
 """
-
-import json
 
 import pytest
 
 from fcircnn.gen.compiler import compile_network
-from fcircnn.gen.generate import accelerator_verilog
 from fcircnn.models.config import load_accelerator
-from fcircnn.sim.runner import run_cocotb
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +23,10 @@ def compiled(tmp_path_factory, small_accelerator):
     acc = load_accelerator(small_accelerator(root))
     image = compile_network(acc, seed=3, base=0x10000)
     image.save(root / "image")
+    first = image.plan.layers[0]
+    assert first.folded and first.descriptor.kernel == (1, 3, 3)
+    assert first.descriptor.n_tiles == 2
     return acc, image, root
-
-
-def _run(compiled, name, **params):
-    acc, _, root = compiled
-    results = root / f"{name}.json"
-    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
-               "verilator", parameters={},
-               extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
-                   "image_dir": str(root / "image"), "results": str(results),
-                   "timeout_cycles": 200_000, "seed": 1, **params})})
-    return json.loads(results.read_text())
 
 
 def _check(doc, image):
@@ -49,8 +39,8 @@ def _check(doc, image):
     assert doc["pe_busy"] <= doc["total_cycles"]
 
 
-def test_every_layer_kind_is_bit_exact(compiled):
-    doc = _run(compiled, "plain")
+def test_every_layer_kind_is_bit_exact(compiled, run_image):
+    doc = run_image(compiled[0], compiled[2], "plain")
     _check(doc, compiled[1])
     c1 = doc["layers"][0]
     # 3x3x3 conv on 4x4 tiles of a core that takes a beat a cycle: the PE array is busy most
@@ -58,16 +48,18 @@ def test_every_layer_kind_is_bit_exact(compiled):
     assert c1["pe_busy"] / c1["cycles"] > 0.8
 
 
-def test_random_axi_backpressure_and_latency(compiled):
-    _check(_run(compiled, "backpressure", backpressure=0.3, latency=6, seed=7), compiled[1])
+def test_random_axi_backpressure_and_latency(compiled, run_image):
+    _check(run_image(compiled[0], compiled[2], "backpressure", backpressure=0.3, latency=6,
+                     seed=7), compiled[1])
 
 
 @pytest.mark.parametrize("kind, region", [("read", "c2.weights"), ("write", "c3.output")])
-def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, kind, region):
+def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, run_image, kind,
+                                                                   region):
     image = compiled[1]
     r = image.region(region)
-    doc = _run(compiled, f"fault-{kind}",
-               inject_error={"addr": r.base, "size": r.size, "kind": kind})
+    doc = run_image(compiled[0], compiled[2], f"fault-{kind}",
+                    inject_error={"addr": r.base, "size": r.size, "kind": kind})
     fault = doc["fault_run"]
     assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
     assert fault["error_code"] == (3 if kind == "read" else 7)
@@ -75,7 +67,7 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, kin
     _check(doc, image)  # the next start runs the whole list again, bit-exact
 
 
-def test_icarus_runs_the_top_level_bit_exact(compiled, tmp_path):
+def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
     """The second simulator: the stride-2 conv, GAP and FC layers (from one start, inputs
     pre-filled with the golden maps) on Icarus, whose time-0 evaluation of combinational logic
     needs :func:`fcircnn.sim.runner.icarus_time_zero_fix` (applied by ``run_cocotb``)."""
@@ -86,10 +78,6 @@ def test_icarus_runs_the_top_level_bit_exact(compiled, tmp_path):
     acc, image, _ = compiled
     sub = select_layers(image, ["c3", "gap", "fc"])
     sub.save(tmp_path / "image")
-    results = tmp_path / "icarus.json"
-    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
-               "icarus", parameters={},
-               extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
-                   "image_dir": str(tmp_path / "image"), "results": str(results),
-                   "timeout_cycles": 20_000, "seed": 2, "backpressure": 0.2})})
-    _check(json.loads(results.read_text()), sub)
+    doc = run_image(acc, tmp_path, "icarus", simulator="icarus", timeout_cycles=20_000, seed=2,
+                    backpressure=0.2)
+    _check(doc, sub)

@@ -7,20 +7,16 @@ output-channel count that leaves a partial m-tile (48 = 32 + 16: one slot group 
 m-tile), edge tiles of half the tile's size (6 = 4 + 2 over ``Tr = Tc = 4``) and several
 tiles per axis, with the PE array's depth unrolled (two lanes) and not (one lane stepping
 through the depth). The same network loads only the input slot groups a layer has: f1's 3
-channels are one group of the core's two, f2's 48 channels an n-tile of two groups and one
-of one. The compiled plan is
+channels, depth taps folded into 24 channels, are two groups in one n-tile of the core's
+four blocks, f2's 48 channels an n-tile of two groups and one of one. The compiled plan is
 checked to be fused, so the test cannot fall back to pool passes unnoticed.
 """
-
-import json
 
 import pytest
 
 from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.descriptor import FLAG_POOL, OP_CONV
-from fcircnn.gen.generate import accelerator_verilog
 from fcircnn.models.config import load_accelerator
-from fcircnn.sim.runner import run_cocotb
 
 
 @pytest.fixture(scope="module", params=[["td", "tn", "tm"], ["tn", "tm"]],
@@ -32,16 +28,6 @@ def compiled(request, tmp_path_factory, fused_accelerator):
     image.save(root / "image")
     return acc, image, root
 
-
-def _run(compiled, name, **params):
-    acc, _, root = compiled
-    results = root / f"{name}.json"
-    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_accelerator",
-               "verilator", parameters={},
-               extra_env={"FCIRCNN_TB_PARAMS": json.dumps({
-                   "image_dir": str(root / "image"), "results": str(results),
-                   "timeout_cycles": 200_000, "seed": 1, **params})})
-    return json.loads(results.read_text())
 
 
 def test_pools_are_fused(compiled):
@@ -57,8 +43,9 @@ def test_pools_are_fused(compiled):
 
 @pytest.mark.parametrize("params", [{}, {"backpressure": 0.3, "latency": 6, "seed": 7}],
                          ids=["plain", "backpressure"])
-def test_fused_pools_are_bit_exact(compiled, params):
-    doc = _run(compiled, "run-" + "-".join(map(str, params.values())), **params)
+def test_fused_pools_are_bit_exact(compiled, run_image, params):
+    acc, _, root = compiled
+    doc = run_image(acc, root, "run-" + "-".join(map(str, params.values())), **params)
     assert doc["status"] == "done" and doc["passed"]
     names = [layer["name"] for layer in doc["layers"]]
     assert names == [lp.layer.name for lp in compiled[1].plan.layers]

@@ -83,7 +83,9 @@ def test_sizes_from_config():
     r3d = load_accelerator(builtin_path("r3d18_zcu102"))
     pointwise = WeightBuffer.from_config(r3d, r3d.cores[0])
     spatial = WeightBuffer.from_config(r3d, r3d.cores[1])
-    assert (pointwise.taps, spatial.taps) == (1, 343)
+    # the pointwise core also runs the global average pool (a 1x4x4 kernel over its map); the
+    # spatial core's conv1 runs folded (1x7x7)
+    assert (pointwise.taps, spatial.taps) == (16, 7 * 7)
     for b in (buf, pointwise, spatial):
         Fragment.get(b, None)  # elaborates
 

@@ -1,0 +1,64 @@
+"""Depth-tap folding of the first layer: its input and weights as the engine runs them.
+
+A first layer with few input channels (C3D conv1a: 3 channels, one block of ``B = 8``) leaves
+most of a core's ``Tn/B`` input blocks idle. Folded (:meth:`ResolvedLayer.fold_depth_taps
+<fcircnn.models.config.ResolvedLayer.fold_depth_taps>`), its ``Kd`` depth taps become input
+channel blocks: the host writes ``Kd`` depth-shifted copies of the input, and the weight block
+of tap ``t`` and input block ``q`` moves to input block ``t*Q + q`` of a ``1 x Kr x Kc`` kernel.
+Every product of the original sum appears exactly once in the folded one, so the integer
+accumulators are equal (:func:`fcircnn.models.spectral.conv3d_slots_int`, exact in int32):
+folding changes where the PE array finds the operands, not the numeric contract.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ResolvedLayer
+
+__all__ = ["fold_input_slots", "fold_weight_slots"]
+
+
+def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The input slots ``[Kd*S, Do, H, W]`` of ``layer`` folded, from its input ``[S, D, H, W]``.
+
+    Slot ``t*S + s`` at output depth ``do`` is input slot ``s`` at depth ``do*sd + t - pd``
+    (zero outside ``[0, D)``), ``S = padded_in_channels / 2``.
+
+    Raises
+    ------
+    ValueError
+        If the arrays do not have the layer's input shape.
+    """
+    kd, sd, pd = layer.kernel[0], layer.stride[0], layer.padding[0]
+    depth = layer.conv_shape[0]
+    slots = layer.padded_in_channels // 2
+    expected = (slots, *layer.in_shape)
+    folded = []
+    for part in (xq_re, xq_im):
+        part = np.asarray(part)
+        if part.shape != expected:
+            raise ValueError(f"layer {layer.name!r}: input slots have shape {part.shape}, "
+                             f"expected {expected}")
+        # Pad the depth so that every tap's window is inside the array.
+        after = max(0, (depth - 1) * sd + kd - pd - part.shape[1])
+        padded = np.pad(part, ((0, 0), (pd, after), (0, 0), (0, 0)))
+        folded.append(np.concatenate(
+            [padded[:, t:t + (depth - 1) * sd + 1:sd] for t in range(kd)], axis=0))
+    return folded[0], folded[1]
+
+
+def fold_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` to the folded ``[P, Kd*Q, B/2, 1, Kr, Kc]``:
+    block ``(p, t*Q + q)`` of the folded layer is block ``(p, q)`` at depth tap ``t``."""
+    out = []
+    for part in (wq_re, wq_im):
+        part = np.asarray(part)
+        if part.ndim != 6:
+            raise ValueError(f"weight slots must be [P, Q, B/2, Kd, Kr, Kc], not {part.shape}")
+        p, q, half, kd, kr, kc = part.shape
+        moved = np.moveaxis(part, 3, 1)  # [P, Kd, Q, B/2, Kr, Kc]
+        out.append(moved.reshape(p, kd * q, half, 1, kr, kc))
+    return out[0], out[1]

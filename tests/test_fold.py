@@ -1,0 +1,124 @@
+"""Depth-tap folding of the first layer (:mod:`fcircnn.models.fold`,
+``ResolvedLayer.fold_depth_taps`` and ``AcceleratorConfig.folds_input``).
+
+The decisive property: the folded layer's integer accumulators equal the original's exactly,
+for strides, paddings and kernels of every size the engine runs, on random and extreme data.
+"""
+
+import copy
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import yaml
+
+from fcircnn.models.config import (
+    bind_accelerator,
+    builtin_path,
+    load_accelerator,
+    load_network,
+)
+from fcircnn.models.fold import fold_input_slots, fold_weight_slots
+from fcircnn.models.spectral import conv3d_slots_int
+
+
+def _conv_layer(kernel, stride, padding, in_shape, channels=3):
+    """The first layer of the built-in ResNet-18 with another geometry (shapes recomputed)."""
+    base = load_accelerator(builtin_path("r3d18_zcu102")).network.resolved[0]
+    conv = tuple((n + 2 * p - k) // s + 1
+                 for n, k, s, p in zip(in_shape, kernel, stride, padding, strict=True))
+    return replace(base, in_channels=channels, in_shape=in_shape, conv_shape=conv,
+                   kernel=kernel, stride=stride, padding=padding, pool=None, out_shape=conv)
+
+
+@pytest.mark.parametrize("kernel, stride, padding, in_shape, channels", [
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (4, 6, 6), 3),      # C3D conv1a
+    ((7, 7, 7), (1, 2, 2), (3, 3, 3), (5, 9, 9), 3),      # ResNet-18 conv1
+    ((3, 1, 1), (2, 1, 1), (0, 0, 0), (7, 3, 3), 16),     # depth stride 2, two blocks
+    ((5, 3, 3), (2, 1, 2), (2, 1, 0), (6, 5, 7), 8),      # stride 2 with padding
+    ((3, 3, 3), (1, 1, 1), (2, 0, 1), (2, 4, 4), 5),      # padding deeper than the map
+])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_folded_accumulators_equal_the_original(kernel, stride, padding, in_shape, channels,
+                                                data):
+    layer = _conv_layer(kernel, stride, padding, in_shape, channels)
+    folded = layer.fold_depth_taps()
+    rng = np.random.default_rng(sum(kernel) + sum(in_shape))
+    slots, q = layer.padded_in_channels // 2, layer.padded_in_channels // 8
+    shapes = [(slots, *in_shape), (slots, *in_shape), (2, q, 4, *kernel), (2, q, 4, *kernel)]
+    if data == "random":
+        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
+    else:  # every product at the int8 extremes, signs chosen at random
+        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    fx, fw = fold_input_slots(xr, xi, layer), fold_weight_slots(wr, wi)
+    assert fx[0].shape == (folded.padded_in_channels // 2, *folded.in_shape)
+    assert fw[0].shape == (2, kernel[0] * q, 4, *folded.kernel)
+    want = conv3d_slots_int(xr, xi, wr, wi, layer.stride, layer.padding)
+    got = conv3d_slots_int(*fx, *fw, folded.stride, folded.padding)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_folded_layer_geometry():
+    layer = load_accelerator(builtin_path("c3d_zcu102")).network.resolved[0]
+    folded = layer.fold_depth_taps()
+    assert (folded.in_channels, folded.in_shape) == (24, (16, 112, 112))
+    assert (folded.kernel, folded.stride, folded.padding) == ((1, 3, 3), (1, 1, 1), (0, 1, 1))
+    assert (folded.conv_shape, folded.out_shape, folded.pool) == \
+        (layer.conv_shape, layer.out_shape, layer.pool)
+    fc = load_accelerator(builtin_path("c3d_zcu102")).network.resolved[-1]
+    with pytest.raises(ValueError, match="only a conv folds"):
+        fc.fold_depth_taps()
+
+
+def test_fold_input_rejects_the_wrong_shape():
+    layer = _conv_layer((3, 3, 3), (1, 1, 1), (1, 1, 1), (4, 6, 6))
+    bad = np.zeros((4, 4, 6, 5), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"expected \(4, 4, 6, 6\)"):
+        fold_input_slots(bad, bad, layer)
+
+
+def _accelerator(name, **changes):
+    path = builtin_path(name)
+    data = yaml.safe_load(path.read_text())
+    net = load_network(path.parent / data["network"])
+    data = copy.deepcopy(data)
+    for key, value in changes.items():
+        if key.startswith("core_"):
+            data["cores"][0][key[5:]] = value
+        else:
+            data[key] = value
+    return bind_accelerator(data, net)
+
+
+def test_which_first_layers_fold():
+    acc = _accelerator("c3d_zcu102_best")
+    conv1a, conv2a = acc.network.resolved[:2]
+    assert acc.folds_input(conv1a) and not acc.folds_input(conv2a)
+    assert acc.engine_layer(conv1a).kernel == (1, 3, 3) and acc.engine_layer(conv2a) is conv2a
+    # switched off
+    off = _accelerator("c3d_zcu102_best", fold_input_taps=False)
+    assert not off.folds_input(conv1a) and off.engine_layer(conv1a) is conv1a
+    # a core of one input block: nothing idle to fill
+    assert not _accelerator("c3d_zcu102_best", core_tn=8).folds_input(conv1a)
+    # ResNet-18: conv1 on the spatial core folds, its 1x1x1 shortcuts never read the input
+    r18 = _accelerator("r3d18_zcu102")
+    assert [r.name for r in r18.network.resolved if r18.folds_input(r)] == ["conv1"]
+
+
+def test_a_first_layer_without_depth_taps_does_not_fold(tmp_path):
+    net = {
+        "name": "pointwise_first", "classes": 10, "block_size": 8,
+        "input": {"channels": 3, "depth": 4, "height": 8, "width": 8},
+        "layers": [
+            {"name": "a", "type": "conv", "out_channels": 16, "kernel": [1, 3, 3],
+             "padding": [0, 1, 1]},
+            {"name": "b", "type": "conv", "out_channels": 10, "kernel": 3, "padding": 1},
+        ],
+    }
+    acc_data = yaml.safe_load(builtin_path("c3d_zcu102_best").read_text())
+    acc_data["network"] = "net.yaml"
+    (tmp_path / "net.yaml").write_text(yaml.safe_dump(net))
+    (tmp_path / "acc.yaml").write_text(yaml.safe_dump(acc_data))
+    acc = load_accelerator(tmp_path / "acc.yaml")
+    assert not any(acc.folds_input(layer) for layer in acc.network.resolved)
