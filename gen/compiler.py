@@ -186,7 +186,7 @@ class LayerPlan:
     @property
     def folded(self) -> bool:
         """Whether the layer runs with its depth taps folded into input channels."""
-        return self.engine_layer is not self.layer
+        return self.engine_layer != self.layer
 
 
 @dataclass(frozen=True)
