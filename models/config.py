@@ -442,8 +442,10 @@ class ResolvedLayer:
         and ``(0, pr, pc)``, and its weight block ``(p, t*Q + q)`` is the original block
         ``(p, q)`` at depth tap ``t``. It computes the same sums, in another order, so its
         integer accumulators equal the original's exactly (:mod:`fcircnn.models.fold`).
-        Names, dense operations and post-processing are those of the original layer's outputs;
-        only the input side changes.
+        Name, outputs and post-processing are the original's; only the input side changes.
+        Its ``in_channels`` count the padding of every tap's block, so its ``dense_ops`` are
+        not the network's: throughput figures use the original layer
+        (:attr:`fcircnn.gen.compiler.LayerPlan.layer`).
         """
         if self.kind != "conv":
             raise ValueError(f"layer {self.name!r}: only a conv folds its depth taps, not "
