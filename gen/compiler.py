@@ -439,7 +439,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                  f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 DMA-stall)")
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
-    folded = " (depth taps folded into channels)" if first is not originals[0] else ""
+    folded = " (depth taps folded into channels)" if acc.folds_input(originals[0]) else ""
     maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
                       f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}")}
     per_layer = []

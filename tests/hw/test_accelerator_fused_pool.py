@@ -29,7 +29,6 @@ def compiled(request, tmp_path_factory, fused_accelerator):
     return acc, image, root
 
 
-
 def test_pools_are_fused(compiled):
     _, image, _ = compiled
     pooled = [lp for lp in image.plan.layers if lp.layer.pool is not None]

@@ -193,6 +193,7 @@ def test_bad_parameters(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         InputBuffer(args.pop("Tn"), args.pop("Td"), args.pop("Tr"), args.pop("Tc"), **args)
 
+
 @pytest.mark.slow
 def test_c3d_buffer_maps_to_block_ram():
     """The paper's C3D configuration: every bank in RAMB36E2/RAMB18E2, none in LUTs or FFs."""
