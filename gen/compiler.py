@@ -76,8 +76,8 @@ from pathlib import Path
 import numpy as np
 
 from fcircnn.hw.buffer_weight import weight_image_beats
-from fcircnn.models import spectral
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import fold_input_slots, fold_weight_slots
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
@@ -230,20 +230,6 @@ def _check_fit(acc: AcceleratorConfig, layer: ResolvedLayer) -> tuple[CoreConfig
         core = acc.core_for(layer)
     except ValueError as exc:
         raise CompileError(f"layer {layer.name!r}: {exc}") from None
-    B = acc.block_size
-    pairs, per_beat = (core.tm // B) * (core.tn // B), 16 // B
-    if pairs % per_beat:
-        raise CompileError(
-            f"layer {layer.name!r}: core {core.name!r} has (Tm/B)*(Tn/B) = {pairs}, not a "
-            f"multiple of 16/B = {per_beat} (whole block pairs per weight beat)")
-    if layer.kind == "gap":
-        bound = spectral.INT8_MAX * math.prod(layer.in_shape)
-    else:
-        bound = spectral.accumulator_bound(layer.padded_in_channels // B, layer.kernel)
-    if bound >= 2 ** (spectral.ACC_BITS - 1):
-        raise CompileError(
-            f"layer {layer.name!r}: accumulator bound {bound} does not fit the signed "
-            f"{spectral.ACC_BITS}-bit accumulator (must be < 2**{spectral.ACC_BITS - 1})")
     index = next(i for i, c in enumerate(acc.cores) if c is core)
     return core, index
 
@@ -328,12 +314,6 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
     if any(p >= k for p, k in zip(padding, layer.kernel, strict=True)):
         raise CompileError(f"layer {layer.name!r}: padding {_fmt(padding)} must be smaller than "
                            f"the kernel {_fmt(layer.kernel)}")
-    if core.tm % 16:
-        raise CompileError(f"layer {layer.name!r}: core {core.name!r} has Tm = {core.tm}, the "
-                           f"layer engine needs a multiple of 16 (whole output slot groups)")
-    if core.tn > 16 and core.tn % 16:
-        raise CompileError(f"layer {layer.name!r}: core {core.name!r} has Tn = {core.tn}, the "
-                           f"layer engine needs a multiple of 16 above 16")
     if layer.pool is not None:
         pool = layer.pool
         if max(layer.conv_shape) > MAX_MAP_SIZE:
@@ -695,14 +675,16 @@ class DdrImage:
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         paths = [out / "image.bin", out / "memory_map.json", out / "expected.npz"]
-        paths[0].write_bytes(self.data)
-        paths[1].write_text(json.dumps(self.memory_map(), indent=2) + "\n")
+        # Each file whole or not at all (an interrupted run never leaves half an image).
+        atomic_write(paths[0], lambda f: f.write(self.data))
+        text = json.dumps(self.memory_map(), indent=2) + "\n"
+        atomic_write(paths[1], lambda f: f.write(text), binary=False)
         arrays = {"input.re": self.input_parts[0].astype(np.int8),
                   "input.im": self.input_parts[1].astype(np.int8)}
         for name, (re, im) in self.expected.items():
             arrays[f"{name}.re"] = re.astype(np.int8)
             arrays[f"{name}.im"] = im.astype(np.int8)
-        np.savez(paths[2], **arrays)
+        atomic_write(paths[2], lambda f: np.savez(f, **arrays))
         return paths
 
 

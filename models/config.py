@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -45,11 +44,13 @@ from pydantic_core import PydanticCustomError
 
 from fcircnn.report import format_table
 
-from .spectral import BLOCK_SIZES
+from .spectral import ACC_BITS, BLOCK_SIZES, INT8_MAX, accumulator_bound
+from .yaml_doc import DocumentError, read_document
 
 __all__ = [
     "ALLOWED_BLOCK_SIZES",
     "ALLOWED_BUS_WIDTHS",
+    "INLINE_NETWORK",
     "UNROLL_LOOPS",
     "AcceleratorConfig",
     "ConfigError",
@@ -67,9 +68,12 @@ __all__ = [
     "Resources",
     "bind_accelerator",
     "builtin_path",
+    "channel_tile_problems",
     "describe_accelerator",
     "describe_network",
+    "is_accelerator_data",
     "load_accelerator",
+    "load_config",
     "load_network",
 ]
 
@@ -81,6 +85,28 @@ ALLOWED_BUS_WIDTHS: tuple[int, ...] = (128,)
 UNROLL_LOOPS: tuple[str, ...] = ("td", "tr", "tc", "tn", "tm")
 
 Vec3Tuple = tuple[int, int, int]
+
+# The hardware's limits, which the schema enforces so that every command refuses the same
+# files (docs/errors.md gives each with its reason).
+#: Channels of a map or layer: the descriptor counts slots (channels / 2) in 16 bits.
+MAX_CHANNELS = 65536
+#: Map size per axis (``D``, ``H``, ``W``): 16-bit descriptor fields.
+MAX_MAP_SIZE = 65535
+#: Kernel and conv stride per axis: the input buffer's limit (``fcircnn.hw.buffer_input``).
+MAX_KERNEL = 64
+#: Conv and pool padding per axis: 8-bit descriptor fields.
+MAX_PADDING = 255
+#: Pool window and stride per axis: CMaxPool's limit (``fcircnn.hw.post_maxpool``).
+MAX_POOL_WINDOW = 3
+#: Layers of a network: the descriptor's 16-bit layer index.
+MAX_LAYERS = 65535
+#: ``Tn`` and ``Tm``: the PE array and buffers are built for at most 1024 channels a tile.
+MAX_CHANNEL_TILE = 1024
+#: ``Td``, ``Tr``, ``Tc``: the descriptor's 8-bit tile fields.
+MAX_TILE = 255
+#: :attr:`AcceleratorConfig.network_file` of an accelerator file whose ``network:`` is the
+#: network itself rather than a path.
+INLINE_NETWORK = "(inline)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,12 +182,22 @@ def _show(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
-        return repr(value)
+        return _clip(repr(value))
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return repr(value)
+        head = ", ".join(_show(v) for v in value[:_SHOW_ITEMS])
+        more = f", ... ({len(value)} entries)" if len(value) > _SHOW_ITEMS else ""
+        return _clip(f"[{head}{more}]")
+    return _clip(repr(value))
+
+
+#: Entries of a list and characters of a value a message shows at most.
+_SHOW_ITEMS, _SHOW_CHARS = 6, 80
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _SHOW_CHARS else text[:_SHOW_CHARS - 3] + "..."
 
 
 def _describe(value: object) -> str:
@@ -171,7 +207,7 @@ def _describe(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {_show(value)}"
     if isinstance(value, float):
         return f"a number with a fraction ({value!r})"
     if isinstance(value, int):
@@ -180,7 +216,7 @@ def _describe(value: object) -> str:
         return "a mapping"
     if isinstance(value, (list, tuple)):
         return f"a list ({_show(value)})"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_clip(repr(value))}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +233,7 @@ def _check_identifier(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
         raise _fail(
             "must be an identifier (letters, digits and _, not starting with a digit), "
-            f"not {value!r}"
+            f"not {_show(value)}"
         )
     return value
 
@@ -252,13 +288,35 @@ def _to_tuple(value: object) -> object:
 BlockSize = Annotated[int, AfterValidator(_check_block_size)]
 Identifier = Annotated[str, AfterValidator(_check_identifier)]
 PositiveInt = Annotated[int, Field(ge=1)]
-Vec3Pos = Annotated[
-    tuple[PositiveInt, PositiveInt, PositiveInt], BeforeValidator(_to_vec3)
-]
-Vec3NonNeg = Annotated[
-    tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]],
-    BeforeValidator(_to_vec3),
-]
+
+
+def _at_most(limit: int, why: str) -> AfterValidator:
+    """``value <= limit``, the message naming the limit and the hardware behind it."""
+
+    def check(value: int) -> int:
+        if value > limit:
+            raise _fail(f"must be at most {limit} ({why}), not {value}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _vec3(low: int, limit: int, why: str) -> Any:
+    axis = Annotated[int, Field(ge=low), _at_most(limit, why)]
+    return Annotated[tuple[axis, axis, axis], BeforeValidator(_to_vec3)]
+
+
+_DESC16 = "the descriptor's 16-bit field"
+_DESC8 = "the descriptor's 8-bit field"
+Channels = Annotated[int, Field(ge=1), _at_most(MAX_CHANNELS, "the descriptor's 16-bit slot "
+                                                              "count")]
+MapSize = Annotated[int, Field(ge=1), _at_most(MAX_MAP_SIZE, _DESC16)]
+Kernel3 = _vec3(1, MAX_KERNEL, "the input buffer's limit per axis")
+Stride3 = _vec3(1, MAX_KERNEL, "the input buffer's limit per axis")
+Padding3 = _vec3(0, MAX_PADDING, _DESC8)
+PoolWindow3 = _vec3(1, MAX_POOL_WINDOW, "CMaxPool's limit per axis")
+ChannelTile = Annotated[int, Field(ge=1), _at_most(MAX_CHANNEL_TILE, "the PE array's limit")]
+Tile = Annotated[int, Field(ge=1), _at_most(MAX_TILE, _DESC8)]
 UnrollLoop = Literal["td", "tr", "tc", "tn", "tm"]
 
 
@@ -273,10 +331,10 @@ class _Strict(BaseModel):
 class InputShape(_Strict):
     """Network input: ``channels x depth x height x width`` (real channels, unpadded)."""
 
-    channels: PositiveInt
-    depth: PositiveInt
-    height: PositiveInt
-    width: PositiveInt
+    channels: Channels
+    depth: MapSize
+    height: MapSize
+    width: MapSize
 
     @property
     def shape(self) -> Vec3Tuple:
@@ -288,9 +346,9 @@ class PoolConfig(_Strict):
     """CMaxPool after CReLU as written in the file; ``stride`` defaults to ``window``,
     ``padding`` to 0 (padded voxels never win the max)."""
 
-    window: Vec3Pos
-    stride: Vec3Pos | None = None
-    padding: Vec3NonNeg | None = None
+    window: PoolWindow3
+    stride: PoolWindow3 | None = None
+    padding: Padding3 | None = None
 
 
 class _LayerBase(_Strict):
@@ -303,10 +361,10 @@ class ConvLayer(_LayerBase):
     """3D convolution with optional CBN (+ residual), CReLU and CMaxPool, in this order."""
 
     type: Literal["conv"]
-    out_channels: PositiveInt
-    kernel: Vec3Pos
-    stride: Vec3Pos = (1, 1, 1)
-    padding: Vec3NonNeg = (0, 0, 0)
+    out_channels: Channels
+    kernel: Kernel3
+    stride: Stride3 = (1, 1, 1)
+    padding: Padding3 = (0, 0, 0)
     cbn: bool = False
     crelu: bool = False
     pool: PoolConfig | None = None
@@ -317,7 +375,7 @@ class FcLayer(_LayerBase):
     """Fully connected layer: a conv whose kernel covers the whole input map."""
 
     type: Literal["fc"]
-    out_channels: PositiveInt
+    out_channels: Channels
     cbn: bool = False
     crelu: bool = False
     residual: str | None = None
@@ -400,6 +458,16 @@ class ResolvedLayer:
     def kernel_volume(self) -> int:
         """``Kd * Kr * Kc``."""
         return math.prod(self.kernel)
+
+    @property
+    def accumulator_bound(self) -> int:
+        """Largest ``|acc|`` the layer's integer accumulation can reach from int8 slots
+        (global average pooling sums every voxel of a slot; a conv or fc
+        :func:`~fcircnn.models.spectral.accumulator_bound`); the numeric contract needs it
+        below ``2**31``, which network validation checks."""
+        if self.kind == "gap":
+            return INT8_MAX * math.prod(self.in_shape)
+        return accumulator_bound(self.padded_in_channels // self.block_size, self.kernel)
 
     @property
     def dense_ops(self) -> int:
@@ -485,9 +553,10 @@ class NetworkConfig(_Strict):
 
     name: Identifier
     input: InputShape
-    classes: PositiveInt
+    classes: Channels
     block_size: BlockSize = 8
-    layers: Annotated[tuple[LayerConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
+    layers: Annotated[tuple[LayerConfig, ...], BeforeValidator(_to_tuple),
+                      Field(min_length=1, max_length=MAX_LAYERS)]
 
     _resolved: tuple[ResolvedLayer, ...] = PrivateAttr(default=())
     _path: Path | None = PrivateAttr(default=None)
@@ -556,19 +625,19 @@ def _resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], lis
         key = _layer_key(i, layer_name, field)
         earlier = order[:i]
         if ref == layer_name:
-            problems.append(Problem(key, f"a layer cannot take its own output ({ref!r}); "
+            problems.append(Problem(key, f"a layer cannot take its own output ({_show(ref)}); "
                                          "must name an earlier layer"))
             return False, None
         if ref not in order:
             hint = difflib.get_close_matches(ref, earlier, n=1)
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
-            problems.append(Problem(key, f"unknown layer {ref!r}{tip}; must name an earlier "
+            problems.append(Problem(key, f"unknown layer {_show(ref)}{tip}; must name an earlier "
                                          f"layer: {', '.join(earlier) or '(none)'}"))
             return False, None
         where = order.index(ref)
         if where > i:
-            problems.append(Problem(key, f"forward reference: {ref!r} is layers[{where}], after "
-                                         f"this layer; must name an earlier layer: "
+            problems.append(Problem(key, f"forward reference: {_show(ref)} is layers[{where}], "
+                                         f"after this layer; must name an earlier layer: "
                                          f"{', '.join(earlier) or '(none)'}"))
             return False, None
         return True, outputs.get(ref)
@@ -693,6 +762,16 @@ def _resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], lis
                 cbn=getattr(cfg, "cbn", False), crelu=getattr(cfg, "crelu", False), pool=pool,
             ))
             outputs.setdefault(cfg.name, _Src(i, out_ch, out_shape, block))
+            bound = resolved[-1].accumulator_bound
+            if bound >= 2 ** (ACC_BITS - 1):
+                why = ("sums every voxel of its input" if cfg.type == "gap" else
+                       f"sums {resolved[-1].padded_in_channels} input channels over a "
+                       f"{_fmt3(kernel)} kernel")
+                problems.append(Problem(
+                    _layer_key(i, cfg.name, "kernel" if cfg.type == "conv" else None),
+                    f"accumulator bound {bound} does not fit the signed {ACC_BITS}-bit "
+                    f"accumulator (must be < 2**{ACC_BITS - 1}): the layer {why}; use fewer "
+                    "input channels or a smaller kernel or map"))
         else:
             outputs.setdefault(cfg.name, None)
         prev = cfg.name
@@ -739,15 +818,15 @@ class CoreConfig(_Strict):
     buffers and post-unit support."""
 
     name: Identifier
-    tn: PositiveInt
-    tm: PositiveInt
-    td: PositiveInt
-    tr: PositiveInt
-    tc: PositiveInt
+    tn: ChannelTile
+    tm: ChannelTile
+    td: Tile
+    tr: Tile
+    tc: Tile
     unroll: Annotated[tuple[UnrollLoop, ...], BeforeValidator(_to_tuple)]
-    max_kernel: Vec3Pos
-    max_stride: Vec3Pos = (2, 2, 2)
-    max_pool_window: Vec3Pos = (3, 3, 3)
+    max_kernel: Kernel3
+    max_stride: Stride3 = (2, 2, 2)
+    max_pool_window: PoolWindow3 = (3, 3, 3)
 
     @field_validator("unroll")
     @classmethod
@@ -784,6 +863,28 @@ class CoreConfig(_Strict):
         return why
 
 
+def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
+    """Why a core's channel tiles ``Tn``, ``Tm`` cannot be built for block size ``B``, as
+    ``(field, message)`` pairs (empty: they can).
+
+    The rule the layer engine is built on: ``Tn`` a multiple of ``B`` (whole input blocks)
+    and, above 16, of 16 (whole 8-slot input groups); ``Tm`` a multiple of 16 (whole output
+    slot groups) and of ``2*B`` (output blocks are computed in DSP pairs). Together these give
+    whole block pairs per 128-bit weight beat.
+    """
+    problems = []
+    if tn % B:
+        problems.append(("tn", f"Tn must be a multiple of B ({B}), not {tn}"))
+    elif tn > 16 and tn % 16:
+        problems.append(("tn", (f"Tn must be a multiple of 16 above 16 (whole input slot "
+                               f"groups), not {tn}")))
+    if tm % 16 or tm % (2 * B):
+        step = math.lcm(16, 2 * B)
+        problems.append(("tm", (f"Tm must be a multiple of {step} (whole output slot groups of "
+                               f"16 channels, output blocks in DSP pairs of 2*B), not {tm}")))
+    return problems
+
+
 class AcceleratorConfig(_Strict):
     """A validated accelerator file, bound to its network.
 
@@ -791,7 +892,9 @@ class AcceleratorConfig(_Strict):
     ----------
     name : str
     network_file : str
-        The ``network:`` key: path of the network file, relative to this file.
+        The ``network:`` key: path of the network file, relative to this file, or
+        :data:`INLINE_NETWORK` when the file holds the network itself (``network:`` a mapping
+        with the keys of a network file, as ``fcircnn sweep`` writes ``best.yaml``).
     device : DeviceConfig
     clock_mhz : float
         In (0, 1000].
@@ -836,13 +939,8 @@ class AcceleratorConfig(_Strict):
                                                        f"(already used by cores[{seen[core.name]}])"
                                                        "; names must be unique"))
             seen.setdefault(core.name, i)
-            if core.tn % b:
-                problems.append(Problem(f"{key}.tn",
-                                        f"Tn must be a multiple of B ({b}), not {core.tn}"))
-            if core.tm % (2 * b):
-                problems.append(Problem(f"{key}.tm",
-                                        f"Tm must be a multiple of 2*B = {2 * b} (output blocks "
-                                        f"are processed in DSP pairs), not {core.tm}"))
+            problems += [Problem(f"{key}.{field}", message)
+                         for field, message in channel_tile_problems(core.tn, core.tm, b)]
         if problems:
             raise _Problems(problems)
         return self
@@ -927,55 +1025,19 @@ class AcceleratorConfig(_Strict):
 # Loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe loader that rejects duplicate mapping keys."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
-                       deep: bool = False) -> dict[Any, Any]:
-    # Only keys written in this mapping count; ``<<: *anchor`` merges may be overridden.
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, typing.Hashable):
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
-                    key_node.start_mark)
-            seen[key] = key_node
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _read_yaml(path: Path, file: str, top_keys: Sequence[str]) -> dict[str, Any]:
-    """Read a YAML mapping or raise ConfigError."""
+    """Read a YAML mapping (:func:`~fcircnn.models.yaml_doc.read_document`) or raise
+    ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_document(path)
     except FileNotFoundError:
         raise ConfigError(file, [Problem("", "file not found")]) from None
+    except IsADirectoryError:
+        raise ConfigError(file, [Problem("", "is a folder, not a YAML file")]) from None
     except OSError as exc:
         raise ConfigError(file, [Problem("", f"cannot read: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(file, [Problem("", f"not UTF-8 text: {exc.reason}")]) from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        key = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        context = exc.context or ""
-        if context and exc.context_mark is not None and exc.context_mark is not mark:
-            where = exc.context_mark
-            context += f" (line {where.line + 1}, column {where.column + 1})"
-        what = ": ".join(s for s in (context, exc.problem) if s)
-        raise ConfigError(file, [Problem(key, f"YAML syntax error: {what}")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(file, [Problem("", f"YAML error: {exc}")]) from None
+    except DocumentError as exc:
+        raise ConfigError(file, [Problem(exc.where, exc.message)]) from None
     if not isinstance(data, dict):
         raise ConfigError(file, [Problem("", f"top level must be a mapping with keys "
                                              f"{', '.join(top_keys)}; found {_describe(data)}")])
@@ -1137,7 +1199,10 @@ def load_network(path: str | os.PathLike[str]) -> NetworkConfig:
         Listing every problem found (missing file, YAML syntax, schema, references, shapes).
     """
     file = os.fspath(path)
-    data = _read_yaml(Path(file), file, _allowed_keys(NetworkConfig))
+    return _network_from(_read_yaml(Path(file), file, _allowed_keys(NetworkConfig)), file)
+
+
+def _network_from(data: dict[str, Any], file: str) -> NetworkConfig:
     net: NetworkConfig = _validate(NetworkConfig, data, file)
     net._path = Path(file)
     return net
@@ -1163,13 +1228,49 @@ def load_accelerator(path: str | os.PathLike[str]) -> AcceleratorConfig:
         For the accelerator file, or for the network file when that one is invalid.
     """
     file = os.fspath(path)
-    data = _read_yaml(Path(file), file, _allowed_keys(AcceleratorConfig))
+    return _accelerator_from(_read_yaml(Path(file), file, _allowed_keys(AcceleratorConfig)),
+                             file)
+
+
+def is_accelerator_data(data: Mapping[str, Any]) -> bool:
+    """Whether a configuration document is an accelerator file (it has ``cores`` or
+    ``network``) rather than a network file."""
+    return "cores" in data or "network" in data
+
+
+def load_config(path: str | os.PathLike[str]) -> NetworkConfig | AcceleratorConfig:
+    """Load a network or an accelerator file, told apart by :func:`is_accelerator_data`
+    (the file is read once).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`load_network` or :func:`load_accelerator`.
+    """
+    file = os.fspath(path)
+    data = _read_yaml(Path(file), file, sorted({*_allowed_keys(NetworkConfig),
+                                                *_allowed_keys(AcceleratorConfig)}))
+    if is_accelerator_data(data):
+        return _accelerator_from(data, file)
+    return _network_from(data, file)
+
+
+def _accelerator_from(data: dict[str, Any], file: str) -> AcceleratorConfig:
+    inline = data.get("network")
+    if isinstance(inline, Mapping):  # the network written into the accelerator file
+        try:
+            network = _network_from(dict(inline), file)
+        except ConfigError as exc:
+            raise ConfigError(file, [replace(p, key=f"network.{p.key}" if p.key else "network")
+                                     for p in exc.problems]) from None
+        data = {**data, "network": INLINE_NETWORK}
     acc: AcceleratorConfig = _validate(AcceleratorConfig, data, file)
-    net_file = os.path.join(os.path.dirname(file), acc.network_file)
-    if not os.path.isfile(net_file):
-        raise ConfigError(file, [Problem("network", f"network file not found: {net_file} "
-                                                    "(paths are relative to this file)")])
-    network = load_network(net_file)
+    if not isinstance(inline, Mapping):
+        net_file = os.path.join(os.path.dirname(file), acc.network_file)
+        if not os.path.isfile(net_file):
+            raise ConfigError(file, [Problem("network", f"network file not found: {net_file} "
+                                                        "(paths are relative to this file)")])
+        network = load_network(net_file)
     problems = acc._bind(network, Path(file))
     if problems:
         raise ConfigError(file, problems)

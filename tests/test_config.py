@@ -370,11 +370,18 @@ def test_tn_not_multiple_of_b(tmp_path: Path) -> None:
     assert_line(err, file, "cores[0] (main).tn", "Tn must be a multiple of B (8), not 12")
 
 
-def test_tm_not_multiple_of_2b(tmp_path: Path) -> None:
+def test_tm_not_a_whole_slot_group(tmp_path: Path) -> None:
     file, err = acc_error(tmp_path, core_with(tm=24))
     assert_line(err, file, "cores[0] (main).tm",
-                "must be a multiple of 2*B = 16 (output blocks are processed in DSP pairs), "
-                "not 24")
+                "Tm must be a multiple of 16 (whole output slot groups of 16 channels, output "
+                "blocks in DSP pairs of 2*B), not 24")
+
+
+def test_tn_above_16_not_a_whole_slot_group(tmp_path: Path) -> None:
+    # The rule the engine is built on, checked by the schema (fcircnn check refuses it).
+    file, err = acc_error(tmp_path, core_with(tn=24))
+    assert_line(err, file, "cores[0] (main).tn",
+                "Tn must be a multiple of 16 above 16 (whole input slot groups), not 24")
 
 
 def test_unroll(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from fcircnn.gen.descriptor import (
 )
 from fcircnn.hw.layer_engine import pool_fuses
 from fcircnn.models import spectral
-from fcircnn.models.config import builtin_path, load_accelerator
+from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.network import random_weights, run_network
@@ -313,24 +313,11 @@ def test_core_limits(acc, changes, match):
         plan_network(_replace_core(acc, **changes))
 
 
-def test_weight_beat_rule(tmp_path, small_accelerator):
-    acc = load_accelerator(small_accelerator(tmp_path, B=4, tn=4, tm=8))
-    with pytest.raises(CompileError, match=r"layer 'c1'.*\(Tm/B\)\*\(Tn/B\) = 2.*16/B = 4"):
-        plan_network(acc)
-
-
-def test_accumulator_bound(tmp_path, small_accelerator):
-    net = """
-name: wide
-input: {channels: 8, depth: 1, height: 260, width: 260}
-classes: 8
-block_size: %(B)d
-layers:
-  - {name: big_fc, type: fc, out_channels: 8}
-"""
-    acc = load_accelerator(small_accelerator(tmp_path, net=net))
-    with pytest.raises(CompileError, match=r"layer 'big_fc'.*accumulator bound .*2\*\*31"):
-        plan_network(acc)
+def test_channel_tile_rule_is_the_schemas(tmp_path, small_accelerator):
+    # Whole block pairs per weight beat follow from the schema's Tm rule: a core that breaks
+    # it never reaches the compiler.
+    with pytest.raises(ConfigError, match=r"cores\[0\].*\.tm: Tm must be a multiple of 16"):
+        load_accelerator(small_accelerator(tmp_path, B=4, tn=4, tm=8))
 
 
 def _net(layers: str, shape: str = "{channels: 8, depth: 4, height: 8, width: 8}",
