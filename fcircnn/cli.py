@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from fcircnn import __version__
 from fcircnn.report import format_table
@@ -27,6 +26,10 @@ class UserError(Exception):
     """A problem with what the user gave us; printed without a traceback (exit code 2)."""
 
 
+class Unavailable(Exception):
+    """A part of the installation is missing; printed without a traceback (exit code 1)."""
+
+
 def _resolve_config_path(name: str) -> Path:
     from fcircnn.models.config import builtin_path
 
@@ -36,23 +39,90 @@ def _resolve_config_path(name: str) -> Path:
     return builtin_path(name)
 
 
-def _is_accelerator_file(path: Path) -> bool:
-    """Whether ``path`` looks like an accelerator file (it has ``cores`` or ``network``)."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False  # the network loader reports the problem with its file and line
-    return isinstance(data, dict) and ("cores" in data or "network" in data)
+def _load(name: str):
+    """The network or accelerator file (or built-in name) ``name``, loaded once."""
+    from fcircnn.models.config import load_config
+
+    return load_config(_resolve_config_path(name))
 
 
-def _is_network_file(path: Path) -> bool:
-    """Whether ``path`` reads as a network file (``layers`` but no ``cores``/``network``)."""
+def _network(name: str):
+    """The network of a network or accelerator file; an accelerator is validated first
+    (:func:`~fcircnn.gen.validate.validate_accelerator`), as every command does."""
+    from fcircnn.models.config import AcceleratorConfig
+
+    config = _load(name)
+    if isinstance(config, AcceleratorConfig):
+        _validated(config)
+        return config.network
+    return config
+
+
+def _accelerator(name: str, *, cap: float | None = 1.0):
+    """The accelerator file ``name``, validated (:func:`~fcircnn.gen.validate
+    .validate_accelerator` with ``cap``); a network file is refused with what to give."""
+    from fcircnn.models.config import AcceleratorConfig
+
+    config = _load(name)
+    if not isinstance(config, AcceleratorConfig):
+        path = config.path or name
+        raise UserError(f"{path}: a network file, not an accelerator file (it has no 'cores' "
+                        "or 'network' key); give an accelerator file such as c3d_zcu102 or "
+                        "r3d18_zcu102, whose 'network' key names the network")
+    return _validated(config, cap=cap)
+
+
+def _validated(acc, *, cap: float | None = 1.0):
+    from fcircnn.gen.validate import HardwareUnavailable, validate_accelerator
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False  # the loader reports the problem with its file and line
-    return isinstance(data, dict) and "layers" in data and not (
-        "cores" in data or "network" in data)
+        validate_accelerator(acc, cap=cap)
+    except HardwareUnavailable as exc:
+        raise Unavailable(str(exc)) from None
+    return acc
+
+
+def _check_memory(net, modes) -> None:
+    """Refuse up front a golden-model run the machine's memory cannot hold."""
+    from fcircnn.models.network import run_memory_bytes
+
+    need = run_memory_bytes(net, modes)
+    have = _available_memory()
+    if have is not None and need > have:
+        raise UserError(f"network {net.name}: the golden model needs about {need / 2**30:.1f} "
+                        f"GiB of memory for this run, this machine has {have / 2**30:.1f} GiB "
+                        "available; use a smaller input, fewer channels or fewer --mode")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable``), if known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _output_file(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output file that cannot be written."""
+    from fcircnn.models.files import check_output_file
+
+    if path is not None and (why := check_output_file(path)):
+        raise UserError(f"{flag} {path}: {why}")
+
+
+def _output_dir(path: str | os.PathLike[str] | None, flag: str) -> None:
+    """Refuse, before any work, an output folder that cannot be created or written."""
+    from fcircnn.models.files import check_output_dir
+
+    if path is not None and (why := check_output_dir(path)):
+        raise UserError(f"{flag} {path}: {why}")
 
 
 class _Progress:
@@ -133,52 +203,53 @@ def _report(result, modes: Sequence[str]) -> str:
 
 
 def _load_weights_and_input(net, args: argparse.Namespace):
-    """``--weights`` and ``--input`` of ``golden`` and ``compile``, checked against ``net``.
+    """``--weights`` and ``--input`` of ``golden`` and ``compile``, every array checked
+    against ``net`` (:func:`~fcircnn.models.network.load_weights`,
+    :func:`~fcircnn.models.network.load_input`).
 
     Returns ``(weights, x)``, each ``None`` when not given (random from the seed).
     """
-    from fcircnn.models.network import load_weights
+    from fcircnn.models.files import ArrayFileError
+    from fcircnn.models.network import load_input, load_weights
 
-    weights = None
-    if args.weights:
-        try:
-            weights = load_weights(net, args.weights)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--weights: {exc}") from None
-    x = None
-    if args.input:
-        try:
-            x = np.load(args.input)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--input: cannot read {args.input}: {exc}") from None
-        inp = net.input
-        expected = (inp.channels, inp.depth, inp.height, inp.width)
-        if x.shape != expected or not np.issubdtype(x.dtype, np.number):
-            raise UserError(f"--input: {args.input} holds {x.dtype} {x.shape}, the network "
-                            f"{net.name} expects a real array of shape {expected}")
+    try:
+        weights = load_weights(net, args.weights) if args.weights else None
+    except ArrayFileError as exc:
+        raise UserError(f"--weights: {exc}") from None
+    try:
+        x = load_input(net, args.input) if args.input else None
+    except ArrayFileError as exc:
+        raise UserError(f"--input: {exc} (network {net.name})") from None
     return weights, x
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
-    from fcircnn.models.config import load_accelerator, load_network
-    from fcircnn.models.network import run_network
+    from fcircnn.models.network import LayerOverflowError, run_network
 
-    path = _resolve_config_path(args.network)
-    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
+    _output_file(args.save, "--save")
+    _output_file(args.save_weights, "--save-weights")
+    net = _network(args.network)
     modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
+    _check_memory(net, modes)
     weights, x = _load_weights_and_input(net, args)
-    print(f"fcircnn golden: network {net.name} ({path}), modes {', '.join(modes)}, "
-          f"seed {args.seed}, {args.granularity} scales", file=sys.stderr)
-    result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
-                         granularity=args.granularity,
-                         progress=None if args.quiet else _Progress())
+    print(f"fcircnn golden: network {net.name} ({net.path or args.network}), modes "
+          f"{', '.join(modes)}, seed {args.seed}, {args.granularity} scales", file=sys.stderr)
+    try:
+        result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
+                             granularity=args.granularity,
+                             progress=None if args.quiet else _Progress())
+    except LayerOverflowError as exc:
+        raise UserError(f"the int8 contract cannot represent this network with these weights "
+                        f"and input: {exc}") from None
     print(_report(result, modes))
     if args.save:
+        from fcircnn.models.files import atomic_write
+
         arrays = {f"output_{m}": v for m, v in result.outputs.items()}
         for name, (re, im) in result.int_outputs.items():
             arrays[f"int/{name}.re"] = re.astype(np.int8)
             arrays[f"int/{name}.im"] = im.astype(np.int8)
-        np.savez_compressed(args.save, **arrays)
+        atomic_write(args.save, lambda f: np.savez_compressed(f, **arrays))
         print(f"saved outputs to {args.save}", file=sys.stderr)
     if args.save_weights:
         result.weights.save(args.save_weights)
@@ -188,18 +259,20 @@ def cmd_golden(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from fcircnn.models.config import (
+        AcceleratorConfig,
         describe_accelerator,
         describe_network,
-        load_accelerator,
-        load_network,
     )
 
-    path = _resolve_config_path(args.config)
-    if _is_accelerator_file(path):
-        print(describe_accelerator(load_accelerator(path)))
+    config = _load(args.config)
+    if isinstance(config, AcceleratorConfig):
+        _validated(config, cap=args.cap)
+        _check_memory(config.network, ("float", "int"))  # what compile runs
+        print(describe_accelerator(config))
     else:
-        print(describe_network(load_network(path)))
-    print(f"{path}: OK", file=sys.stderr)
+        _check_memory(config, ("float", "slots", "int"))  # what golden runs by default
+        print(describe_network(config))
+    print(f"{config.path or args.config}: OK", file=sys.stderr)
     return 0
 
 
@@ -213,14 +286,14 @@ def _address(text: str) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from fcircnn.gen.compiler import CompileError, compile_network
-    from fcircnn.models.config import load_accelerator
 
-    path = _resolve_config_path(args.config)
-    acc = load_accelerator(path)
+    _output_dir(args.output, "-o")
+    acc = _accelerator(args.config)
     net = acc.network
+    _check_memory(net, ("float", "int"))
     weights, x = _load_weights_and_input(net, args)
-    print(f"fcircnn compile: {acc.name} ({path}), network {net.name}, seed {args.seed}, "
-          f"{args.granularity} scales, base {args.base:#x}", file=sys.stderr)
+    print(f"fcircnn compile: {acc.name} ({acc.path or args.config}), network {net.name}, seed "
+          f"{args.seed}, {args.granularity} scales, base {args.base:#x}", file=sys.stderr)
     try:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
                                 granularity=args.granularity, base=args.base)
@@ -233,6 +306,28 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(image.describe())
     print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
+
+
+def _seed(text: str) -> int:
+    """``--seed``: an integer in 0 .. 2**32 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**32 - 1}, not {text!r}")
+    return value
+
+
+def _clock(text: str) -> float:
+    """``--clock-mhz``: a frequency in (0, 1000] MHz."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1000] MHz, not {text!r}")
+    return value
 
 
 def _scale(text: str) -> int:
@@ -274,11 +369,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from fcircnn.models.scale import InputShapeError
     from fcircnn.sim.runner import SimulatorUnavailable
 
-    path = _resolve_config_path(args.config)
-    if _is_network_file(path):
-        raise UserError(f"{path}: not an accelerator file (it has no 'cores' or 'network' key); "
-                        "fcircnn sim runs the network of an accelerator file, e.g. c3d_zcu102 "
-                        "or r3d18_zcu102")
+    _output_dir(args.build_dir, "--build-dir")
+    path = _accelerator(args.config).path
     try:
         layers = sim.parse_layers(args.layers)
         shape = sim.parse_input_shape(args.input)
@@ -331,11 +423,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from fcircnn.gen.generate import GenerateError, generate
-    from fcircnn.models.config import load_accelerator
 
-    path = _resolve_config_path(args.config)
-    acc = load_accelerator(path)
-    print(f"fcircnn generate: {acc.name} ({path}) -> {args.output}", file=sys.stderr)
+    acc = _accelerator(args.config)
+    print(f"fcircnn generate: {acc.name} ({acc.path or args.config}) -> {args.output}",
+          file=sys.stderr)
     try:
         result = generate(acc, args.output, force=args.force)
     except GenerateError as exc:
@@ -352,21 +443,21 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     import json
 
     from fcircnn.gen import estimate
-    from fcircnn.models.config import load_accelerator
+    from fcircnn.gen.perf_model import model_network
+    from fcircnn.gen.validate import over_cap_message
 
-    path = _resolve_config_path(args.config)
-    acc = load_accelerator(path)
+    acc = _accelerator(args.config, cap=None)  # the figures first, then the verdict
     est = estimate.estimate_resources(acc)
     total = est.total
-    perf = _performance(acc)
-    over = est.fits(acc.device.resources, args.cap)
+    perf = model_network(acc)
+    over = over_cap_message(est, acc, args.cap)
     if args.json:
         out = {"accelerator": acc.name, "network": acc.network.name, **total.as_dict(),
-               "cycles": perf.cycles if perf else None,
-               "latency_ms": perf.seconds * 1e3 if perf else None,
-               "effective_gops": perf.effective_gops if perf else None,
-               "gops_per_dsp": perf.effective_gops / total.dsp if perf and total.dsp else None,
-               "fits": not over, "over_cap": over, "cap": args.cap}
+               "cycles": perf.cycles, "latency_ms": perf.seconds * 1e3,
+               "effective_gops": perf.effective_gops,
+               "gops_per_dsp": perf.effective_gops / total.dsp if total.dsp else None,
+               "fits": over is None, "over_cap": est.fits(acc.device.resources, args.cap),
+               "cap": args.cap}
         if args.synth:
             report = _synthesize(acc)
             out["yosys"] = {"dsp": report.dsp, "bram36": report.bram36,
@@ -375,28 +466,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     else:
         report = _synthesize(acc) if args.synth else None
         print("\n".join(estimate.format_estimate(acc, est, report)))
-        if perf is not None:
-            print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
-                  f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
-                  f"{perf.effective_gops / total.dsp:.3f} GOP/s per DSP")
-    if over:
-        use = est.utilization(acc.device.resources)
-        print(f"error: {acc.name} does not fit {acc.device.part} (cap {args.cap:.0%}): "
-              + ", ".join(f"{name} {use[name]:.0%}" for name in over), file=sys.stderr)
+        print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
+              f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
+              f"{perf.effective_gops / total.dsp:.3f} GOP/s per DSP")
+    if over is not None:
+        print(f"error: {over}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
-
-
-def _performance(acc):
-    """The performance model's result, or ``None`` (with a note) if the network cannot run."""
-    from fcircnn.gen.compiler import CompileError
-    from fcircnn.gen.perf_model import model_network
-
-    try:
-        return model_network(acc)
-    except CompileError as exc:
-        print(f"note: no performance figures: {exc}", file=sys.stderr)
-        return None
 
 
 def _synthesize(acc):
@@ -449,31 +525,36 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from fcircnn.gen import sweep
-    from fcircnn.models.config import builtin_path, load_accelerator, load_network
+    from fcircnn.models.config import ConfigError, builtin_path
 
-    path = _resolve_config_path(args.network)
-    net = load_accelerator(path).network if _is_accelerator_file(path) else load_network(path)
+    net = _network(args.network)
     device = sweep.DEVICES[args.device]
     try:
         space = sweep.SweepSpace(
             tn=args.tn, tm=args.tm, td=args.td, tr=args.tr, tc=args.tc,
             unroll_td={"both": (False, True), "yes": (True,), "no": (False,)}[args.unroll_td],
             cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size)
+        space.check(net.block_size)
     except sweep.SweepError as exc:
         raise UserError(f"sweep range: {exc}") from None
     if args.reference is None:  # the paper's accelerator for this network, if there is one
-        refs = [p for p in (builtin_path(f"{net.name}_zcu102"),) if p.is_file()]
+        try:
+            refs = [builtin_path(f"{net.name}_zcu102")]
+        except ConfigError:
+            refs = []
     else:
-        refs = [_resolve_config_path(r) for r in args.reference]
-    references = [load_accelerator(r) for r in refs]
+        refs = args.reference
+    references = [_accelerator(r) for r in refs]
     out = Path(args.output or f"build/sweep/{net.name}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"-o: cannot create {out}: {exc}") from None
+    best_path = Path(args.best_yaml) if args.best_yaml else out / "best.yaml"
+    _output_dir(out, "-o")
+    if args.best_yaml:
+        _output_file(args.best_yaml, "--best-yaml")
+    out.mkdir(parents=True, exist_ok=True)
     total = space.size(net.block_size)
-    print(f"fcircnn sweep: network {net.name} ({path}) on {device.name}, {total} points, cap "
-          f"{args.cap:.0%}, {args.clock_mhz:g} MHz, {args.jobs} worker(s)", file=sys.stderr)
+    print(f"fcircnn sweep: network {net.name} ({net.path or args.network}) on {device.name}, "
+          f"{total} points, cap {args.cap:.0%}, {args.clock_mhz:g} MHz, {args.jobs} worker(s)",
+          file=sys.stderr)
     bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0.1)
 
     def progress(done: int, _total: int) -> None:
@@ -483,8 +564,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         result = sweep.run_sweep(net, space, device, clock_mhz=args.clock_mhz, cap=args.cap,
                                  jobs=args.jobs, references=references, progress=progress)
-    except sweep.SweepError as exc:
-        raise UserError(str(exc)) from None
     finally:
         if bar is not None:
             bar.close()
@@ -498,28 +577,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     png = sweep.plot_pareto(result, out / "pareto.png")
     print("\n".join(sweep.format_top(result, args.top)))
-    best_path = Path(args.best_yaml) if args.best_yaml else out / "best.yaml"
-    network_file = net.path if net.path is not None else builtin_path(net.name)
-    rel = os.path.relpath(Path(network_file).resolve(), best_path.resolve().parent)
     sweep.write_accelerator_yaml(
-        best.point, net, device, args.clock_mhz, best_path, network_file=rel,
+        best.point, net, device, args.clock_mhz, best_path,
         name=f"{net.name}_{device.name}_best",
         comment=(f"Best configuration of `fcircnn sweep {args.network} --device {device.name}` "
                  f"(cap {args.cap:.0%}, {args.clock_mhz:g} MHz):\n{best.label}: "
                  f"{best.effective_gops:.1f} GOP/s effective, {best.gops_per_dsp:.3f} GOP/s "
                  f"per DSP, DSP {best.dsp}, BRAM36 {best.bram36:.1f}, LUT {best.lut}, FF "
-                 f"{best.ff} (calibrated estimator and performance model)."))
+                 f"{best.ff} (calibrated estimator and performance model).\nThe network is "
+                 "written into this file, so it works wherever it is copied."))
     print(f"wrote {png} and {best_path}", file=sys.stderr)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fcircnn.gen.estimate import DEFAULT_CAP
+
     parser = argparse.ArgumentParser(
         prog="fcircnn",
         description="Generator of FPGA accelerators for block-circulant 3D CNNs computed in "
                     "the frequency domain.",
     )
     parser.add_argument("--version", action="version", version=f"fcircnn {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the full traceback of an internal error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     golden = sub.add_parser(
@@ -532,7 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     golden.add_argument("network", nargs="?", default="c3d",
                         help="network YAML, accelerator YAML or built-in name "
                              "(c3d, r3d18; default: c3d)")
-    golden.add_argument("--seed", type=int, default=0, help="seed of weights and input")
+    golden.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
     golden.add_argument("--mode", choices=("float", "slots", "int", "all"), default="all",
                         help="mode to run besides the float reference (default: all)")
     golden.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
@@ -554,6 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "keys) and print the resolved parameters; exit code 2 on any problem.",
     )
     check.add_argument("config", help="YAML file or built-in name (c3d, r3d18, c3d_zcu102, ...)")
+    check.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
+                       help=f"largest share of each device resource an accelerator may use, "
+                            f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
     check.set_defaults(func=cmd_check)
 
     comp = sub.add_parser(
@@ -568,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
     comp.add_argument("-o", "--output", default="build/compile", metavar="DIR",
                       help="output directory (default: build/compile)")
-    comp.add_argument("--seed", type=int, default=0, help="seed of weights and input")
+    comp.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
     comp.add_argument("--weights", metavar="W.npz",
                       help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
                            "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
@@ -612,8 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--json", action="store_true",
                      help="print the totals as one JSON object (dsp, bram36, lut, ff, cycles, "
                           "effective_gops, gops_per_dsp, ...)")
-    est.add_argument("--cap", type=_cap, default=1.0,
-                     help="utilisation cap in (0, 1] for the fit check (default: 1)")
+    est.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
+                     help=f"largest share of each device resource the design may use, in "
+                          f"(0, 1] (default: {DEFAULT_CAP:g}, as check and sweep)")
     est.set_defaults(func=cmd_estimate)
 
     simp = sub.add_parser(
@@ -638,7 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     simp.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
                       help="HDL simulator (default: verilator)")
     simp.add_argument("--waves", action="store_true", help="record waveforms (separate build)")
-    simp.add_argument("--seed", type=int, default=0,
+    simp.add_argument("--seed", type=_seed, default=0,
                       help="seed of weights, input and the testbench (default: 0)")
     simp.add_argument("--backpressure", type=_probability, default=0.0, metavar="P",
                       help="probability that the memory model stalls a beat (default: 0)")
@@ -669,9 +754,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="worker processes (default: 1)")
     sw.add_argument("-o", "--output", metavar="DIR",
                     help="output folder (default: build/sweep/<network>)")
-    sw.add_argument("--cap", type=_cap, default=0.9,
-                    help="largest share of each device resource a point may use (default: 0.9)")
-    sw.add_argument("--clock-mhz", type=float, default=200.0, help="clock (default: 200)")
+    sw.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
+                    help=f"largest share of each device resource a point may use (default: "
+                         f"{DEFAULT_CAP:g})")
+    sw.add_argument("--clock-mhz", type=_clock, default=200.0,
+                    help="clock in MHz, in (0, 1000] (default: 200)")
     from fcircnn.gen.sweep import SweepSpace
 
     space = SweepSpace()  # the default ranges
@@ -702,6 +789,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _internal_error(exc: BaseException, debug: bool) -> int:
+    """Report an exception nobody expected: one line saying it is a bug and where the full
+    traceback went (``--debug`` prints it instead); exit code 1."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    if debug:
+        sys.stderr.write(text)
+        where = "above"
+    else:
+        try:
+            fd, where = tempfile.mkstemp(prefix="fcircnn-crash-", suffix=".txt")
+            with os.fdopen(fd, "w") as f:
+                f.write(f"fcircnn {__version__}, argv {sys.argv!r}\n{text}")
+        except OSError:
+            where = "nowhere (cannot write a temporary file; rerun with --debug)"
+    first = (str(exc).splitlines() or [""])[0][:200]
+    print(f"fcircnn: internal error, this is a bug: {type(exc).__name__}: {first}; the full "
+          f"traceback is in {where} (rerun with --debug to print it)", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from fcircnn.models.config import ConfigError
 
@@ -711,9 +821,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Unavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        return _internal_error(exc, args.debug)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,11 @@ __all__ = [
 CALIBRATION_FILE = "calibration.json"
 #: Resource names, in the order of :class:`ResourceCounts`' fields.
 RESOURCE_NAMES: tuple[str, ...] = ("dsp", "bram36", "lut", "ff")
+#: Default utilisation cap of ``fcircnn estimate``, ``check`` and ``sweep``: the largest share
+#: of any device resource a design may use. Above about 90% Vivado's placer and router
+#: rarely close timing at 200 MHz on a design this regular and wide, so the margin is part
+#: of "fits" for every command that answers that question.
+DEFAULT_CAP = 0.9
 
 #: Slots per 128-bit beat (NC/8DHW8) and lanes of the post chain.
 _LANES = 8

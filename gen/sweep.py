@@ -33,12 +33,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from fcircnn.models.config import (
+    MAX_CHANNEL_TILE,
+    MAX_TILE,
     AcceleratorConfig,
     ConfigError,
     NetworkConfig,
     bind_accelerator,
+    channel_tile_problems,
 )
+from fcircnn.models.files import atomic_write
 from fcircnn.report import format_table
+
+from .estimate import DEFAULT_CAP
 
 __all__ = [
     "DEVICES",
@@ -162,6 +168,37 @@ class SweepSpace:
         bad = [b for b in self.block_sizes if b not in BLOCK_SIZES]
         if bad:
             raise SweepError(f"block sizes {bad} are not allowed; allowed: {list(BLOCK_SIZES)}")
+
+    def check(self, network_B: int) -> None:
+        """Refuse up front a range value that no point can use: a ``Tn`` or ``Tm`` the
+        channel-tile rule (:func:`~fcircnn.models.config.channel_tile_problems`) rejects for
+        every block size swept, a tile over the hardware's limits.
+
+        Raises
+        ------
+        SweepError
+            Naming the flag, the values and the rule.
+        """
+        blocks = self.block_sizes or (network_B,)
+        limits = {"tn": MAX_CHANNEL_TILE, "tm": MAX_CHANNEL_TILE, "td": MAX_TILE,
+                  "tr": MAX_TILE, "tc": MAX_TILE}
+        for name, limit in limits.items():
+            big = [v for v in getattr(self, name) if v > limit]
+            if big:
+                raise SweepError(f"--{name}: {big} over the hardware's limit of {limit}")
+        # (flag, value, Tn, Tm, the rule's fields that judge it): Tn and Tm are judged by
+        # their own part of the rule, a pointwise pair by all of it.
+        tiles = [("tn", v, v, 0, {"tn"}) for v in self.tn]
+        tiles += [("tm", v, 0, v, {"tm"}) for v in self.tm]
+        if 2 in self.cores:
+            tiles += [("pointwise", f"{a}x{b}", a, b, {"tn", "tm"}) for a, b in self.pointwise]
+        for flag, value, tn, tm, judged in tiles:
+            why = [[m for f, m in channel_tile_problems(tn or B, tm or 16 * B, B) if f in judged]
+                   for B in blocks]
+            if all(why):
+                rule = "; ".join(dict.fromkeys(m for ms in why for m in ms))
+                raise SweepError(f"--{flag}: {value} is legal for no block size swept "
+                                 f"(B = {', '.join(map(str, blocks))}): {rule}")
 
     def points(self, network_B: int) -> Iterator[Point]:
         """Every point of the space (``network_B`` when ``block_sizes`` is empty)."""
@@ -379,7 +416,8 @@ def no_fit_message(evaluations: Sequence[Evaluation], device: Device, cap: float
 
 
 def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mhz: float = 200.0,
-              cap: float = 0.9, jobs: int = 1, references: Sequence[AcceleratorConfig] = (),
+              cap: float = DEFAULT_CAP, jobs: int = 1,
+              references: Sequence[AcceleratorConfig] = (),
               progress: Callable[[int, int], None] | None = None) -> SweepResult:
     """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes).
 
@@ -389,12 +427,14 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
     Raises
     ------
     SweepError
-        For a bad ``cap`` or ``jobs``.
+        For a bad ``cap`` or ``jobs``, or a range value no point can use
+        (:meth:`SweepSpace.check`).
     """
     if not 0 < cap <= 1:
         raise SweepError(f"cap must be in (0, 1], not {cap}")
     if jobs < 1:
         raise SweepError(f"jobs must be >= 1, not {jobs}")
+    space.check(net.block_size)
     points = list(space.points(net.block_size))
     net_data = net.model_dump(mode="json", by_alias=True, exclude_unset=True)
     evaluations: list[Evaluation] = []
@@ -428,23 +468,24 @@ _CSV_FIELDS = ("label", "reference", "status", "binding", "B", "tn", "tm", "td",
 
 def write_csv(result: SweepResult, path: str | os.PathLike[str]) -> Path:
     """Every point (then the references) as one CSV row each; returns the path."""
-    path = Path(path)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS)
-        writer.writeheader()
-        for ev in [*result.evaluations, *result.references]:
-            row = {k: v for k, v in asdict(ev).items() if k in _CSV_FIELDS}
-            p = ev.point
-            if p is not None:
-                row.update(B=p.B, tn=p.tn, tm=p.tm, td=p.td, tr=p.tr, tc=p.tc,
-                           unroll_td=int(p.unroll_td),
-                           pointwise="" if p.pointwise is None else "x".join(map(str,
-                                                                                 p.pointwise)))
-            for k in ("latency_ms", "effective_gops", "gops_per_dsp", "pe_utilization",
-                      "ddr_gbs", "bram36"):
-                row[k] = f"{row[k]:.4f}"
-            writer.writerow(row)
-    return path
+    return atomic_write(path, lambda f: _write_rows(result, f), binary=False)
+
+
+def _write_rows(result: SweepResult, f) -> None:
+    writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS)
+    writer.writeheader()
+    for ev in [*result.evaluations, *result.references]:
+        row = {k: v for k, v in asdict(ev).items() if k in _CSV_FIELDS}
+        p = ev.point
+        if p is not None:
+            row.update(B=p.B, tn=p.tn, tm=p.tm, td=p.td, tr=p.tr, tc=p.tc,
+                       unroll_td=int(p.unroll_td),
+                       pointwise="" if p.pointwise is None else "x".join(map(str,
+                                                                             p.pointwise)))
+        for k in ("latency_ms", "effective_gops", "gops_per_dsp", "pe_utilization",
+                  "ddr_gbs", "bram36"):
+            row[k] = f"{row[k]:.4f}"
+        writer.writerow(row)
 
 
 def pareto_front(evaluations: Sequence[Evaluation], cost: str) -> list[Evaluation]:
@@ -492,7 +533,7 @@ def plot_pareto(result: SweepResult, path: str | os.PathLike[str]) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    atomic_write(path, lambda f: fig.savefig(f, dpi=120, format="png"))
     plt.close(fig)
     return path
 
@@ -518,16 +559,22 @@ def format_top(result: SweepResult, n: int = 10) -> list[str]:
 
 
 def write_accelerator_yaml(point: Point, net: NetworkConfig, device: Device, clock_mhz: float,
-                           path: str | os.PathLike[str], *, network_file: str,
-                           name: str, comment: str = "") -> Path:
-    """Write the accelerator file of ``point`` (``network_file`` relative to ``path``'s
-    folder, as :func:`~fcircnn.models.config.load_accelerator` resolves it)."""
+                           path: str | os.PathLike[str], *, name: str,
+                           network_file: str | None = None, comment: str = "") -> Path:
+    """Write the accelerator file of ``point``, written whole or not at all.
+
+    By default the network is written into the file (``network:`` a mapping, with the point's
+    block size), so the file works wherever it is copied; ``network_file`` instead refers to a
+    network file (relative to ``path``'s folder, as
+    :func:`~fcircnn.models.config.load_accelerator` resolves it).
+    """
     import yaml
 
-    data = accelerator_data(point, network_with_block_size(net, point.B), device, clock_mhz,
-                            name=name, network_file=network_file)
+    sized = network_with_block_size(net, point.B)
+    data = accelerator_data(point, sized, device, clock_mhz, name=name,
+                            network_file=network_file)
+    if network_file is None:
+        data["network"] = sized.model_dump(mode="json", by_alias=True, exclude_unset=True)
     text = "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines())
     text += yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-    path = Path(path)
-    path.write_text(text)
-    return path
+    return atomic_write(path, lambda f: f.write(text), binary=False)

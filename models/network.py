@@ -27,6 +27,7 @@ channel-minor, i.e. the conv over the map); optional ``<layer>.bn_gain`` and ``<
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,8 +37,11 @@ import numpy as np
 
 from . import quant, spectral
 from .config import NetworkConfig, ResolvedLayer
+from .files import ArrayFileError, atomic_write, check_array, read_npy, read_npz
 
 __all__ = [
+    "MAX_INPUT_ABS",
+    "MAX_WEIGHT_ABS",
     "MODES",
     "IntMap",
     "LayerOverflowError",
@@ -49,11 +53,13 @@ __all__ = [
     "QuantizedNetwork",
     "RunResult",
     "calibrate",
+    "load_input",
     "load_weights",
     "quantize_network",
     "random_input",
     "random_weights",
     "run_int",
+    "run_memory_bytes",
     "run_network",
 ]
 
@@ -92,7 +98,7 @@ class NetworkWeights:
             if lw.bn_gain is not None:
                 arrays[f"{name}.bn_gain"] = lw.bn_gain
                 arrays[f"{name}.bn_offset"] = lw.bn_offset
-        np.savez(path, **arrays)
+        atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def _generator_shape(layer: ResolvedLayer) -> tuple[int, ...]:
@@ -114,40 +120,82 @@ def random_weights(net: NetworkConfig, seed: int = 0) -> NetworkWeights:
     return NetworkWeights(layers)
 
 
+#: Largest magnitude accepted in a weights file (generators, CBN gain and offset): trained
+#: weights are of order 1; values beyond this are a unit or scaling error, and would overflow
+#: the float reference long before the int8 contract could represent them.
+MAX_WEIGHT_ABS = 1e4
+#: Largest magnitude accepted in an input clip (8-bit video is 0..255; normalised, a few units).
+MAX_INPUT_ABS = 1e6
+
+
+def weight_arrays(net: NetworkConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """The arrays a weights file of ``net`` holds: name -> (shape, required)."""
+    arrays = {}
+    for layer in net.resolved:
+        if layer.kind == "gap":
+            continue
+        arrays[f"{layer.name}.generators"] = (_generator_shape(layer), True)
+        for part in ("bn_gain", "bn_offset"):
+            arrays[f"{layer.name}.{part}"] = ((2, layer.padded_out_channels // 2), False)
+    return arrays
+
+
 def load_weights(net: NetworkConfig, path: str) -> NetworkWeights:
-    """Read weights from ``.npz`` and check every shape against the network.
+    """Read weights from ``.npz`` and check every array against the network once: the names
+    (every layer's generators; CBN gain and offset together or not at all; nothing else), the
+    shapes, real finite values within :data:`MAX_WEIGHT_ABS`.
 
     Raises
     ------
-    ValueError
-        Naming the missing key or the mismatching shape.
+    ArrayFileError
+        Naming the file, the array and what was expected.
     """
-    with np.load(path) as data:
-        layers = {}
-        for layer in net.resolved:
-            if layer.kind == "gap":
-                layers[layer.name] = LayerWeights(None)
-                continue
-            key = f"{layer.name}.generators"
-            if key not in data:
-                raise ValueError(f"{path}: missing array '{key}'")
-            gen = np.asarray(data[key], dtype=np.float64)
-            if gen.shape != _generator_shape(layer):
-                raise ValueError(
-                    f"{path}: '{key}' has shape {gen.shape}, expected {_generator_shape(layer)}"
-                )
-            lw = LayerWeights(gen)
-            if f"{layer.name}.bn_gain" in data:
-                shape = (2, layer.padded_out_channels // 2)
-                for part in ("bn_gain", "bn_offset"):
-                    arr = np.asarray(data[f"{layer.name}.{part}"], dtype=np.float64)
-                    if arr.shape != shape:
-                        raise ValueError(
-                            f"{path}: '{layer.name}.{part}' has shape {arr.shape}, expected {shape}"
-                        )
-                    setattr(lw, part, arr)
-            layers[layer.name] = lw
+    data = read_npz(path)
+    expected = weight_arrays(net)
+    unknown = sorted(set(data) - set(expected))
+    if unknown:
+        raise ArrayFileError(
+            f"{path}: unknown array(s) {', '.join(repr(k) for k in unknown[:5])}"
+            f"{' ...' if len(unknown) > 5 else ''} for network {net.name}; a weights file "
+            f"holds <layer>.generators and optionally <layer>.bn_gain with <layer>.bn_offset "
+            f"for the layers {', '.join(r.name for r in net.resolved if r.kind != 'gap')}")
+    layers = {}
+    for layer in net.resolved:
+        if layer.kind == "gap":
+            layers[layer.name] = LayerWeights(None)
+            continue
+        checked = {}
+        for part in ("generators", "bn_gain", "bn_offset"):
+            key = f"{layer.name}.{part}"
+            shape, required = expected[key]
+            if key in data:
+                checked[part] = check_array(data[key], f"{path}: '{key}'", shape,
+                                            max_abs=MAX_WEIGHT_ABS)
+            elif required:
+                raise ArrayFileError(f"{path}: missing array '{key}' of shape {shape}")
+        if ("bn_gain" in checked) != ("bn_offset" in checked):
+            have, need = (("bn_gain", "bn_offset") if "bn_gain" in checked
+                          else ("bn_offset", "bn_gain"))
+            raise ArrayFileError(f"{path}: '{layer.name}.{have}' without '{layer.name}.{need}' "
+                                 f"(shape {expected[f'{layer.name}.{need}'][0]}); the CBN "
+                                 "gain and offset come together or not at all")
+        layers[layer.name] = LayerWeights(checked["generators"], checked.get("bn_gain"),
+                                          checked.get("bn_offset"))
     return NetworkWeights(layers)
+
+
+def load_input(net: NetworkConfig, path: str) -> np.ndarray:
+    """Read an input clip ``[C, D, H, W]`` of ``net`` from ``.npy``: real, finite, within
+    :data:`MAX_INPUT_ABS`.
+
+    Raises
+    ------
+    ArrayFileError
+        Naming the file and what was expected.
+    """
+    inp = net.input
+    return check_array(read_npy(path), f"{path}", (inp.channels, *inp.shape),
+                       max_abs=MAX_INPUT_ABS)
 
 
 def random_input(net: NetworkConfig, seed: int = 0) -> np.ndarray:
@@ -572,3 +620,31 @@ def run_network(
     outputs = {mode: _to_time(net, slots[mode][last]) for mode in slots}
     return RunResult(net.name, reports, outputs, slots, int_outputs, int_scales, qnet, seconds,
                      weights)
+
+
+def run_memory_bytes(net: NetworkConfig, modes: Iterable[Mode] = MODES) -> int:
+    """An upper estimate of the memory :func:`run_network` needs, in bytes.
+
+    Every pass keeps each layer's output and pre-pool slots (complex128, 8 bytes per channel
+    and voxel); the float reference also expands each layer's weights to dense ones; a layer's
+    conv holds its padded input, its output and an im2col buffer of at least one output plane
+    (``spectral``'s column budget above that). Used to refuse up front a run the machine
+    cannot hold (``fcircnn golden``, ``compile``), rather than fail in the middle of it.
+    """
+    passes = len(set(("float", *modes)))
+    kept = transient = 0
+    for layer in net.resolved:
+        out_cv = layer.padded_out_channels * math.prod(layer.conv_shape)
+        kept += passes * 8 * (out_cv + layer.padded_out_channels * math.prod(layer.out_shape))
+        if layer.kind == "gap":
+            continue
+        n, m = layer.padded_in_channels, layer.padded_out_channels
+        kvol = layer.kernel_volume
+        pad_in = n * math.prod(i + 2 * p for i, p in zip(layer.in_shape, layer.padding,
+                                                          strict=True))
+        plane = n * kvol * math.prod(layer.conv_shape[1:])
+        dense = m * n * kvol  # the float reference's expanded weights
+        transient = max(transient, 8 * (3 * pad_in + 3 * out_cv + dense
+                                         + max(plane, spectral._COL_BUDGET // 8)))
+    weights = sum(8 * math.prod(shape) for shape, _ in weight_arrays(net).values())
+    return kept + transient + 2 * weights

@@ -117,7 +117,8 @@ def test_bad_scale(scale, capsys):
     (["--backpressure", "1"], "must be a number in [0, 1)"),
     (["--backpressure", "-0.1"], "must be a number in [0, 1)"),
     (["--timeout-cycles", "0"], "must be a positive integer"),
-    (["--seed", "x"], "invalid int value"),
+    (["--seed", "x"], "must be an integer in 0..4294967295"),
+    (["--seed", "-1"], "must be an integer in 0..4294967295"),
 ])
 def test_bad_options(args, message, capsys):
     with pytest.raises(SystemExit) as exc:
