@@ -89,7 +89,7 @@ def _check_memory(net, modes) -> None:
     need = run_memory_bytes(net, modes)
     have = _available_memory()
     if have is not None and need > have:
-        raise UserError(f"network {net.name}: the golden model needs about {need / 2**30:.1f} "
+        raise UserError(f"{net.path or net.name}: the golden model needs about {need / 2**30:.1f} "
                         f"GiB of memory for this run, this machine has {have / 2**30:.1f} GiB "
                         "available; use a smaller input, fewer channels or fewer --mode")
 
@@ -277,11 +277,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _address(text: str) -> int:
-    """``--base``: a decimal or ``0x`` hexadecimal byte address."""
+    """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096."""
     try:
-        return int(text, 0)
+        value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an address (decimal or 0x...): {text!r}") from None
+    if value < 0 or value % 4096:
+        raise argparse.ArgumentTypeError(f"must be a non-negative multiple of 4096 (0x1000), "
+                                         f"not {text!r}")
+    return value
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -424,6 +428,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from fcircnn.gen.generate import GenerateError, generate
 
+    _output_dir(args.output, "-o")
     acc = _accelerator(args.config)
     print(f"fcircnn generate: {acc.name} ({acc.path or args.config}) -> {args.output}",
           file=sys.stderr)
@@ -470,7 +475,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
               f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
               f"{perf.effective_gops / total.dsp:.3f} GOP/s per DSP")
     if over is not None:
-        print(f"error: {over}", file=sys.stderr)
+        print(f"error: {acc.path or args.config}: {over}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
 

@@ -45,8 +45,9 @@ def over_cap_message(est: ResourceEstimate, acc: AcceleratorConfig, cap: float) 
         value = f"{value:g}" if isinstance(value, float) else str(value)
         return f"{name} {value} of {getattr(resources, name)} ({use[name]:.0%})"
 
-    text = (f"{acc.name} does not fit {acc.device.part} under the {cap:.0%} cap: binding "
-            f"resource {need(over[0])}")
+    under = "" if cap == 1 else f" under the {cap:.0%} cap"
+    text = (f"{acc.name} does not fit {acc.device.part}{under}: binding resource "
+            f"{need(over[0])}")
     if len(over) > 1:
         text += "; also over: " + ", ".join(need(name) for name in over[1:])
     return text

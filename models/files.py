@@ -153,7 +153,9 @@ def check_output_file(path: str | os.PathLike[str]) -> str | None:
     path = Path(path)
     if path.is_dir():
         return f"{path} is a folder; give a file name"
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        return f"{parent} is not a folder"
     if not parent.is_dir():
         return f"folder {parent} does not exist"
     if not os.access(parent, os.W_OK | os.X_OK):

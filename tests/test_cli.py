@@ -101,3 +101,41 @@ def test_bad_input_exit_2_without_traceback(args, message, tiny, tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert message in proc.stderr, proc.stderr
+
+
+def test_sweep_of_a_custom_network_writes_a_portable_best_yaml(tiny, tmp_path, capsys):
+    # No built-in <name>_zcu102 reference exists for this network: the sweep runs without one.
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(tiny), "--tn", "16", "--tm", "32", "--td", "1", "--tr", "4",
+                 "--tc", "4", "--cores", "1", "-o", str(out), "-q"]) == 0
+    assert "paper" not in capsys.readouterr().out
+    elsewhere = tmp_path / "copied" / "deeper"
+    elsewhere.mkdir(parents=True)
+    copy = elsewhere / "best.yaml"
+    copy.write_text((out / "best.yaml").read_text())
+    tiny.unlink()  # the network lives in the file itself
+    from fcircnn.models.config import INLINE_NETWORK, load_accelerator
+
+    acc = load_accelerator(copy)
+    assert acc.network_file == INLINE_NETWORK and acc.network.name == "tiny"
+    assert main(["check", str(copy)]) == 0
+
+
+def test_estimate_names_the_binding_resource(capsys):
+    assert main(["estimate", "c3d_zcu102", "--cap", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "binding resource bram36" in err and "also over:" in err
+
+
+def test_check_refuses_what_compile_refuses(tmp_path, small_accelerator, capsys):
+    # A design over the device: compile (whole device) and check (default cap) both refuse.
+    path = small_accelerator(tmp_path)
+    text = path.read_text()
+    big = tmp_path / "big.yaml"
+    import re
+
+    big.write_text(re.sub(r"tr: \d+, tc: \d+", "tr: 250, tc: 250", text))
+    for argv in (["check", str(big)], ["compile", str(big), "-o", str(tmp_path / "o")]):
+        assert main(argv) == 2
+        assert "does not fit" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

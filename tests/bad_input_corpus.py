@@ -1,0 +1,348 @@
+"""A corpus of bad input for every command, by class (issue 14).
+
+:func:`write_files` writes the corpus' files into a folder; :data:`CASES` lists every case as
+``Case(id, argv, fragments)``: the command line (``{d}`` stands for the folder) and the text
+the error message must contain (the file or flag it names and the problem). Every case must
+end with exit code 2, one ``error:`` message, no traceback, within a few seconds.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fcircnn.models.config import load_network
+from fcircnn.models.network import random_input, random_weights
+
+#: A small valid network (B = 8): a conv with CBN, CReLU and a pool, a second conv and an fc.
+TINY = """\
+name: tiny
+input: {channels: 3, depth: 4, height: 8, width: 8}
+classes: 16
+layers:
+  - {name: c1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: [1, 2, 2]}}
+  - {name: c2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: fc, type: fc, out_channels: 16}
+"""
+
+#: An accelerator for :data:`TINY` (one small core).
+ACC = """\
+name: tiny_acc
+network: tiny.yaml
+device:
+  part: xczu9eg-ffvb1156-2-e
+  resources: {dsp: 2520, bram36: 912, lut: 274080, ff: 548160}
+clock_mhz: 200
+block_size: 8
+cores:
+  - {name: main, tn: 16, tm: 16, td: 2, tr: 4, tc: 4, unroll: [tn, tm], max_kernel: [4, 4, 4]}
+"""
+
+COMMANDS = ("check", "golden", "compile", "generate", "estimate", "sim", "sweep")
+#: Extra arguments so that no command writes outside the corpus folder.
+_OUT = {"compile": ["-o", "{d}/out/compile"], "generate": ["-o", "{d}/out/generate"],
+        "sim": ["--build-dir", "{d}/out/sim"], "sweep": ["-o", "{d}/out/sweep", "-q"],
+        "golden": ["-q"]}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]
+    fragments: tuple[str, ...]
+
+
+def _cmd(command: str, target: str, *extra: str) -> tuple[str, ...]:
+    return (command, target, *_OUT.get(command, []), *extra)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+#: Bad YAML documents: file name -> (text or bytes, message fragment).
+_YAML: dict[str, tuple[str | bytes, str]] = {
+    "recursive.yaml": ("name: x\nlayers: &a [*a]\n", "recursive document"),
+    "recursive_map.yaml": ("a: &m {b: *m}\n", "recursive document"),
+    "deep.yaml": ("layers: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32"),
+    "deep_map.yaml": ("x:\n" + "".join("  " * i + "a:\n" for i in range(1, 60)) + "\n",
+                      "nested more than 32"),
+    "laughs.yaml": ("a: &a [" + ",".join(["lol"] * 9) + "]\n" + "".join(
+        f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]\n"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)) + "layers: *i\n",
+        "expands to more than"),
+    "wide.yaml": ("layers: [" + ",".join(["1"] * 150_000) + "]\n", "expands to more than"),
+    "garbage.yaml": (bytes(range(256)) * 4, "not UTF-8 text"),
+    "utf16.yaml": ("name: tiny\n".encode("utf-16"), "UTF-16"),
+    "nul.yaml": (b"name: tiny\x00\n", "NUL bytes"),
+    "large.yaml": ("# " + "x" * (2 << 20) + "\n", "larger than 1024 KiB"),
+    "empty.yaml": ("", "top level must be a mapping"),
+    "scalar.yaml": ("42\n", "top level must be a mapping"),
+    "list.yaml": ("- a\n- b\n", "top level must be a mapping"),
+    "syntax.yaml": ("name: x\n  bad: [\n", "YAML syntax error"),
+    "tab.yaml": ("name: x\n\tlayers: []\n", "YAML syntax error"),
+    "dupkey.yaml": (TINY + "classes: 3\n", "duplicate key 'classes'"),
+    "undefined_alias.yaml": ("layers: *nope\n", "alias *nope has no anchor"),
+    "python_tag.yaml": ("name: !!python/object/apply:os.system ['true']\n", "YAML syntax error"),
+    "unknown_key.yaml": (TINY.replace("kernel: 3, padding: 1, cbn", "kernal: 3, padding: 1, cbn"),
+                         "layers[0] (c1).kernal"),
+    "string_int.yaml": (TINY.replace("out_channels: 16, kernel", "out_channels: '16', kernel"),
+                        "must be an integer"),
+    "long_string.yaml": (TINY.replace("name: tiny", "name: '" + "x-" * 2500 + "'"),
+                         "must be an identifier"),
+    "non_str_key.yaml": ("1: x\n" + TINY, "keys must be strings"),
+}
+
+#: Sizes beyond reason and rules the hardware imposes (class 3 and 4).
+_SIZES: dict[str, tuple[str, str]] = {
+    "channels_1e9.yaml": (TINY.replace("channels: 3,", "channels: 1000000000,"),
+                          "input.channels: must be at most 65536"),
+    "map_1e9.yaml": (TINY.replace("height: 8,", "height: 1000000000,"),
+                     "input.height: must be at most 65535"),
+    "out_1e9.yaml": (TINY.replace("out_channels: 16, kernel", "out_channels: 10000000000, kernel"),
+                     "out_channels: must be at most 65536"),
+    "kernel_100.yaml": (TINY.replace("kernel: 3, padding: 1, cbn: true, crelu: true,\n",
+                                     "kernel: 100, padding: 1, cbn: true, crelu: true,\n"),
+                        "kernel[0]: must be at most 64"),
+    "pool_9.yaml": (TINY.replace("window: [1, 2, 2]", "window: [1, 9, 9]"),
+                    "pool.window[1]: must be at most 3"),
+    "acc_bound.yaml": (("name: big7\ninput: {channels: 2048, depth: 8, height: 8, width: 8}\n"
+                       "classes: 16\nlayers:\n  - {name: c1, type: conv, out_channels: 16, "
+                       "kernel: 7, padding: 3}\n"), "accumulator bound"),
+    "memory.yaml": (("name: huge\ninput: {channels: 65536, depth: 64, height: 512, width: 512}\n"
+                    "classes: 8\nlayers:\n  - {name: c1, type: conv, out_channels: 8, "
+                    "kernel: 1}\n"), "GiB of memory"),
+}
+
+#: Accelerator files (network tiny.yaml): file name -> (text, fragment); the message names
+#: the accelerator file, or the network file in :data:`_NAMED` when the problem is there.
+_ACCS: dict[str, tuple[str, str]] = {
+    "acc_tn_1e12.yaml": (ACC.replace("tn: 16", "tn: 1000000000000"),
+                         "cores[0] (main).tn: must be at most 1024"),
+    "acc_tm_1e12.yaml": (ACC.replace("tm: 16", "tm: 1000000000000"),
+                         "cores[0] (main).tm: must be at most 1024"),
+    "acc_tr_1e6.yaml": (ACC.replace("tr: 4", "tr: 1000000"),
+                        "cores[0] (main).tr: must be at most 255"),
+    "acc_tn_24.yaml": (ACC.replace("tn: 16", "tn: 24"), "multiple of 16 above 16"),
+    "acc_tm_24.yaml": (ACC.replace("tm: 16", "tm: 24"), "Tm must be a multiple of 16"),
+    "acc_bram.yaml": (ACC.replace("tr: 4, tc: 4", "tr: 200, tc: 200"),
+                      "binding resource bram36"),
+    "acc_kernel.yaml": (ACC.replace("max_kernel: [4, 4, 4]", "max_kernel: [1, 1, 1]"),
+                        "no core can run layer"),
+    "acc_part.yaml": (ACC.replace("xczu9eg-ffvb1156-2-e", "xc7a35tcpg236-1"),
+                      "not a Zynq UltraScale+"),
+    "acc_no_network.yaml": (ACC.replace("network: tiny.yaml", "network: nope.yaml"),
+                            "network file not found"),
+    "acc_bad_network.yaml": (ACC.replace("network: tiny.yaml", "network: recursive.yaml"),
+                             "recursive document"),
+    "acc_inline_bad.yaml": (ACC.replace("network: tiny.yaml", "network: {name: t, classes: 0}"),
+                            "network.classes"),
+    "acc_clock.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 5000"), "clock_mhz"),
+    "acc_big7.yaml": (ACC.replace("tiny.yaml", "acc_bound.yaml"), "accumulator bound"),
+}
+
+
+_NAMED = {"acc_bad_network.yaml": "recursive.yaml", "acc_big7.yaml": "acc_bound.yaml"}
+
+
+def _npz_with(folder: Path, name: str, arrays: dict[str, np.ndarray]) -> None:
+    np.savez(folder / name, **arrays)
+
+
+def write_files(folder: Path) -> None:
+    """Write every file the corpus refers to into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (content, _) in {**_YAML, **_SIZES, **_ACCS}.items():
+        path = folder / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    (folder / "tiny.yaml").write_text(TINY)
+    (folder / "acc.yaml").write_text(ACC)
+    (folder / "a_folder.yaml").mkdir(exist_ok=True)
+    (folder / "a_file").write_text("not a folder\n")
+    net = load_network(folder / "tiny.yaml")
+    weights = random_weights(net, 0)
+    good = {f"{n}.generators": lw.generators for n, lw in weights.layers.items()
+            if lw.generators is not None}
+    rng = np.random.default_rng(0)
+    good["c1.bn_gain"] = rng.uniform(0.5, 1.5, (2, 8))
+    good["c1.bn_offset"] = rng.uniform(-1, 1, (2, 8))
+    for name, change in _WEIGHTS.items():
+        arrays = {k: v.copy() for k, v in good.items()}
+        change[0](arrays)
+        _npz_with(folder, name, arrays)
+    np.save(folder / "w_as_npy.npy", good["c1.generators"])
+    raw = (folder / "w_nan.npz").read_bytes()
+    (folder / "w_truncated.npz").write_bytes(raw[: len(raw) // 2])
+    (folder / "w_empty.npz").write_bytes(b"")
+    (folder / "w_garbage.npz").write_bytes(bytes(range(256)))
+    with zipfile.ZipFile(folder / "w_object.npz", "w") as z:  # a pickled entry
+        with z.open("c1.generators.npy", "w") as f:
+            np.lib.format.write_array(f, np.array([object()], dtype=object), allow_pickle=True)
+    x = random_input(net, 0)
+    for name, value in _INPUTS.items():
+        np.save(folder / name, value(x.copy()), allow_pickle=True)
+    np.savez(folder / "x_as_npz.npz", x=x)
+    (folder / "x_empty.npy").write_bytes(b"")
+    raw = (folder / "x_nan.npy").read_bytes()
+    (folder / "x_truncated.npy").write_bytes(raw[: len(raw) // 2])
+
+
+def _set(key, value):
+    def change(arrays):
+        arrays[key] = value(arrays[key])
+    return change
+
+
+def _poke(key, value):
+    def change(arrays):
+        arrays[key].flat[3] = value
+    return change
+
+
+#: Bad weights files: name -> (how, fragment).
+_WEIGHTS = {
+    "w_nan.npz": (_poke("c1.generators", np.nan), "not finite"),
+    "w_inf.npz": (_poke("c2.generators", np.inf), "not finite"),
+    "w_huge.npz": (_set("c2.generators", lambda a: a * 1e300), "beyond the 10000"),
+    "w_complex.npz": (_set("c1.generators", lambda a: a * (1 + 1j)), "complex array"),
+    "w_bool.npz": (_set("c1.generators", lambda a: a > 0), "expected real numbers"),
+    "w_str.npz": (_set("c1.generators", lambda a: a.astype(str)), "expected real numbers"),
+    "w_shape.npz": (_set("c2.generators", lambda a: a[:, :, :, :1]), "shape (2, 2, 8, 1, 3, 3)"),
+    "w_missing.npz": (lambda a: a.pop("fc.generators"), "missing array 'fc.generators'"),
+    "w_pair.npz": (lambda a: a.pop("c1.bn_offset"), "without 'c1.bn_offset'"),
+    "w_extra.npz": (lambda a: a.update(junk=np.zeros(3)), "unknown array(s) 'junk'"),
+    "w_gain_nan.npz": (_poke("c1.bn_gain", np.nan), "'c1.bn_gain'"),
+    "w_gain_shape.npz": (_set("c1.bn_gain", lambda a: a[:1]), "'c1.bn_gain': shape (1, 8)"),
+}
+
+#: Bad input clips: name -> value from the good clip.
+_INPUTS = {
+    "x_nan.npy": lambda x: np.where(np.arange(x.size).reshape(x.shape) == 5, np.nan, x),
+    "x_inf.npy": lambda x: np.where(np.arange(x.size).reshape(x.shape) == 5, -np.inf, x),
+    "x_1e308.npy": lambda x: np.where(np.arange(x.size).reshape(x.shape) == 5, 1e308, x),
+    "x_complex.npy": lambda x: x * 1j,
+    "x_shape.npy": lambda x: x[:, :2],
+    "x_str.npy": lambda x: x.astype(str),
+    "x_object.npy": lambda x: np.array([object()] * 3, dtype=object),
+}
+_INPUT_FRAGMENTS = {
+    "x_nan.npy": "not finite", "x_inf.npy": "not finite", "x_1e308.npy": "beyond the 1e+06",
+    "x_complex.npy": "complex array", "x_shape.npy": "expected (3, 4, 8, 8)",
+    "x_str.npy": "expected real numbers", "x_object.npy": "unpickling",
+    "x_as_npz.npz": "an .npz archive, not an .npy", "x_empty.npy": "empty file",
+    "x_truncated.npy": "truncated", "x_missing.npy": "file not found",
+}
+_WEIGHT_FRAGMENTS = {
+    **{name: fragment for name, (_, fragment) in _WEIGHTS.items()},
+    "w_as_npy.npy": "a single .npy array, not an .npz archive",
+    "w_truncated.npz": "truncated or damaged", "w_empty.npz": "empty file",
+    "w_garbage.npz": "not a zip file", "w_object.npz": "unpickling",
+    "w_missing_file.npz": "file not found",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Cases
+
+
+def _cases() -> list[Case]:
+    cases = []
+
+    def add(cls: str, name: str, argv: tuple[str, ...], *fragments: str) -> None:
+        cases.append(Case(f"{cls}-{name}", argv, fragments))
+
+    # 1. YAML that is not a plain document, and schema errors: through every command.
+    for name, (_, fragment) in _YAML.items():
+        for command in COMMANDS:
+            add("yaml", f"{name}-{command}", _cmd(command, f"{{d}}/{name}"), name, fragment)
+    for command in COMMANDS:
+        add("yaml", f"missing-{command}", _cmd(command, "{d}/nope.yaml"), "nope.yaml",
+            "file not found")
+        add("yaml", f"folder-{command}", _cmd(command, "{d}/a_folder.yaml"), "a_folder.yaml",
+            "is a folder")
+    # 2. Weights and input files, through golden and compile.
+    for name, fragment in _WEIGHT_FRAGMENTS.items():
+        add("weights", f"{name}-golden", _cmd("golden", "{d}/tiny.yaml", "--weights",
+                                             f"{{d}}/{name}"), "--weights", name, fragment)
+        add("weights", f"{name}-compile", _cmd("compile", "{d}/acc.yaml", "--weights",
+                                              f"{{d}}/{name}"), "--weights", name, fragment)
+    for name, fragment in _INPUT_FRAGMENTS.items():
+        add("input", f"{name}-golden", _cmd("golden", "{d}/tiny.yaml", "--input",
+                                           f"{{d}}/{name}"), "--input", name, fragment)
+        add("input", f"{name}-compile", _cmd("compile", "{d}/acc.yaml", "--input",
+                                            f"{{d}}/{name}"), "--input", name, fragment)
+    # 3. Sizes beyond reason; 4. every command refuses what one would.
+    for name, (_, fragment) in _SIZES.items():
+        # The performance model of a sweep needs no memory for the maps: it may sweep memory.yaml.
+        for command in ("check", "golden") + (("sweep",) if name != "memory.yaml" else ()):
+            add("size", f"{name}-{command}", _cmd(command, f"{{d}}/{name}"), name, fragment)
+    for name, (_, fragment) in _ACCS.items():
+        for command in COMMANDS:
+            add("agree", f"{name}-{command}", _cmd(command, f"{{d}}/{name}"),
+                _NAMED.get(name, name), fragment)
+    for command in ("compile", "generate", "estimate", "sim"):
+        add("agree", f"network-file-{command}", _cmd(command, "{d}/tiny.yaml"), "tiny.yaml",
+            "a network file, not an accelerator file")
+    # 5. Flags and output paths.
+    flags = [
+        ("seed-neg", ("golden", "{d}/tiny.yaml", "--seed", "-1"), "--seed"),
+        ("seed-big", ("compile", "{d}/acc.yaml", "--seed", str(2**40)), "--seed"),
+        ("seed-text", ("sim", "{d}/acc.yaml", "--seed", "x"), "--seed"),
+        ("clock", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "0"), "--clock-mhz"),
+        ("clock-nan", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "nan"), "--clock-mhz"),
+        ("cap-zero", ("estimate", "{d}/acc.yaml", "--cap", "0"), "--cap"),
+        ("cap-big", ("check", "{d}/acc.yaml", "--cap", "1.5"), "--cap"),
+        ("jobs", ("sweep", "{d}/tiny.yaml", "-j", "0"), "--jobs"),
+        ("mode", ("golden", "{d}/tiny.yaml", "--mode", "fast"), "--mode"),
+        ("base", ("compile", "{d}/acc.yaml", "--base", "12", "-o", "{d}/out/b"), "--base",
+         "multiple of 4096"),
+        ("base-text", ("compile", "{d}/acc.yaml", "--base", "here"), "--base"),
+        ("scale", ("sim", "{d}/acc.yaml", "--scale", "0"), "--scale"),
+        ("layers", ("sim", "{d}/acc.yaml", "--layers", "bogus", "--build-dir", "{d}/out/sim"),
+         "--layers: unknown layer 'bogus'"),
+        ("save-missing-dir", ("golden", "{d}/tiny.yaml", "-q", "--save", "{d}/no/dir/o.npz"),
+         "--save", "does not exist"),
+        ("save-under-file", ("golden", "{d}/tiny.yaml", "-q", "--save", "{d}/a_file/o.npz"),
+         "--save", "is not a folder"),
+        ("save-is-folder", ("golden", "{d}/tiny.yaml", "-q", "--save", "{d}/a_folder.yaml"),
+         "--save", "is a folder"),
+        ("save-weights-dir", ("golden", "{d}/tiny.yaml", "-q", "--save-weights",
+                              "{d}/no/w.npz"), "--save-weights", "does not exist"),
+        ("best-yaml", ("sweep", "{d}/tiny.yaml", "-o", "{d}/out/sw", "--best-yaml",
+                       "{d}/no/best.yaml"), "--best-yaml", "does not exist"),
+        ("compile-out", ("compile", "{d}/acc.yaml", "-o", "{d}/a_file/out"), "-o",
+         "not a folder"),
+        ("sweep-out", ("sweep", "{d}/tiny.yaml", "-o", "{d}/a_file"), "-o",
+         "exists and is not a folder"),
+        ("sim-build", ("sim", "{d}/acc.yaml", "--build-dir", "{d}/a_file/b"), "--build-dir"),
+        ("generate-out", ("generate", "{d}/acc.yaml", "-o", "{d}/a_file"), "-o"),
+        ("unknown-flag", ("check", "{d}/tiny.yaml", "--frobnicate"), "unrecognized"),
+        ("no-command", (), "required"),
+        ("bad-command", ("frob",), "invalid choice"),
+    ]
+    for name, argv, *fragments in flags:
+        add("flags", name, argv, *fragments)
+    # 7. Ranges that cannot be legal.
+    ranges = [
+        ("tn-7", ("--tn", "7"), "--tn: 7 is legal for no block size", "multiple of B (8)"),
+        ("tm-24", ("--tm", "24"), "--tm: 24", "multiple of 16"),
+        ("tn-24", ("--tn", "16,24"), "--tn: 24", "multiple of 16 above 16"),
+        ("tr-300", ("--tr", "300"), "--tr", "limit of 255"),
+        ("tn-2048", ("--tn", "2048"), "--tn", "limit of 1024"),
+        ("pointwise", ("--pointwise", "7x32"), "--pointwise: 7x32"),
+        ("block", ("--block-size", "3"), "block sizes [3]"),
+        ("tn-zero", ("--tn", "0"), "--tn"),
+        ("cores", ("--cores", "3"), "cores"),
+    ]
+    for name, extra, *fragments in ranges:
+        add("range", name, ("sweep", "{d}/tiny.yaml", "-o", "{d}/out/sw", *extra), *fragments)
+    return cases
+
+
+CASES: tuple[Case, ...] = tuple(_cases())

@@ -1,0 +1,74 @@
+"""models/yaml_doc.py: configuration files read as bounded plain YAML documents."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fcircnn.models.yaml_doc import MAX_DEPTH, MAX_NODES, DocumentError, read_document
+
+
+def _read(tmp_path, text: str | bytes):
+    path = tmp_path / "doc.yaml"
+    (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
+    return read_document(path)
+
+
+def test_plain_document_with_anchors_and_merge(tmp_path):
+    doc = _read(tmp_path, "base: &b {k: 3, s: 1}\nlayer: {<<: *b, s: 2}\nlist: [*b, *b]\n")
+    assert doc["layer"] == {"k": 3, "s": 2}
+    assert doc["list"] == [{"k": 3, "s": 1}] * 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: &x [1, *x]\n", "refers to the list or mapping it is part of"),
+    ("a: &x {b: {c: *x}}\n", "refers to the list or mapping it is part of"),
+    ("a: *nothing\n", "alias *nothing has no anchor before it"),
+    ("a: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested more than {MAX_DEPTH}"),
+    ("a: {b: 1, b: 2}\n", "duplicate key 'b'"),
+    ("a: !!python/name:os.system ''\n", "YAML syntax error"),
+])
+def test_refused_documents(tmp_path, text, message):
+    with pytest.raises(DocumentError, match=message.replace("*", r"\*").replace("[", r"\[")):
+        _read(tmp_path, text)
+
+
+def test_depth_limit_is_exact(tmp_path):
+    ok = "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)  # the mapping is one level
+    assert _read(tmp_path, ok) is not None
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ["a: &a [" + ", ".join(["x"] * 10) + "]"]
+    for prev, name in zip("abcdefghi", "bcdefghij", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    start = time.perf_counter()
+    with pytest.raises(DocumentError, match=f"more than {MAX_NODES} values") as exc:
+        _read(tmp_path, "\n".join(lines) + "\n")
+    assert time.perf_counter() - start < 1.0
+    assert exc.value.where.startswith("line ")
+
+
+def test_node_limit_counts_expanded_aliases(tmp_path):
+    per = MAX_NODES // 4
+    text = "a: &a [" + ", ".join(["1"] * per) + "]\nb: [*a, *a, *a, *a, *a]\n"
+    with pytest.raises(DocumentError, match="more than"):
+        _read(tmp_path, text)
+    assert _read(tmp_path, "a: &a [" + ", ".join(["1"] * per) + "]\nb: [*a, *a]\n")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("name: x\n".encode("utf-16"), "UTF-16"),
+    (b"\xc3\x28 bad", "not UTF-8 text"),
+    (b"a: 1\x00", "NUL bytes"),
+    (b"#" * (1 << 20) + b"\n", "larger than 1024 KiB"),
+])
+def test_not_text(tmp_path, raw, message):
+    with pytest.raises(DocumentError, match=message):
+        _read(tmp_path, raw)
+
+
+def test_missing_file_is_an_os_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_document(tmp_path / "nope.yaml")
