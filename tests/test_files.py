@@ -58,7 +58,7 @@ def test_read_npz_truncated_and_pickled(tmp_path):
 
 def test_read_npy_refusals(tmp_path):
     np.savez(tmp_path / "a.npz", a=np.zeros(2))
-    with pytest.raises(ArrayFileError, match="an .npz archive, not an .npy"):
+    with pytest.raises(ArrayFileError, match=r"an \.npz archive, not an \.npy"):
         read_npy(tmp_path / "a.npz")
     np.save(tmp_path / "o.npy", np.array([object()]), allow_pickle=True)
     with pytest.raises(ArrayFileError, match="unpickling"):
