@@ -15,6 +15,11 @@ estimator's default cap, so it refuses everything ``compile``, ``generate``, ``s
 
 from __future__ import annotations
 
+import gc
+import warnings
+
+from amaranth.hdl import UnusedElaboratable
+
 from fcircnn.models.config import AcceleratorConfig, ConfigError, Problem
 
 from .compiler import CompileError, NetworkPlan, plan_network
@@ -51,6 +56,24 @@ def over_cap_message(est: ResourceEstimate, acc: AcceleratorConfig, cap: float) 
     if len(over) > 1:
         text += "; also over: " + ", ".join(need(name) for name in over[1:])
     return text
+
+
+def _construct(top: type, acc: AcceleratorConfig) -> str | None:
+    """Build ``top`` from ``acc`` (its constructors check every parameter) and discard it;
+    return the constructors' objection, if any.
+
+    The hierarchy is never elaborated, so Amaranth's "created but never used" warning is
+    silenced for it, and the objects are collected before the warning filter is restored.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        try:
+            top.from_config(acc)
+            problem = None
+        except (TypeError, ValueError) as exc:
+            problem = str(exc)
+        gc.collect()
+    return problem
 
 
 def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0) -> NetworkPlan:
@@ -91,10 +114,9 @@ def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0) -> 
     except ImportError as exc:
         raise HardwareUnavailable(f"the accelerator top is not available ({exc}); the "
                                   "installation is incomplete") from None
-    try:
-        Accelerator.from_config(acc)
-    except (TypeError, ValueError) as exc:
-        raise refuse(f"the hardware cannot be built: {exc}") from None
+    problem = _construct(Accelerator, acc)
+    if problem is not None:
+        raise refuse(f"the hardware cannot be built: {problem}")
     try:
         VivadoTarget.from_config(acc)
     except ValueError as exc:
