@@ -258,11 +258,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from fcircnn.models.config import (
-        AcceleratorConfig,
-        describe_accelerator,
-        describe_network,
-    )
+    from fcircnn.describe import describe_accelerator, describe_network
+    from fcircnn.models.config import AcceleratorConfig
 
     config = _load(args.config)
     if isinstance(config, AcceleratorConfig):

@@ -43,8 +43,8 @@ from .config import (
     FcLayer,
     GapLayer,
     NetworkConfig,
-    _validate,
 )
+from .errors import validate_model
 
 __all__ = ["InputShapeError", "check_input_shape", "check_scale", "min_input_shape",
            "scale_accelerator", "scale_channels", "scale_network"]
@@ -211,7 +211,7 @@ def scale_network(net: NetworkConfig, S: int,
     data = _scaled_network_data(net, S, shape)
     if S == 1:
         data["name"] = net.name
-    scaled: NetworkConfig = _validate(NetworkConfig, data, _label(net.path, net.name, S))
+    scaled: NetworkConfig = validate_model(NetworkConfig, data, _label(net.path, net.name, S))
     return scaled
 
 
@@ -253,8 +253,8 @@ def scale_accelerator(acc: AcceleratorConfig, S: int,
         return acc
     label = _label(acc.path, acc.name, S)
     data = acc.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    scaled: AcceleratorConfig = _validate(AcceleratorConfig, data, label)
-    problems = scaled._bind(network, acc.path)
+    scaled: AcceleratorConfig = validate_model(AcceleratorConfig, data, label)
+    problems = scaled.bind(network, acc.path)
     if problems:
         raise ConfigError(label, problems)
     return scaled

@@ -16,8 +16,6 @@ from fcircnn.models.config import (
     Problem,
     ResolvedLayer,
     builtin_path,
-    describe_accelerator,
-    describe_network,
     load_accelerator,
     load_network,
 )
@@ -115,9 +113,6 @@ def test_builtin_networks_load(name: str) -> None:
     assert net.resolve() == net.resolved
     assert all(isinstance(r, ResolvedLayer) for r in net.resolved)
     assert net.resolved[-1].out_channels == net.classes == 101
-    text = describe_network(net)
-    assert all(r.name in text for r in net.resolved)
-    assert "GOP" in text
 
 
 @pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102"])
@@ -128,9 +123,6 @@ def test_builtin_accelerators_load(name: str) -> None:
     assert acc.network.path == builtin_path(name.split("_")[0])
     assert (acc.block_size, acc.clock_mhz, acc.bus_width, acc.address_width) == (8, 200, 128, 40)
     assert acc.device.resources.dsp == 2520
-    text = describe_accelerator(acc)
-    assert all(c.name in text for c in acc.cores)
-    assert all(r.name in text for r in acc.network.resolved)
 
 
 def test_builtin_path_forms() -> None:

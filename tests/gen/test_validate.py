@@ -37,7 +37,7 @@ def test_compiler_refusal_is_reported_against_the_file(tmp_path, small_accelerat
     validate_accelerator(acc)
     tiny_space = acc.model_copy(update={"cores": (acc.cores[0].model_copy(
         update={"max_stride": (1, 1, 1)}),)})
-    tiny_space._network, tiny_space._path = acc.network, acc.path
+    assert tiny_space.bind(acc.network, acc.path)  # the schema's placement already objects
     with pytest.raises(ConfigError, match=r"acc\.yaml: layer 'c3': no core .* max_stride"):
         validate_accelerator(tiny_space)
 
@@ -46,7 +46,7 @@ def test_non_zynq_part_is_refused(tmp_path, small_accelerator):
     acc = load_accelerator(small_accelerator(tmp_path))
     other = acc.model_copy(update={"device": acc.device.model_copy(
         update={"part": "xc7a35tcpg236-1"})})
-    other._network, other._path = acc.network, acc.path
+    assert not other.bind(acc.network, acc.path)
     with pytest.raises(ConfigError, match="Zynq UltraScale"):
         validate_accelerator(other)
 

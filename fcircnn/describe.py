@@ -1,0 +1,76 @@
+"""Human-readable summaries of configurations (``fcircnn check``).
+
+:func:`describe_network` tabulates a network's resolved layers with totals;
+:func:`describe_accelerator` lists an accelerator's parameters, its cores and which core runs
+which layer.
+"""
+
+from __future__ import annotations
+
+from fcircnn.models.config import AcceleratorConfig, NetworkConfig
+from fcircnn.models.resolve import fmt3, fmt_dims
+from fcircnn.report import format_table
+
+__all__ = ["describe_accelerator", "describe_network"]
+
+
+def describe_network(net: NetworkConfig) -> str:
+    """Human-readable table of the resolved layers with totals (for ``fcircnn check``)."""
+    inp = net.input
+    lines = [f"network {net.name}: input {fmt_dims(inp.channels, inp.shape)}, "
+             f"{net.classes} classes, B = {net.block_size}"
+             + (f"  ({net.path})" if net.path else "")]
+    rows = []
+    for r in net.resolved:
+        post = "+".join(s for s, on in (("cbn", r.cbn), ("res", r.residual is not None),
+                                         ("crelu", r.crelu)) if on) or "-"
+        pool = "-" if r.pool is None else (f"{fmt3(r.pool.window)}/s{fmt3(r.pool.stride)}"
+                                           f"/p{fmt3(r.pool.padding)}")
+        rows.append([
+            r.index, r.name, r.kind, r.input or "(input)", r.residual or "-", r.block_size,
+            fmt_dims(r.in_channels, r.in_shape),
+            "-" if r.kind == "gap" else f"{fmt3(r.kernel)}/s{fmt3(r.stride)}/p{fmt3(r.padding)}",
+            fmt_dims(r.out_channels, r.conv_shape), post, pool,
+            fmt_dims(r.out_channels, r.out_shape), f"{r.dense_ops / 1e9:.3f}",
+        ])
+    lines += format_table(["#", "layer", "type", "input", "residual", "B", "in NxDxHxW",
+                     "kernel/stride/pad", "conv MxDxHxW", "post", "pool", "out MxDxHxW",
+                     "GOP"], rows)
+    dense = sum(r.dense_params for r in net.resolved)
+    circ = sum(r.circulant_params for r in net.resolved)
+    lines.append(f"total: {net.dense_ops / 1e9:.3f} GOP dense-equivalent "
+                 f"({net.dense_ops} ops), {dense} dense weights, {circ} circulant weights "
+                 f"({dense / circ:.2f}x fewer)" if circ else "total: 0 GOP")
+    return "\n".join(lines)
+
+
+def describe_accelerator(acc: AcceleratorConfig) -> str:
+    """Human-readable summary: resolved parameters, cores and which core runs which layer."""
+    d, res = acc.device, acc.device.resources
+    lines = [
+        f"accelerator {acc.name}" + (f"  ({acc.path})" if acc.path else ""),
+        f"  network        {acc.network.name} ({acc.network_file})",
+        f"  device         {d.part}" + (f", board {d.board}" if d.board else ""),
+        f"  resources      {res.dsp} DSP, {res.bram36} BRAM36, {res.lut} LUT, {res.ff} FF",
+        f"  clock          {acc.clock_mhz:g} MHz",
+        f"  block size     B = {acc.block_size}",
+        f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address",
+        "",
+    ]
+    lines += format_table(
+        ["core", "Tn", "Tm", "Td", "Tr", "Tc", "unroll", "max_kernel", "max_stride",
+         "max_pool_window"],
+        [[c.name, c.tn, c.tm, c.td, c.tr, c.tc, ",".join(c.unroll), fmt3(c.max_kernel),
+          fmt3(c.max_stride), fmt3(c.max_pool_window)] for c in acc.cores])
+    lines.append("")
+    lines += format_table(["#", "layer", "type", "kernel", "stride", "pool", "core", "GOP"],
+                    [[r.index, r.name, r.kind, fmt3(r.kernel), fmt3(r.stride),
+                      fmt3(r.pool.window) if r.pool else "-", acc.core_for(r).name,
+                      f"{r.dense_ops / 1e9:.3f}"] for r in acc.network.resolved])
+    folded = [r for r in acc.network.resolved if acc.folds_input(r)]
+    for r in folded:
+        run = acc.engine_layer(r)
+        lines.append(f"  {r.name} runs with its depth taps folded into input channels: "
+                     f"{run.in_channels} channels, kernel {fmt3(run.kernel)} "
+                     "(fold_input_taps)")
+    return "\n".join(lines)

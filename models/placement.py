@@ -1,0 +1,108 @@
+"""Placement policy: which core of an accelerator runs which layer, and how.
+
+A core fits a layer when the layer's kernel, stride and pool window are within the core's
+``max_*`` (:func:`fit_problems`); a layer runs on the fitting core with the smallest
+``max_kernel`` (:func:`core_for`); the first layer folds its depth taps into input channels
+when its input leaves input blocks of its core idle (:func:`folds_input`,
+:func:`engine_layer`). :class:`~.schema.AcceleratorConfig` offers these as methods.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .errors import Problem
+from .resolve import ResolvedLayer, fmt3
+
+if TYPE_CHECKING:
+    from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
+
+__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folds_input",
+           "placement_problems"]
+
+
+def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
+    """Why ``core`` cannot run ``layer`` (empty list: it can).
+
+    An ``fc`` layer counts as a 1x1x1 kernel with stride 1 (channel-minor flatten); a
+    ``gap`` layer runs on any core. Block size is checked at accelerator level.
+    """
+    if layer.kind == "gap":
+        return []
+    kernel = (1, 1, 1) if layer.kind == "fc" else layer.kernel
+    stride = (1, 1, 1) if layer.kind == "fc" else layer.stride
+    why = []
+    if any(k > m for k, m in zip(kernel, core.max_kernel, strict=True)):
+        why.append(f"kernel {fmt3(kernel)} > max_kernel {fmt3(core.max_kernel)}")
+    if any(s > m for s, m in zip(stride, core.max_stride, strict=True)):
+        why.append(f"stride {fmt3(stride)} > max_stride {fmt3(core.max_stride)}")
+    if layer.pool is not None and any(
+            w > m for w, m in zip(layer.pool.window, core.max_pool_window, strict=True)):
+        why.append(f"pool window {fmt3(layer.pool.window)} > max_pool_window "
+                   f"{fmt3(core.max_pool_window)}")
+    return why
+
+
+def cores_by_preference(acc: AcceleratorConfig) -> tuple[CoreConfig, ...]:
+    """Cores ordered smallest ``max_kernel`` volume first (file order breaks ties)."""
+    return tuple(sorted(acc.cores, key=lambda c: math.prod(c.max_kernel)))
+
+def core_for(acc: AcceleratorConfig, layer: ResolvedLayer) -> CoreConfig:
+    """The core of ``acc`` that runs ``layer``: the fitting core with the smallest
+    ``max_kernel`` (first in file order among equals).
+
+    Raises
+    ------
+    ValueError
+        If no core can run the layer (never for a layer of the bound network).
+    """
+    if layer.block_size != acc.block_size:
+        raise ValueError(f"layer {layer.name!r} has B = {layer.block_size}, the accelerator "
+                         f"B = {acc.block_size}")
+    for core in cores_by_preference(acc):
+        if not fit_problems(core, layer):
+            return core
+    raise ValueError(f"no core can run layer {layer.name!r}: " + "; ".join(
+        f"{c.name}: {', '.join(fit_problems(c, layer))}" for c in acc.cores))
+
+def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+    """Whether ``layer`` runs with its depth taps folded into input channels
+    (:meth:`~.resolve.ResolvedLayer.fold_depth_taps`).
+
+    Only the network input can be laid out folded (the host writes it), so the layer must
+    be the first (the only one the network grammar lets read the input), a conv with
+    ``Kd > 1``, and its input must fill fewer of its core's ``Tn/B`` input blocks than
+    there are (C3D conv1a: 3 channels, one block of four on a ``Tn = 32`` core, folds to
+    three). Off with ``fold_input_taps: false``.
+    """
+    if (not acc.fold_input_taps or layer.kind != "conv" or layer.input is not None
+            or layer.kernel[0] == 1):
+        return False
+    return layer.padded_in_channels < core_for(acc, layer).tn
+
+def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
+    """``layer`` as the engine runs it: folded if :func:`folds_input`, else itacc. It
+    runs on ``core_for(layer)`` of the original layer."""
+    return layer.fold_depth_taps() if folds_input(acc, layer) else layer
+
+
+def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:
+    """Why ``network`` cannot run on ``acc``: a layer of another block size, a layer no core
+    fits (empty when every layer has a core)."""
+    problems = []
+    for layer in network.resolved:
+        if layer.block_size != acc.block_size:
+            problems.append(Problem(
+                "block_size", f"must equal every layer's block size: layer {layer.name!r} "
+                              f"has B = {layer.block_size}, this file {acc.block_size}"))
+            continue
+        reasons = [f"{c.name}: {', '.join(why)}"
+                   for c in acc.cores if (why := fit_problems(c, layer))]
+        if len(reasons) == len(acc.cores):
+            pool = f", pool window {fmt3(layer.pool.window)}" if layer.pool else ""
+            problems.append(Problem(
+                "cores", f"no core can run layer {layer.name!r} ({layer.kind}, kernel "
+                         f"{fmt3(layer.kernel)}, stride {fmt3(layer.stride)}{pool}): "
+                         + "; ".join(reasons)))
+    return problems

@@ -1,0 +1,468 @@
+"""The schema of network and accelerator files: typed, strict, carrying the hardware's limits.
+
+Validation is strict: unknown keys are rejected, nothing is coerced (``"3"`` and ``true`` are
+not integers), nothing is clamped. A network's layers are resolved (:mod:`.resolve`) when it is
+validated; an accelerator's cores obey the channel-tile rule (:func:`channel_tile_problems`) and
+the limits below, which are the hardware's, so that every command refuses the same files
+(``docs/errors.md`` lists them with their reasons).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+
+from . import placement
+from .errors import Problem, Problems, describe_value, fail, show
+from .resolve import ResolvedLayer, resolve_network
+from .spectral import BLOCK_SIZES
+
+__all__ = [
+    "ALLOWED_BLOCK_SIZES", "ALLOWED_BUS_WIDTHS", "INLINE_NETWORK", "MAX_CHANNELS",
+    "MAX_CHANNEL_TILE", "MAX_KERNEL", "MAX_LAYERS", "MAX_MAP_SIZE", "MAX_PADDING",
+    "MAX_POOL_WINDOW", "MAX_TILE", "UNROLL_LOOPS", "AcceleratorConfig", "ConvLayer",
+    "CoreConfig", "DeviceConfig", "FcLayer", "GapLayer", "InputShape", "NetworkConfig",
+    "PoolConfig", "Resources", "channel_tile_problems",
+]
+
+#: Legal block sizes ``B`` (even powers of two).
+ALLOWED_BLOCK_SIZES: tuple[int, ...] = BLOCK_SIZES
+#: Legal AXI data widths (NC/8DHW8 packs 8 slots x 16 bit per beat).
+ALLOWED_BUS_WIDTHS: tuple[int, ...] = (128,)
+#: Loop names a core may unroll.
+UNROLL_LOOPS: tuple[str, ...] = ("td", "tr", "tc", "tn", "tm")
+
+Vec3Tuple = tuple[int, int, int]
+
+# The hardware's limits, which the schema enforces so that every command refuses the same
+# files (docs/errors.md gives each with its reason).
+#: Channels of a map or layer: the descriptor counts slots (channels / 2) in 16 bits.
+MAX_CHANNELS = 65536
+#: Map size per axis (``D``, ``H``, ``W``): 16-bit descriptor fields.
+MAX_MAP_SIZE = 65535
+#: Kernel and conv stride per axis: the input buffer's limit (``fcircnn.hw.buffer_input``).
+MAX_KERNEL = 64
+#: Conv and pool padding per axis: 8-bit descriptor fields.
+MAX_PADDING = 255
+#: Pool window and stride per axis: CMaxPool's limit (``fcircnn.hw.post_maxpool``).
+MAX_POOL_WINDOW = 3
+#: Layers of a network: the descriptor's 16-bit layer index.
+MAX_LAYERS = 65535
+#: ``Tn`` and ``Tm``: the PE array and buffers are built for at most 1024 channels a tile.
+MAX_CHANNEL_TILE = 1024
+#: ``Td``, ``Tr``, ``Tc``: the descriptor's 8-bit tile fields.
+MAX_TILE = 255
+#: :attr:`AcceleratorConfig.network_file` of an accelerator file whose ``network:`` is the
+#: network itself rather than a path.
+INLINE_NETWORK = "(inline)"
+
+
+def _check_block_size(value: int) -> int:
+    if value not in ALLOWED_BLOCK_SIZES:
+        raise fail(f"B must be an even power of two: 4, 8 or 16, not {value}")
+    return value
+
+
+def _check_identifier(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise fail(
+            "must be an identifier (letters, digits and _, not starting with a digit), "
+            f"not {show(value)}"
+        )
+    return value
+
+
+def _check_nonempty(value: str) -> str:
+    if not value.strip():
+        raise fail("must not be empty")
+    return value
+
+
+def _check_bus_width(value: int) -> int:
+    if value not in ALLOWED_BUS_WIDTHS:
+        raise fail(
+            "only 128 is supported (NC/8DHW8: 8 slots x 16 bit per beat), "
+            f"not {value}"
+        )
+    return value
+
+
+def _check_clock(value: float) -> float:
+    if not 0 < value <= 1000:
+        raise fail(f"must be in the range (0, 1000] MHz, not {value}")
+    return value
+
+
+def _check_address_width(value: int) -> int:
+    if not 32 <= value <= 64:
+        raise fail(f"must be in the range 32..64 bits, not {value}")
+    return value
+
+
+def _to_vec3(value: object) -> object:
+    """Accept ``k`` (meaning ``[k, k, k]``) or a list of three entries, as a tuple."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, value, value)
+    if isinstance(value, (list, tuple)):
+        if len(value) != 3:
+            raise fail(
+                f"must be one integer or a list of 3 integers [d, r, c], not {len(value)} "
+                f"entries {show(value)}"
+            )
+        return tuple(value)
+    raise fail("must be one integer or a list of 3 integers [d, r, c], not "
+               f"{describe_value(value)}")
+
+
+def _to_tuple(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise fail(f"must be a list, not {describe_value(value)}")
+
+
+BlockSize = Annotated[int, AfterValidator(_check_block_size)]
+Identifier = Annotated[str, AfterValidator(_check_identifier)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+def _at_most(limit: int, why: str) -> AfterValidator:
+    """``value <= limit``, the message naming the limit and the hardware behind it."""
+
+    def check(value: int) -> int:
+        if value > limit:
+            raise fail(f"must be at most {limit} ({why}), not {value}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _vec3(low: int, limit: int, why: str) -> Any:
+    axis = Annotated[int, Field(ge=low), _at_most(limit, why)]
+    return Annotated[tuple[axis, axis, axis], BeforeValidator(_to_vec3)]
+
+
+_DESC16 = "the descriptor's 16-bit field"
+_DESC8 = "the descriptor's 8-bit field"
+Channels = Annotated[int, Field(ge=1), _at_most(MAX_CHANNELS, "the descriptor's 16-bit slot "
+                                                              "count")]
+MapSize = Annotated[int, Field(ge=1), _at_most(MAX_MAP_SIZE, _DESC16)]
+Kernel3 = _vec3(1, MAX_KERNEL, "the input buffer's limit per axis")
+Stride3 = _vec3(1, MAX_KERNEL, "the input buffer's limit per axis")
+Padding3 = _vec3(0, MAX_PADDING, _DESC8)
+PoolWindow3 = _vec3(1, MAX_POOL_WINDOW, "CMaxPool's limit per axis")
+ChannelTile = Annotated[int, Field(ge=1), _at_most(MAX_CHANNEL_TILE, "the PE array's limit")]
+Tile = Annotated[int, Field(ge=1), _at_most(MAX_TILE, _DESC8)]
+UnrollLoop = Literal["td", "tr", "tc", "tn", "tm"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Network file
+
+
+class InputShape(_Strict):
+    """Network input: ``channels x depth x height x width`` (real channels, unpadded)."""
+
+    channels: Channels
+    depth: MapSize
+    height: MapSize
+    width: MapSize
+
+    @property
+    def shape(self) -> Vec3Tuple:
+        """Spatial shape ``(D, H, W)``."""
+        return (self.depth, self.height, self.width)
+
+
+class PoolConfig(_Strict):
+    """CMaxPool after CReLU as written in the file; ``stride`` defaults to ``window``,
+    ``padding`` to 0 (padded voxels never win the max)."""
+
+    window: PoolWindow3
+    stride: PoolWindow3 | None = None
+    padding: Padding3 | None = None
+
+
+class _LayerBase(_Strict):
+    name: Identifier
+    block_size: BlockSize | None = None
+    input: str | None = None
+
+
+class ConvLayer(_LayerBase):
+    """3D convolution with optional CBN (+ residual), CReLU and CMaxPool, in this order."""
+
+    type: Literal["conv"]
+    out_channels: Channels
+    kernel: Kernel3
+    stride: Stride3 = (1, 1, 1)
+    padding: Padding3 = (0, 0, 0)
+    cbn: bool = False
+    crelu: bool = False
+    pool: PoolConfig | None = None
+    residual: str | None = None
+
+
+class FcLayer(_LayerBase):
+    """Fully connected layer: a conv whose kernel covers the whole input map."""
+
+    type: Literal["fc"]
+    out_channels: Channels
+    cbn: bool = False
+    crelu: bool = False
+    residual: str | None = None
+
+
+class GapLayer(_LayerBase):
+    """Global average pool over the whole map; channels unchanged."""
+
+    type: Literal["gap"]
+
+
+LayerConfig = Annotated[ConvLayer | FcLayer | GapLayer, Field(discriminator="type")]
+
+
+class NetworkConfig(_Strict):
+    """A validated network file.
+
+    Attributes
+    ----------
+    name : str
+    input : InputShape
+    classes : int
+        Number of classes; the last layer's output channels.
+    block_size : int
+        Default ``B`` of every layer (4, 8 or 16).
+    layers : tuple of ConvLayer, FcLayer or GapLayer
+        The layers as written (use :attr:`resolved` for the inferred shapes).
+    """
+
+    name: Identifier
+    input: InputShape
+    classes: Channels
+    block_size: BlockSize = 8
+    layers: Annotated[tuple[LayerConfig, ...], BeforeValidator(_to_tuple),
+                      Field(min_length=1, max_length=MAX_LAYERS)]
+
+    _resolved: tuple[ResolvedLayer, ...] = PrivateAttr(default=())
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve_all(self) -> NetworkConfig:
+        resolved, problems = resolve_network(self)
+        if problems:
+            raise Problems(problems)
+        self._resolved = resolved
+        return self
+
+    @property
+    def resolved(self) -> tuple[ResolvedLayer, ...]:
+        """Every layer with defaults applied and shapes inferred, in file order."""
+        return self._resolved
+
+    def resolve(self) -> tuple[ResolvedLayer, ...]:
+        """Return :attr:`resolved`."""
+        return self._resolved
+
+    @property
+    def path(self) -> Path | None:
+        """File the network was loaded from (``None`` when built in memory)."""
+        return self._path
+
+    def layer(self, name: str) -> ResolvedLayer:
+        """Return the resolved layer called ``name`` (``KeyError`` if there is none)."""
+        for layer in self._resolved:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+    @property
+    def dense_ops(self) -> int:
+        """Total dense-equivalent operations of one inference."""
+        return sum(layer.dense_ops for layer in self._resolved)
+
+
+class Resources(_Strict):
+    """Resources of the device: DSP48E2 slices, BRAM36 blocks, LUTs, flip-flops."""
+
+    dsp: PositiveInt
+    bram36: PositiveInt
+    lut: PositiveInt
+    ff: PositiveInt
+
+
+class DeviceConfig(_Strict):
+    """Target device: Vivado part name, optional board part and available resources."""
+
+    part: Annotated[str, AfterValidator(_check_nonempty)]
+    board: Annotated[str, AfterValidator(_check_nonempty)] | None = None
+    resources: Resources
+
+
+class CoreConfig(_Strict):
+    """One PE core: channel tiles ``tn``/``tm`` (also its parallelism), output tile
+    ``td x tr x tc``, unrolled loops and the largest kernel, stride and pool window its
+    buffers and post-unit support."""
+
+    name: Identifier
+    tn: ChannelTile
+    tm: ChannelTile
+    td: Tile
+    tr: Tile
+    tc: Tile
+    unroll: Annotated[tuple[UnrollLoop, ...], BeforeValidator(_to_tuple)]
+    max_kernel: Kernel3
+    max_stride: Stride3 = (2, 2, 2)
+    max_pool_window: PoolWindow3 = (3, 3, 3)
+
+    @field_validator("unroll")
+    @classmethod
+    def _check_unroll(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        dupes = sorted({v for v in value if value.count(v) > 1})
+        if dupes:
+            raise fail(f"duplicate loop {', '.join(dupes)}; each of td, tr, tc, tn, tm may "
+                        "appear once")
+        missing = [v for v in ("tn", "tm") if v not in value]
+        if missing:
+            raise fail(f"must contain tn and tm (the channel tiles are always unrolled), "
+                        f"missing {' and '.join(missing)}; allowed loops: td, tr, tc, tn, tm")
+        return value
+
+
+    def fit_problems(self, layer: ResolvedLayer) -> list[str]:
+        """Why this core cannot run ``layer`` (:func:`~.placement.fit_problems`)."""
+        return placement.fit_problems(self, layer)
+
+
+def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
+    """Why a core's channel tiles ``Tn``, ``Tm`` cannot be built for block size ``B``, as
+    ``(field, message)`` pairs (empty: they can).
+
+    The rule the layer engine is built on: ``Tn`` a multiple of ``B`` (whole input blocks)
+    and, above 16, of 16 (whole 8-slot input groups); ``Tm`` a multiple of 16 (whole output
+    slot groups) and of ``2*B`` (output blocks are computed in DSP pairs). Together these give
+    whole block pairs per 128-bit weight beat.
+    """
+    problems = []
+    if tn % B:
+        problems.append(("tn", f"Tn must be a multiple of B ({B}), not {tn}"))
+    elif tn > 16 and tn % 16:
+        problems.append(("tn", (f"Tn must be a multiple of 16 above 16 (whole input slot "
+                               f"groups), not {tn}")))
+    if tm % 16 or tm % (2 * B):
+        step = math.lcm(16, 2 * B)
+        problems.append(("tm", (f"Tm must be a multiple of {step} (whole output slot groups of "
+                               f"16 channels, output blocks in DSP pairs of 2*B), not {tm}")))
+    return problems
+
+
+class AcceleratorConfig(_Strict):
+    """A validated accelerator file, bound to its network.
+
+    Attributes
+    ----------
+    name : str
+    network_file : str
+        The ``network:`` key: path of the network file, relative to this file, or
+        :data:`INLINE_NETWORK` when the file holds the network itself (``network:`` a mapping
+        with the keys of a network file, as ``fcircnn sweep`` writes ``best.yaml``).
+    device : DeviceConfig
+    clock_mhz : float
+        In (0, 1000].
+    block_size : int
+        ``B`` (4, 8 or 16); equals every layer's block size.
+    bus_width : int
+        AXI data width; only 128.
+    address_width : int
+        AXI address width, 32..64 (default 40).
+    cores : tuple of CoreConfig
+    fold_input_taps : bool
+        Let the first layer fold its depth taps into input channels when its input fills fewer
+        input blocks than its core has (:meth:`folds_input`); default on.
+    network : NetworkConfig
+        The loaded network (available once bound by :func:`load_accelerator`).
+    path : pathlib.Path or None
+        File the accelerator was loaded from.
+    """
+
+    name: Identifier
+    network_file: Annotated[str, AfterValidator(_check_nonempty)] = Field(alias="network")
+    device: DeviceConfig
+    clock_mhz: Annotated[float, AfterValidator(_check_clock)]
+    block_size: BlockSize
+    bus_width: Annotated[int, AfterValidator(_check_bus_width)] = 128
+    address_width: Annotated[int, AfterValidator(_check_address_width)] = 40
+    cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
+    fold_input_taps: bool = True
+
+    _network: NetworkConfig | None = PrivateAttr(default=None)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check_cores(self) -> AcceleratorConfig:
+        problems = []
+        b = self.block_size
+        seen: dict[str, int] = {}
+        for i, core in enumerate(self.cores):
+            key = f"cores[{i}] ({core.name})"
+            if core.name in seen:
+                problems.append(Problem(f"{key}.name", f"duplicate core name {core.name!r} "
+                                                       f"(already used by cores[{seen[core.name]}])"
+                                                       "; names must be unique"))
+            seen.setdefault(core.name, i)
+            problems += [Problem(f"{key}.{field}", message)
+                         for field, message in channel_tile_problems(core.tn, core.tm, b)]
+        if problems:
+            raise Problems(problems)
+        return self
+
+    @property
+    def network(self) -> NetworkConfig:
+        """The network this accelerator runs."""
+        if self._network is None:
+            raise RuntimeError("accelerator not bound to a network; use load_accelerator()")
+        return self._network
+
+    @property
+    def path(self) -> Path | None:
+        """File the accelerator was loaded from (``None`` when built in memory)."""
+        return self._path
+
+    def cores_by_preference(self) -> tuple[CoreConfig, ...]:
+        """Cores ordered smallest ``max_kernel`` volume first
+        (:func:`~.placement.cores_by_preference`)."""
+        return placement.cores_by_preference(self)
+
+    def core_for(self, layer: ResolvedLayer) -> CoreConfig:
+        """The core that runs ``layer`` (:func:`~.placement.core_for`)."""
+        return placement.core_for(self, layer)
+
+    def folds_input(self, layer: ResolvedLayer) -> bool:
+        """Whether ``layer`` runs with its depth taps folded (:func:`~.placement.folds_input`)."""
+        return placement.folds_input(self, layer)
+
+    def engine_layer(self, layer: ResolvedLayer) -> ResolvedLayer:
+        """``layer`` as the engine runs it (:func:`~.placement.engine_layer`)."""
+        return placement.engine_layer(self, layer)
+
+    def bind(self, network: NetworkConfig, path: Path | None) -> list[Problem]:
+        """Attach ``network`` (loaded from ``path``) and return why it cannot run on this
+        accelerator (:func:`~.placement.placement_problems`; empty when it can)."""
+        self._network, self._path = network, path
+        return placement.placement_problems(self, network)

@@ -1,0 +1,26 @@
+"""fcircnn/describe.py: the summaries ``fcircnn check`` prints."""
+
+from __future__ import annotations
+
+import pytest
+
+from fcircnn.describe import describe_accelerator, describe_network
+from fcircnn.models.config import builtin_path, load_accelerator, load_network
+
+
+@pytest.mark.parametrize("name", ["c3d", "r3d18"])
+def test_network_summary_lists_every_layer(name):
+    net = load_network(builtin_path(name))
+    text = describe_network(net)
+    assert all(r.name in text for r in net.resolved)
+    assert f"{net.dense_ops / 1e9:.3f} GOP dense-equivalent" in text
+
+
+@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102"])
+def test_accelerator_summary_lists_cores_and_placement(name):
+    acc = load_accelerator(builtin_path(name))
+    text = describe_accelerator(acc)
+    assert all(c.name in text for c in acc.cores)
+    assert all(r.name in text for r in acc.network.resolved)
+    folded = [r for r in acc.network.resolved if acc.folds_input(r)]
+    assert all(f"{r.name} runs with its depth taps folded" in text for r in folded)
