@@ -15,7 +15,7 @@ import math
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import Problem, show
 from .spectral import ACC_BITS, INT8_MAX, accumulator_bound
@@ -191,180 +191,219 @@ class _Src:
 
 
 def resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], list[Problem]]:
-    """Check references, block sizes and shapes; infer every layer's shapes."""
-    problems: list[Problem] = []
-    names: dict[str, int] = {}
-    outputs: dict[str, _Src | None] = {}  # None: the layer had an error, shape unknown
-    resolved: list[ResolvedLayer] = []
-    order = [layer.name for layer in net.layers]
-    prev: str | None = None
+    """Check references, block sizes and shapes; infer every layer's shapes.
 
-    def lookup(i: int, layer_name: str, field: str, ref: str) -> tuple[bool, _Src | None]:
-        """Resolve a reference; (ok, source)."""
-        key = _layer_key(i, layer_name, field)
-        earlier = order[:i]
+    Returns the layers that resolved and every problem found (a layer after an error still
+    gets its own checks where its input is known).
+    """
+    return _Resolver(net).run()
+
+
+class _Resolver:
+    """One pass over a network's layers, in order (see :func:`resolve_network`)."""
+
+    def __init__(self, net: NetworkConfig) -> None:
+        self.net = net
+        self.problems: list[Problem] = []
+        self.names: dict[str, int] = {}
+        self.outputs: dict[str, _Src | None] = {}  # None: the layer had an error
+        self.resolved: list[ResolvedLayer] = []
+        self.order = [layer.name for layer in net.layers]
+
+    def report(self, i: int, name: str, field: str | None, message: str) -> None:
+        self.problems.append(Problem(_layer_key(i, name, field), message))
+
+    def run(self) -> tuple[tuple[ResolvedLayer, ...], list[Problem]]:
+        prev: str | None = None
+        for i, cfg in enumerate(self.net.layers):
+            layer = self.layer(i, cfg, prev)
+            if layer is None:
+                self.outputs.setdefault(cfg.name, None)
+            else:
+                self.resolved.append(layer)
+                self.outputs.setdefault(cfg.name, _Src(i, layer.out_channels, layer.out_shape,
+                                                       layer.block_size))
+                self.check_accumulator(layer)
+            prev = cfg.name
+        self.check_classes()
+        return tuple(self.resolved), self.problems
+
+    def lookup(self, i: int, layer_name: str, field: str, ref: str) -> tuple[bool, _Src | None]:
+        """Resolve a reference to an earlier layer; ``(ok, source)``."""
+        earlier = self.order[:i]
+        must = f"must name an earlier layer: {', '.join(earlier) or '(none)'}"
         if ref == layer_name:
-            problems.append(Problem(key, f"a layer cannot take its own output ({show(ref)}); "
-                                         "must name an earlier layer"))
+            self.report(i, layer_name, field, f"a layer cannot take its own output "
+                                              f"({show(ref)}); must name an earlier layer")
             return False, None
-        if ref not in order:
+        if ref not in self.order:
             hint = difflib.get_close_matches(ref, earlier, n=1)
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
-            problems.append(Problem(key, f"unknown layer {show(ref)}{tip}; must name an earlier "
-                                         f"layer: {', '.join(earlier) or '(none)'}"))
+            self.report(i, layer_name, field, f"unknown layer {show(ref)}{tip}; {must}")
             return False, None
-        where = order.index(ref)
+        where = self.order.index(ref)
         if where > i:
-            problems.append(Problem(key, f"forward reference: {show(ref)} is layers[{where}], "
-                                         f"after this layer; must name an earlier layer: "
-                                         f"{', '.join(earlier) or '(none)'}"))
+            self.report(i, layer_name, field, f"forward reference: {show(ref)} is "
+                                              f"layers[{where}], after this layer; {must}")
             return False, None
-        return True, outputs.get(ref)
+        return True, self.outputs.get(ref)
 
-    for i, cfg in enumerate(net.layers):
+    def layer(self, i: int, cfg: Any, prev: str | None) -> ResolvedLayer | None:
+        """The resolved layer ``i``, or ``None`` after reporting why it cannot be."""
         ok = True
-        if cfg.name in names:
-            problems.append(Problem(_layer_key(i, cfg.name, "name"),
-                                    f"duplicate layer name {cfg.name!r} (already used by "
-                                    f"layers[{names[cfg.name]}]); names must be unique"))
+        if cfg.name in self.names:
+            self.report(i, cfg.name, "name", f"duplicate layer name {cfg.name!r} (already used "
+                                             f"by layers[{self.names[cfg.name]}]); names must "
+                                             "be unique")
             ok = False
         else:
-            names[cfg.name] = i
-        block = cfg.block_size if cfg.block_size is not None else net.block_size
-
-        # --- the input of this layer
-        src_name = cfg.input if cfg.input is not None else prev
-        if cfg.input is not None:
-            found, src = lookup(i, cfg.name, "input", cfg.input)
-            ok = ok and found
-        elif prev is None:
-            src = _Src(-1, net.input.channels, net.input.shape, block)
-        else:
-            src = outputs.get(prev)
-        if src is None or src.shape is None:
-            ok = False
-        elif src.block_size != block:
-            problems.append(Problem(
-                _layer_key(i, cfg.name, "block_size"),
-                f"block size {block} differs from B = {src.block_size} of {src_name!r} that "
-                "feeds this layer (slots of different B are different FFTs)"))
-            ok = False
-
-        # --- shapes
-        in_shape: Vec3Tuple | None = src.shape if src is not None else None
+            self.names[cfg.name] = i
+        block = cfg.block_size if cfg.block_size is not None else self.net.block_size
+        src_name, src, found = self.source(i, cfg, prev, block)
+        ok = ok and found
+        in_shape = src.shape if src is not None else None
         in_ch = src.channels if src is not None else 0
         out_ch = in_ch if cfg.type == "gap" else cfg.out_channels
-        conv_shape: Vec3Tuple | None = None
-        out_shape: Vec3Tuple | None = None
-        pool: Pool | None = None
-        kernel: Vec3Tuple | None = None
-        stride: Vec3Tuple = (1, 1, 1)
-        padding: Vec3Tuple = (0, 0, 0)
         if cfg.type == "conv":
-            kernel, stride, padding = cfg.kernel, cfg.stride, cfg.padding
-            bad = [a for a in range(3) if padding[a] >= kernel[a]]
-            if bad:
-                problems.append(Problem(
-                    _layer_key(i, cfg.name, "padding"),
-                    f"padding >= kernel on axis {'/'.join('DHW'[a] for a in bad)}: padding "
-                    f"{list(padding)}, kernel {list(kernel)}; each padding must be < kernel"))
-                ok = False
-            if cfg.pool is not None:
-                p = cfg.pool
-                pool = Pool(p.window, p.stride or p.window, p.padding or (0, 0, 0))
-                bad = [a for a in range(3) if pool.padding[a] >= pool.window[a]]
-                if bad:
-                    problems.append(Problem(
-                        _layer_key(i, cfg.name, "pool.padding"),
-                        f"pool padding >= window on axis {'/'.join('DHW'[a] for a in bad)}: "
-                        f"padding {list(pool.padding)}, window {list(pool.window)}; each "
-                        "padding must be < window"))
-                    ok = False
-            if ok and in_shape is not None:
-                conv_shape = typing.cast(Vec3Tuple, tuple(
-                    _window_out(in_shape[a], kernel[a], stride[a], padding[a]) for a in range(3)))
-                if min(conv_shape) < 1:
-                    problems.append(Problem(
-                        _layer_key(i, cfg.name, "kernel"),
-                        f"output would be empty ({fmt3(conv_shape)}): input "
-                        f"{fmt3(in_shape)} with padding {list(padding)} is smaller than kernel "
-                        f"{list(kernel)}; (size + 2*padding - kernel) // stride + 1 must be >= 1"))
-                    ok = False
-            if ok and conv_shape is not None:
-                if pool is None:
-                    out_shape = conv_shape
-                else:
-                    out_shape = typing.cast(Vec3Tuple, tuple(
-                        _window_out(conv_shape[a], pool.window[a], pool.stride[a],
-                                    pool.padding[a]) for a in range(3)))
-                    if min(out_shape) < 1:
-                        problems.append(Problem(
-                            _layer_key(i, cfg.name, "pool.window"),
-                            f"pool output would be empty ({fmt3(out_shape)}): conv output "
-                            f"{fmt3(conv_shape)} with padding {list(pool.padding)} is smaller "
-                            f"than window {list(pool.window)}"))
-                        ok = False
+            geometry, found = self.conv_geometry(i, cfg, in_shape, ok)
+            ok = ok and found
         elif in_shape is not None:  # fc, gap: the kernel is the whole map
-            kernel = in_shape
-            conv_shape = out_shape = (1, 1, 1)
-
-        # --- residual
+            geometry = (in_shape, (1, 1, 1), (0, 0, 0), None, (1, 1, 1), (1, 1, 1))
+        else:
+            geometry = (None, (1, 1, 1), (0, 0, 0), None, None, None)
+        kernel, stride, padding, pool, conv_shape, out_shape = geometry
         residual = getattr(cfg, "residual", None)
         if residual is not None:
-            found, res = lookup(i, cfg.name, "residual", residual)
-            if not found:
-                ok = False
-            elif res is not None and res.shape is not None and conv_shape is not None:
-                if (res.channels, *res.shape) != (out_ch, *conv_shape):
-                    problems.append(Problem(
-                        _layer_key(i, cfg.name, "residual"),
-                        f"shape mismatch: {residual!r} gives "
-                        f"{fmt_dims(res.channels, res.shape)}, this layer's output before pool "
-                        f"is {fmt_dims(out_ch, conv_shape)} (channels x D x H x W); they must "
-                        "be equal"))
-                    ok = False
-                if res.block_size != block:
-                    problems.append(Problem(
-                        _layer_key(i, cfg.name, "residual"),
-                        f"block size mismatch: {residual!r} has B = {res.block_size}, this "
-                        f"layer has B = {block} (slots of different B are different FFTs)"))
-                    ok = False
+            ok = self.check_residual(i, cfg.name, residual, out_ch, conv_shape, block) and ok
+        if not ok or None in (in_shape, conv_shape, out_shape, kernel):
+            return None
+        return ResolvedLayer(
+            name=cfg.name, kind=cfg.type, index=i, input=src_name, residual=residual,
+            block_size=block, in_channels=in_ch, out_channels=out_ch, in_shape=in_shape,
+            conv_shape=conv_shape, out_shape=out_shape, kernel=kernel, stride=stride,
+            padding=padding, cbn=getattr(cfg, "cbn", False), crelu=getattr(cfg, "crelu", False),
+            pool=pool)
 
-        if ok and in_shape is not None and conv_shape is not None and out_shape is not None \
-                and kernel is not None:
-            resolved.append(ResolvedLayer(
-                name=cfg.name, kind=cfg.type, index=i,
-                input=src_name, residual=residual, block_size=block,
-                in_channels=in_ch, out_channels=out_ch,
-                in_shape=in_shape, conv_shape=conv_shape, out_shape=out_shape,
-                kernel=kernel, stride=stride, padding=padding,
-                cbn=getattr(cfg, "cbn", False), crelu=getattr(cfg, "crelu", False), pool=pool,
-            ))
-            outputs.setdefault(cfg.name, _Src(i, out_ch, out_shape, block))
-            bound = resolved[-1].accumulator_bound
-            if bound >= 2 ** (ACC_BITS - 1):
-                why = ("sums every voxel of its input" if cfg.type == "gap" else
-                       f"sums {resolved[-1].padded_in_channels} input channels over a "
-                       f"{fmt3(kernel)} kernel")
-                problems.append(Problem(
-                    _layer_key(i, cfg.name, "kernel" if cfg.type == "conv" else None),
+    def source(self, i: int, cfg: Any, prev: str | None,
+               block: int) -> tuple[str | None, _Src | None, bool]:
+        """The layer's input: ``(name, source, ok)`` (name ``None``: the network input)."""
+        src_name = cfg.input if cfg.input is not None else prev
+        ok = True
+        if cfg.input is not None:
+            ok, src = self.lookup(i, cfg.name, "input", cfg.input)
+        elif prev is None:
+            inp = self.net.input
+            src = _Src(-1, inp.channels, inp.shape, block)
+        else:
+            src = self.outputs.get(prev)
+        if src is None or src.shape is None:
+            return src_name, src, False
+        if src.block_size != block:
+            self.report(i, cfg.name, "block_size",
+                        f"block size {block} differs from B = {src.block_size} of "
+                        f"{src_name!r} that feeds this layer (slots of different B are "
+                        "different FFTs)")
+            ok = False
+        return src_name, src, ok
+
+    def conv_geometry(self, i: int, cfg: Any, in_shape: Vec3Tuple | None, ok: bool):
+        """A conv's ``(kernel, stride, padding, pool, conv_shape, out_shape)`` and whether it
+        is valid (the shapes are ``None`` when they cannot be inferred)."""
+        kernel, stride, padding = cfg.kernel, cfg.stride, cfg.padding
+        pool = None
+        bad = [a for a in range(3) if padding[a] >= kernel[a]]
+        if bad:
+            self.report(i, cfg.name, "padding",
+                        f"padding >= kernel on axis {'/'.join('DHW'[a] for a in bad)}: padding "
+                        f"{list(padding)}, kernel {list(kernel)}; each padding must be < kernel")
+            ok = False
+        if cfg.pool is not None:
+            p = cfg.pool
+            pool = Pool(p.window, p.stride or p.window, p.padding or (0, 0, 0))
+            bad = [a for a in range(3) if pool.padding[a] >= pool.window[a]]
+            if bad:
+                self.report(i, cfg.name, "pool.padding",
+                            f"pool padding >= window on axis {'/'.join('DHW'[a] for a in bad)}: "
+                            f"padding {list(pool.padding)}, window {list(pool.window)}; each "
+                            "padding must be < window")
+                ok = False
+        conv_shape = out_shape = None
+        if ok and in_shape is not None:
+            conv_shape = typing.cast(Vec3Tuple, tuple(
+                _window_out(in_shape[a], kernel[a], stride[a], padding[a]) for a in range(3)))
+            if min(conv_shape) < 1:
+                self.report(i, cfg.name, "kernel",
+                            f"output would be empty ({fmt3(conv_shape)}): input "
+                            f"{fmt3(in_shape)} with padding {list(padding)} is smaller than "
+                            f"kernel {list(kernel)}; (size + 2*padding - kernel) // stride + 1 "
+                            "must be >= 1")
+                ok, conv_shape = False, None
+        if ok and conv_shape is not None:
+            out_shape, ok = self.pooled_shape(i, cfg.name, conv_shape, pool)
+        return (kernel, stride, padding, pool, conv_shape, out_shape), ok
+
+    def pooled_shape(self, i: int, name: str, conv_shape: Vec3Tuple,
+                     pool: Pool | None) -> tuple[Vec3Tuple | None, bool]:
+        if pool is None:
+            return conv_shape, True
+        out_shape = typing.cast(Vec3Tuple, tuple(
+            _window_out(conv_shape[a], pool.window[a], pool.stride[a], pool.padding[a])
+            for a in range(3)))
+        if min(out_shape) < 1:
+            self.report(i, name, "pool.window",
+                        f"pool output would be empty ({fmt3(out_shape)}): conv output "
+                        f"{fmt3(conv_shape)} with padding {list(pool.padding)} is smaller "
+                        f"than window {list(pool.window)}")
+            return None, False
+        return out_shape, True
+
+    def check_residual(self, i: int, name: str, residual: str, out_ch: int,
+                       conv_shape: Vec3Tuple | None, block: int) -> bool:
+        found, res = self.lookup(i, name, "residual", residual)
+        if not found:
+            return False
+        if res is None or res.shape is None or conv_shape is None:
+            return True
+        ok = True
+        if (res.channels, *res.shape) != (out_ch, *conv_shape):
+            self.report(i, name, "residual",
+                        f"shape mismatch: {residual!r} gives {fmt_dims(res.channels, res.shape)}"
+                        f", this layer's output before pool is {fmt_dims(out_ch, conv_shape)} "
+                        "(channels x D x H x W); they must be equal")
+            ok = False
+        if res.block_size != block:
+            self.report(i, name, "residual",
+                        f"block size mismatch: {residual!r} has B = {res.block_size}, this "
+                        f"layer has B = {block} (slots of different B are different FFTs)")
+            ok = False
+        return ok
+
+    def check_accumulator(self, layer: ResolvedLayer) -> None:
+        """The numeric contract's int32 accumulator bound (DESIGN section 2)."""
+        bound = layer.accumulator_bound
+        if bound < 2 ** (ACC_BITS - 1):
+            return
+        why = ("sums every voxel of its input" if layer.kind == "gap" else
+               f"sums {layer.padded_in_channels} input channels over a {fmt3(layer.kernel)} "
+               "kernel")
+        self.report(layer.index, layer.name, "kernel" if layer.kind == "conv" else None,
                     f"accumulator bound {bound} does not fit the signed {ACC_BITS}-bit "
                     f"accumulator (must be < 2**{ACC_BITS - 1}): the layer {why}; use fewer "
-                    "input channels or a smaller kernel or map"))
-        else:
-            outputs.setdefault(cfg.name, None)
-        prev = cfg.name
+                    "input channels or a smaller kernel or map")
 
-    last_i, last = len(net.layers) - 1, net.layers[-1]
-    if resolved and len(resolved) == len(net.layers):
+    def check_classes(self) -> None:
+        net, resolved = self.net, self.resolved
+        if not resolved or len(resolved) != len(net.layers):
+            return
+        last_i, last = len(net.layers) - 1, net.layers[-1]
         channels = resolved[-1].out_channels
-        if channels != net.classes:
-            if last.type == "gap":
-                problems.append(Problem("classes", f"must equal the output channels of the last "
-                                                   f"layer {last.name!r} ({channels}), not "
-                                                   f"{net.classes}"))
-            else:
-                problems.append(Problem(_layer_key(last_i, last.name, "out_channels"),
-                                        f"the last layer must output classes = {net.classes} "
-                                        f"channels, not {channels}"))
-    return tuple(resolved), problems
+        if channels == net.classes:
+            return
+        if last.type == "gap":
+            self.problems.append(Problem("classes", f"must equal the output channels of the "
+                                                    f"last layer {last.name!r} ({channels}), "
+                                                    f"not {net.classes}"))
+        else:
+            self.report(last_i, last.name, "out_channels", f"the last layer must output "
+                                                           f"classes = {net.classes} channels, "
+                                                           f"not {channels}")
