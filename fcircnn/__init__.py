@@ -1,3 +1,8 @@
 """fcircnn: FPGA accelerators for block-circulant 3D CNNs in the frequency domain."""
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__: str = version("fcircnn")  # stated once, in pyproject.toml
+except PackageNotFoundError:  # pragma: no cover - run from a source tree, not installed
+    __version__ = "0+unknown"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fcircnn import __version__
-from fcircnn.report import format_table
+from fcircnn.report import describe_image, format_estimate, format_table, format_top
 
 EXIT_BAD_INPUT = 2
 
@@ -304,7 +304,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         paths = image.save(args.output)
     except OSError as exc:
         raise UserError(f"-o: cannot write {args.output}: {exc}") from None
-    print(image.describe())
+    print(describe_image(image))
     print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 
@@ -467,7 +467,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         report = _synthesize(acc) if args.synth else None
-        print("\n".join(estimate.format_estimate(acc, est, report)))
+        print("\n".join(format_estimate(acc, est, report)))
         print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
               f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
               f"{perf.effective_gops / total.dsp:.3f} GOP/s per DSP")
@@ -578,7 +578,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except sweep.SweepError as exc:
         raise UserError(str(exc)) from None
     png = sweep.plot_pareto(result, out / "pareto.png")
-    print("\n".join(sweep.format_top(result, args.top)))
+    print("\n".join(format_top(result, args.top)))
     sweep.write_accelerator_yaml(
         best.point, net, device, args.clock_mhz, best_path,
         name=f"{net.name}_{device.name}_best",

@@ -89,7 +89,6 @@ from fcircnn.models.network import (
     run_int,
 )
 from fcircnn.models.quant import Granularity, PostParams
-from fcircnn.report import format_table
 
 from .descriptor import (
     DESCRIPTOR_BYTES,
@@ -628,27 +627,6 @@ class DdrImage:
         if addr < self.base or addr + size > self.base + len(self.data):
             raise ValueError(f"[{addr:#x}, {addr + size:#x}) is outside the image")
         return self.data[addr - self.base:addr - self.base + size]
-
-    def describe(self) -> str:
-        """Text table of the memory map and the descriptors."""
-        head = (f"network {self.network} on {self.accelerator}: image [{self.base:#x}, "
-                f"{self.plan.end:#x}) = {len(self.data)} bytes, DESC_PTR = {self.desc_ptr:#x}")
-        lines = [head]
-        lines += format_table(["region", "kind", "base", "end", "bytes", "description"],
-                              [[r.name, r.kind, f"{r.base:#x}", f"{r.end:#x}", r.size,
-                                r.description] for r in self.regions])
-        lines.append("")
-        rows = []
-        for lp in self.plan.layers:
-            d = lp.descriptor
-            rows.append([d.layer, lp.layer.name, lp.core.name, "gap" if d.op == OP_GAP else "conv",
-                         f"{d.flags:#04x}", f"{d.in_slots}x{'x'.join(map(str, d.in_shape))}",
-                         f"{d.out_slots}x{'x'.join(map(str, d.out_shape))}",
-                         "x".join(map(str, d.kernel)), f"{d.m_tiles}x{d.n_tiles}",
-                         f"{d.in_base:#x}", f"{d.out_base:#x}", f"{d.weight_base:#x}"])
-        lines += format_table(["#", "layer", "core", "op", "flags", "in", "out", "kernel",
-                               "tiles", "in_base", "out_base", "weight_base"], rows)
-        return "\n".join(lines)
 
     def memory_map(self) -> dict:
         """JSON-ready memory map: image extent, regions and descriptor fields."""

@@ -91,7 +91,6 @@ __all__ = [
     "calibration_accelerator",
     "component_models",
     "estimate_resources",
-    "format_estimate",
     "map_memory",
 ]
 
@@ -529,48 +528,3 @@ def estimate_resources(acc: Any) -> ResourceEstimate:
     """
     return ResourceEstimate(tuple(ComponentEstimate(m.name, m.core, _counts(m))
                                   for m in component_models(acc)))
-
-
-# --------------------------------------------------------------------------------------------
-# Report
-
-
-def format_estimate(acc: Any, est: ResourceEstimate, synth: Any = None) -> list[str]:
-    """Lines of the ``fcircnn estimate`` report: per component, total, device use.
-
-    Parameters
-    ----------
-    acc : AcceleratorConfig
-    est : ResourceEstimate
-    synth : SynthReport, optional
-        Yosys' counts of the same design (:func:`fcircnn.gen.synth.synthesize`), printed beside
-        the total with the error of the estimate, its logic levels and longest path.
-    """
-    from fcircnn.report import format_table
-
-    res = acc.device.resources
-    rows = [[c.core or "-", c.name, c.counts.dsp, f"{c.counts.bram36:g}", c.counts.lut,
-             c.counts.ff] for c in est.components]
-    total = est.total
-    rows.append(["total", "", total.dsp, f"{total.bram36:g}", total.lut, total.ff])
-    rows.append([acc.device.part, "available", res.dsp, res.bram36, res.lut, res.ff])
-    use = est.utilization(res)
-    rows.append(["", "use", *(f"{use[n]:.1%}" for n in RESOURCE_NAMES)])
-    lines = [(f"resource estimate of {acc.name} (network {acc.network.name}, B = "
-             f"{acc.block_size}); LUT includes LUT RAM; calibrated on "
-             f"{calibration().get('yosys', 'Yosys')}")]
-    if synth is not None:
-        got = {"dsp": synth.dsp, "bram36": synth.bram36, "lut": synth.lut_total, "ff": synth.ff}
-        rows.append(["yosys", "synth_xilinx", got["dsp"], f"{got['bram36']:g}", got["lut"],
-                     got["ff"]])
-        rows.append(["", "error", *(
-            f"{100 * (getattr(total, n) - got[n]) / got[n]:+.1f}%" if got[n] else "-"
-            for n in RESOURCE_NAMES)])
-    lines += format_table(["core", "component", "DSP48E2", "BRAM36", "LUT", "FF"], rows)
-    if synth is not None and synth.path is not None:
-        p = synth.path
-        lines.append(f"longest register-to-register path: {p.levels} LUT levels ({p.carries} "
-                     f"CARRY4, {p.muxes} MUXF on it; target <= 8 for 200 MHz), Yosys "
-                     f"{synth.seconds:.0f} s:")
-        lines += [f"  {cell}" for cell in p.cells]
-    return lines

@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from fcircnn.hw.layer_engine import core_lanes
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.layout import SLOTS_PER_BEAT
-from fcircnn.report import format_table
 
 from .descriptor import DESCRIPTOR_BYTES, FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
 from .dma_plan import Span
@@ -66,7 +65,6 @@ __all__ = [
     "LayerPerformance",
     "MemoryModel",
     "NetworkPerformance",
-    "format_report",
     "gops_per_dsp",
     "model_descriptor",
     "model_layer",
@@ -696,27 +694,3 @@ def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | 
                               tuple(_layer_perf(acc, lp, mem, t) for lp in chosen), mem, dsp)
 
 
-def format_report(perf: NetworkPerformance, dsp: int | None = None) -> list[str]:
-    """Per-layer table and totals (lines): cycles, latency, effective GOP/s, GOP/s per DSP
-    (if a DSP count is known), PE utilisation, DDR bandwidth needed."""
-    dsp = perf.dsp if dsp is None else dsp
-    header = ["layer", "core", "cycles", "latency us", "GOP/s", "PE util", "DDR GB/s"]
-    if dsp:
-        header.insert(5, "GOP/s/DSP")
-    rows = []
-
-    def row(name, core, cycles, seconds, gops, util, bw):
-        r = [name, core, cycles, f"{seconds * 1e6:.1f}", f"{gops:.1f}", f"{util:.1%}",
-             f"{bw:.2f}"]
-        if dsp:
-            r.insert(5, f"{gops / dsp:.3f}")
-        return r
-
-    for la in perf.layers:
-        rows.append(row(la.name, la.core, la.span_cycles, la.seconds, la.effective_gops,
-                        la.pe_utilization, la.ddr_bandwidth_gbs))
-    rows.append(row("total", "", perf.cycles, perf.seconds, perf.effective_gops,
-                    perf.pe_utilization, perf.ddr_bandwidth_gbs))
-    head = (f"{perf.network} on {perf.accelerator} at {perf.clock_mhz:g} MHz "
-            f"(performance model, {perf.memory.axi_ports} AXI port(s))")
-    return [head, *format_table(header, rows)]

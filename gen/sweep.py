@@ -42,7 +42,6 @@ from fcircnn.models.config import (
     channel_tile_problems,
 )
 from fcircnn.models.files import atomic_write
-from fcircnn.report import format_table
 
 from .estimate import DEFAULT_CAP
 
@@ -57,7 +56,6 @@ __all__ = [
     "SweepSpace",
     "accelerator_for",
     "evaluate",
-    "format_top",
     "pareto_front",
     "plot_pareto",
     "run_sweep",
@@ -536,26 +534,6 @@ def plot_pareto(result: SweepResult, path: str | os.PathLike[str]) -> Path:
     atomic_write(path, lambda f: fig.savefig(f, dpi=120, format="png"))
     plt.close(fig)
     return path
-
-
-def format_top(result: SweepResult, n: int = 10) -> list[str]:
-    """The top ``n`` fitting points and the references as table lines."""
-    header = ["rank", "config (Tn/Tm/Td/Tr/Tc)", "GOP/s", "GOP/s/DSP", "cycles", "ms",
-              "PE util", "DSP", "BRAM36", "LUT", "FF", "DDR GB/s"]
-
-    def row(rank: str, e: Evaluation) -> list[object]:
-        return [rank, e.label, f"{e.effective_gops:.1f}", f"{e.gops_per_dsp:.3f}", e.cycles,
-                f"{e.latency_ms:.2f}", f"{e.pe_utilization:.1%}", e.dsp, f"{e.bram36:.1f}",
-                e.lut, e.ff, f"{e.ddr_gbs:.2f}"]
-
-    rows = [row(str(i + 1), e) for i, e in enumerate(result.fitting[:n])]
-    for ref in result.references:
-        if ref.status == "illegal":
-            rows.append(["paper", ref.label, "illegal: " + ref.reason, *[""] * 9])
-        else:
-            rows.append(row("paper" + ("" if ref.status == "ok" else f" (over: {ref.binding})"),
-                            ref))
-    return format_table(header, rows)
 
 
 def write_accelerator_yaml(point: Point, net: NetworkConfig, device: Device, clock_mhz: float,

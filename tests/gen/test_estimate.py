@@ -166,25 +166,6 @@ def test_fits_names_the_binding_resources():
         est.fits(device, cap=1.5)
 
 
-def test_side_by_side_report_with_yosys():
-    """``--synth``: Yosys' counts beside the total, the error and the longest path."""
-    from fcircnn.gen.estimate import format_estimate
-    from fcircnn.gen.synth import LogicPath, SynthReport
-
-    acc = load_accelerator(builtin_path("c3d_zcu102"))
-    est = estimate_resources(acc)
-    t = est.total
-    report = SynthReport(top="fcircnn_accel",
-                         cells={"DSP48E2": t.dsp, "RAMB18E2": int(2 * t.bram36), "LUT6": t.lut,
-                                "FDRE": 2 * t.ff},
-                         rtl_multipliers=t.dsp, soft_multipliers=0,
-                         path=LogicPath(levels=9, carries=2, muxes=0,
-                                        cells=("from core0.d", "LUT6 x", "to FDRE core0.y")))
-    text = "\n".join(format_estimate(acc, est, report))
-    assert "yosys" in text and "+0.0%" in text and "-50.0%" in text  # FF: half of Yosys
-    assert "9 LUT levels" in text and "to FDRE core0.y" in text
-
-
 # ------------------------------------------------------------------------------------------
 # CLI
 
