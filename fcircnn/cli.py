@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -273,6 +273,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ranged(convert: Callable[[str], float], ok: Callable[[float], bool], rule: str):
+    """An argparse type: ``convert(text)`` if ``ok`` of it, else the ``rule`` it breaks."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):  # NaN fails every comparison: refused too
+            raise argparse.ArgumentTypeError(f"{rule}, not {text!r}")
+        return value
+
+    return parse
+
+
+_seed = _ranged(int, lambda v: 0 <= v < 2**32, f"must be an integer in 0..{2**32 - 1}")
+_clock = _ranged(float, lambda v: 0 < v <= 1000, "must be a number in (0, 1000] MHz")
+_scale = _ranged(int, lambda v: v >= 1, "scale factor S must be an integer >= 1")
+_probability = _ranged(float, lambda v: 0 <= v < 1, "must be a number in [0, 1)")
+_cycles = _ranged(int, lambda v: v >= 1, "must be a positive integer")
+_cap = _ranged(float, lambda v: 0 < v <= 1, "must be a number in (0, 1]")
+
+
 def _address(text: str) -> int:
     """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096."""
     try:
@@ -307,61 +330,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(describe_image(image))
     print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
-
-
-def _seed(text: str) -> int:
-    """``--seed``: an integer in 0 .. 2**32 - 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**32 - 1}, not {text!r}")
-    return value
-
-
-def _clock(text: str) -> float:
-    """``--clock-mhz``: a frequency in (0, 1000] MHz."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 1000.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1000] MHz, not {text!r}")
-    return value
-
-
-def _scale(text: str) -> int:
-    """``--scale``: the scale factor S, an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"scale factor S must be an integer >= 1, not {text!r}")
-    return value
-
-
-def _probability(text: str) -> float:
-    """``--backpressure``: a probability in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), not {text!r}")
-    return value
-
-
-def _cycles(text: str) -> int:
-    """``--timeout-cycles``: a positive integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -510,17 +478,6 @@ def _pair_list(text: str) -> tuple[tuple[int, int], ...]:
                 f"must be comma-separated TNxTM pairs such as 8x32,16x64, not {text!r}")
         pairs.append((int(parts[0]), int(parts[1])))
     return tuple(pairs)
-
-
-def _cap(text: str) -> float:
-    """``--cap``: a utilisation cap in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {text!r}")
-    return value
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
