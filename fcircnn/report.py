@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from fcircnn.arch.descriptor import OP_GAP
 from fcircnn.gen import estimate
-from fcircnn.gen.descriptor import OP_GAP
 
 if TYPE_CHECKING:
     from fcircnn.gen.compiler import DdrImage

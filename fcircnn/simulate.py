@@ -370,9 +370,9 @@ def estimate_timeout_cycles(acc: Any, image: Any, backpressure: float = 0.0) -> 
     tile-quantised compute cycles (``m_tiles * n_tiles * taps * ceil(D/lanes) * H * W`` of the
     conv output, ``lanes`` the core's PE lanes) plus the beats of weights, inputs (once per
     output tile), residual and output, the beats divided by ``1 - backpressure``."""
-    from fcircnn.gen.descriptor import FLAG_RESIDUAL
+    from fcircnn.arch.descriptor import FLAG_RESIDUAL
+    from fcircnn.arch.geometry import core_lanes
     from fcircnn.gen.select import layer_descriptors
-    from fcircnn.hw.layer_engine import core_lanes
     from fcircnn.models.layout import BEAT_BYTES, ncdhw8_size
 
     stall = 1.0 / max(1.0 - backpressure, 0.01)

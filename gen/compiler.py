@@ -3,7 +3,7 @@
 :func:`compile_network` calibrates and quantizes the network with the golden model
 (:func:`fcircnn.models.network.calibrate`), lays out every buffer the layer engine reads or
 writes in one contiguous DDR image starting at ``base``, writes one
-:class:`~fcircnn.gen.descriptor.LayerDescriptor` per layer (format: :mod:`fcircnn.gen.descriptor`)
+:class:`~fcircnn.arch.descriptor.LayerDescriptor` per layer (format: :mod:`fcircnn.arch.descriptor`)
 and computes the int8 output slots of every layer with the golden integer contract, which the
 engine must reproduce bit for bit. :func:`plan_network` does the layout and every check
 without touching data (fast, for sizing).
@@ -13,7 +13,7 @@ Memory map
 Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 KB aligned):
 
 * ``descriptors`` -- the descriptor list, one
-  :data:`~fcircnn.gen.descriptor.DESCRIPTOR_BYTES` (256-byte) descriptor per engine pass in
+  :data:`~fcircnn.arch.descriptor.DESCRIPTOR_BYTES` (256-byte) descriptor per engine pass in
   layer order, each ``next_desc`` pointing at the following one; its base is the value for
   ``DESC_PTR``;
 * ``cycles`` -- one 16-byte entry per descriptor (one beat), little-endian: the pass's cycle
@@ -75,7 +75,28 @@ from pathlib import Path
 
 import numpy as np
 
-from fcircnn.hw.buffer_weight import weight_image_beats
+from fcircnn.arch.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_CBN,
+    FLAG_CRELU,
+    FLAG_LAST,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    OP_CONV,
+    OP_GAP,
+    OP_POOL,
+    LayerDescriptor,
+)
+from fcircnn.arch.geometry import (
+    MAX_KERNEL,
+    MAX_POOL_MAP,
+    MAX_POOL_WINDOW,
+    MAX_TAPS,
+    CoreGeometry,
+    EngineGeometry,
+    engine_geometry,
+    pool_fuses,
+)
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import fold_input_slots, fold_weight_slots
@@ -90,18 +111,6 @@ from fcircnn.models.network import (
 )
 from fcircnn.models.quant import Granularity, PostParams
 
-from .descriptor import (
-    DESCRIPTOR_BYTES,
-    FLAG_CBN,
-    FLAG_CRELU,
-    FLAG_LAST,
-    FLAG_POOL,
-    FLAG_RESIDUAL,
-    OP_CONV,
-    OP_GAP,
-    OP_POOL,
-    LayerDescriptor,
-)
 from .dma_plan import DmaLimits, plan_block
 
 __all__ = [
@@ -244,7 +253,8 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
     moves ``tile / window`` pooled voxels."""
     conv = layer.conv_shape
-    tile = tuple(min(t, n) for t, n in zip((core.td, core.tr, core.tc), conv, strict=True))
+    cg = CoreGeometry.of(core, B)
+    tile = cg.layer_tile(conv)
     tiles = tuple(-(-n // t) for n, t in zip(conv, tile, strict=True))
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
@@ -257,29 +267,23 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
         "in_step": tuple(t * s * b for t, s, b in zip(tile, stride, axis_in, strict=True)),
         "in_pad_bytes": tuple(p * b for p, b in zip(padding, axis_in, strict=True)),
         "out_step": tuple(t // k * b for t, k, b in zip(tile, window, axis_out, strict=True)),
-        "weight_tile_bytes": weight_image_beats(core.tn, core.tm, B, layer.kernel_volume) * 16,
-        "in_nt_step": max(1, core.tn // 16) * ins[0],
-        "out_mt_step": (core.tm // 16) * outs[0],
+        "weight_tile_bytes": cg.weight_tile_beats(layer.kernel_volume) * 16,
+        "in_nt_step": cg.in_groups * ins[0],
+        "out_mt_step": cg.out_groups * outs[0],
     }
 
 
 def _fuses(layer: ResolvedLayer, core: CoreConfig, geo) -> bool:
     """Whether ``layer``'s pool runs in the drain (one descriptor) on hardware built for
-    ``geo``: :func:`~fcircnn.hw.layer_engine.pool_fuses` and a core built with the fused
+    ``geo``: :func:`~fcircnn.arch.geometry.pool_fuses` and a core built with the fused
     pool."""
-    from fcircnn.hw.layer_engine import pool_fuses
-
     return geo.fused_pool and pool_fuses(layer, core)
 
 
 def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
     """Reject a layer the core's buffers (built for ``geo``, an
-    :class:`~fcircnn.hw.layer_engine.EngineGeometry`), post-units or descriptor fields cannot
+    :class:`~fcircnn.arch.geometry.EngineGeometry`), post-units or descriptor fields cannot
     hold."""
-    from fcircnn.hw.buffer_input import MAX_KERNEL
-    from fcircnn.hw.buffer_weight import MAX_TAPS
-    from fcircnn.hw.post_maxpool import MAX_MAP_SIZE, MAX_WINDOW
-
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
     what = "kernel" if layer.kind == "conv" else f"{layer.kind} kernel (its whole input map)"
@@ -298,11 +302,9 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
     if layer.residual is not None and not geo.residual:
         raise CompileError(f"layer {layer.name!r}: has a residual input, core {core.name!r} was "
                            f"built without a residual buffer")
-    tile = [min(t, n) for t, n in zip((core.td, core.tr, core.tc), layer.conv_shape,
-                                      strict=True)]
-    box = [(t - 1) * s + k for t, s, k in zip(tile, stride, layer.kernel, strict=True)]
-    room = [(t - 1) * s + k for t, s, k in zip((core.td, core.tr, core.tc), geo.stride,
-                                               geo.kernel, strict=True)]
+    cg = CoreGeometry.of(core, layer.block_size)
+    box = cg.input_box(cg.layer_tile(layer.conv_shape), stride, layer.kernel)
+    room = cg.input_box(cg.tile, geo.stride, geo.kernel)
     if any(b > r for b, r in zip(box, room, strict=True)):
         raise CompileError(f"layer {layer.name!r}: input tile {_fmt(box)} (kernel "
                            f"{_fmt(layer.kernel)}) does not fit core {core.name!r}'s input buffer "
@@ -315,17 +317,17 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
                            f"the kernel {_fmt(layer.kernel)}")
     if layer.pool is not None:
         pool = layer.pool
-        if max(layer.conv_shape) > MAX_MAP_SIZE:
+        if max(layer.conv_shape) > MAX_POOL_MAP:
             raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
-                               f"CMaxPool's limit of {MAX_MAP_SIZE} per axis")
+                               f"CMaxPool's limit of {MAX_POOL_MAP} per axis")
         if not _fuses(layer, core, geo) and any(
                 n > g for n, g in zip(layer.conv_shape, geo.pool_size, strict=True)):
             raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
                                f"core {core.name!r}'s CMaxPool, built for maps up to "
                                f"{_fmt(geo.pool_size)}")
-        if max(pool.window) > MAX_WINDOW or max(pool.stride) > MAX_WINDOW:
+        if max(pool.window) > MAX_POOL_WINDOW or max(pool.stride) > MAX_POOL_WINDOW:
             raise CompileError(f"layer {layer.name!r}: pool window {_fmt(pool.window)} / stride "
-                               f"{_fmt(pool.stride)} exceed CMaxPool's limit {MAX_WINDOW}")
+                               f"{_fmt(pool.stride)} exceed CMaxPool's limit {MAX_POOL_WINDOW}")
         if any(p >= w for p, w in zip(pool.padding, pool.window, strict=True)):
             raise CompileError(f"layer {layer.name!r}: pool padding {_fmt(pool.padding)} must be "
                                f"smaller than the window {_fmt(pool.window)}")
@@ -338,8 +340,6 @@ def _fmt(v) -> str:
 def _core_geometry(acc: AcceleratorConfig, geometry) -> list:
     """Per core, the buffer geometry of the hardware (``geometry`` checked, or the one the
     accelerator's own network needs)."""
-    from fcircnn.hw.layer_engine import EngineGeometry, engine_geometry
-
     if geometry is None:
         return [engine_geometry(acc, core) for core in acc.cores]
     geometry = list(geometry)
@@ -353,11 +353,11 @@ def _core_geometry(acc: AcceleratorConfig, geometry) -> list:
 def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> NetworkPlan:
     """Lay out the DDR image and build the descriptors (no calibration, no data).
 
-    A layer whose pool fits the conv tiles (:func:`~fcircnn.hw.layer_engine.pool_fuses`) runs
+    A layer whose pool fits the conv tiles (:func:`~fcircnn.arch.geometry.pool_fuses`) runs
     as one descriptor with ``FLAG_POOL``: the drain pools every tile and the store writes the
     pooled map to ``<name>.output``. Any other layer with a pool runs as two descriptors: the
     convolution (whose output, the ``conv_shape`` map, goes to the region ``<name>.conv``) and
-    a pool pass (:data:`~fcircnn.gen.descriptor.OP_POOL`) from there to ``<name>.output``.
+    a pool pass (:data:`~fcircnn.arch.descriptor.OP_POOL`) from there to ``<name>.output``.
 
     Parameters
     ----------
@@ -370,7 +370,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         Per core, what the hardware's buffers are built for
         (:meth:`fcircnn.hw.accelerator.Accelerator.from_config` with this ``geometry``);
         default: what ``acc``'s own network needs
-        (:func:`~fcircnn.hw.layer_engine.engine_geometry`), the hardware ``fcircnn generate``
+        (:func:`~fcircnn.arch.geometry.engine_geometry`), the hardware ``fcircnn generate``
         and ``fcircnn sim`` build. With a given geometry the image runs on hardware built for
         another network, provided every layer fits it.
 
@@ -426,7 +426,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         m_tiles = -(-layer.padded_out_channels // core.tm)
         n_tiles = -(-layer.padded_in_channels // core.tn)
         taps = layer.kernel_volume
-        wbytes = m_tiles * n_tiles * weight_image_beats(core.tn, core.tm, B, taps) * 16
+        wbytes = m_tiles * n_tiles * CoreGeometry.of(core, B).weight_tile_beats(taps) * 16
         out_slots = _slots(layer.padded_out_channels)
         w = add(f"{layer.name}.weights", wbytes, "weights",
                 f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "

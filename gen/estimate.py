@@ -4,7 +4,7 @@
 per component of :class:`~fcircnn.hw.accelerator.Accelerator` for an
 :class:`~fcircnn.models.config.AcceleratorConfig`, from the parameters the hardware is built
 with (:meth:`LayerEngine.from_config <fcircnn.hw.layer_engine.LayerEngine.from_config>`,
-:func:`~fcircnn.hw.layer_engine.engine_geometry`), in well under a millisecond per design, so a
+:func:`~fcircnn.arch.geometry.engine_geometry`), in well under a millisecond per design, so a
 design-space sweep can call it for thousands of points.
 
 Components
@@ -13,7 +13,7 @@ Per core (``core`` = the core's name):
 
 ``pe_array``
     :class:`~fcircnn.hw.pe_array.PEArray` ``(Tn, Tm, B, L)`` with ``L`` lanes (``Td`` if the
-    core unrolls ``td``, else 1: :func:`~fcircnn.hw.layer_engine.core_lanes`):
+    core unrolls ``td``, else 1: :func:`~fcircnn.arch.geometry.core_lanes`):
     ``P = L*Tm*Tn/(4B)`` multiplier pairs of 3 DSP48E2 each, minus the constant-zero middle
     multiply of the ``P/(B/2)`` slot-0 pairs; ``L*Tm/2`` PEs, each a ``Tn/B``-input complex
     adder tree and an int32 accumulator.
@@ -78,6 +78,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from fcircnn.arch.geometry import CoreGeometry, box_span, engine_geometry
 
 __all__ = [
     "CALIBRATION_FILE",
@@ -347,21 +349,19 @@ class _Core:
 
 
 def _cores(acc: Any) -> list[_Core]:
-    from fcircnn.hw.layer_engine import core_lanes, engine_geometry
-
     cores = []
     for core in acc.cores:
         geo = engine_geometry(acc, core)
+        cg = CoreGeometry.of(core, acc.block_size)
         # CMaxPool as the engine builds it: with a fused pool also the output tile, its
         # Tm/16 slot groups interleaved.
         pool_size, pool_groups = geo.pool_size, 1
         if geo.fused_pool:
-            pool_size = tuple(max(a, b) for a, b in zip(pool_size, (core.td, core.tr, core.tc),
-                                                        strict=True))
-            pool_groups = core.tm // 16
+            pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
+            pool_groups = cg.out_groups
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
-                           geo.residual, acc.address_width, core_lanes(core), pool_groups))
+                           geo.residual, acc.address_width, cg.lanes, pool_groups))
     return cores
 
 
@@ -393,15 +393,14 @@ def _param_memory(depth: int, residual: bool) -> MemoryMapping:
 def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict[str, float]]]:
     """Per component of one core: DSP count, memories and LUT/FF features."""
     Tn, Tm, Td, Tr, Tc, B, L = c.Tn, c.Tm, c.Td, c.Tr, c.Tc, c.B, c.lanes
-    G = Tm // 16                      # output slot groups (Tm is a multiple of 16)
-    Gin = -(-Tn // 16)                # input slot groups
-    subs = 16 // Tn if Tn < 16 else 1  # Tn < 16: a beat holds several input tiles
+    cg = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, L)
+    G, Gin, subs = cg.out_groups, cg.in_groups, cg.subs  # slot groups; n-tiles per group
     vox = Tr * Tc
     (kd, kr, kc), (sd, sr, sc) = c.kernel, c.stride
-    hin, win = (Tr - 1) * sr + kr, (Tc - 1) * sc + kc
+    hin, win = box_span(Tr, sr, kr), box_span(Tc, sc, kc)
     # L = Td lanes: bank (v, g) holds lane v's Kd planes; one lane: one bank per group holds
     # all (Td-1)*sd + Kd planes of the tile.
-    in_planes = kd if L == Td else (Td - 1) * sd + kd
+    in_planes = kd if L == Td else box_span(Td, sd, kd)
     in_depth = in_planes * hin * win
     pairs = L * Tm * Tn // (4 * B)
     pes = L * Tm // 2

@@ -129,7 +129,7 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
 
     ``geometry``: as :meth:`~fcircnn.hw.accelerator.Accelerator.from_config`. Converting a
     paper-size design takes 20-90 s, so with ``cache`` the text is kept in
-    ``<build root>/verilog`` (:func:`fcircnn.sim.runner.build_root`) under a key of the
+    ``<build root>/verilog`` (:func:`fcircnn.gen.verilog.build_root`) under a key of the
     configuration (:func:`config_fingerprint`), the geometry, the sources of the hardware and
     everything it imports (``fcircnn.hw``, ``.gen``, ``.models``) and the Amaranth version: any
     change to one of them converts again.
@@ -140,7 +140,8 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
         If the top level rejects the configuration.
     """
     from fcircnn.hw.accelerator import Accelerator
-    from fcircnn.sim.runner import build_root, to_verilog
+
+    from .verilog import build_root, to_verilog
 
     key = hashlib.sha256("\0".join([
         config_fingerprint(acc), repr(None if geometry is None else list(geometry)),

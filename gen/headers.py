@@ -7,7 +7,7 @@ from the tables of the hardware and the compiler, never restated by hand:
   :data:`~fcircnn.hw.regfile.FIELDS` (``FCIRCNN_REG_<NAME>``, ``FCIRCNN_<REG>_<FIELD>_SHIFT``
   and ``_MASK``, the mask in place), the default ``ID``/``VERSION`` values and the size of the
   ``s_axi_control`` window;
-* the layer descriptor: ``_FIELDS`` of :mod:`fcircnn.gen.descriptor`
+* the layer descriptor: ``_FIELDS`` of :mod:`fcircnn.arch.descriptor`
   (``FCIRCNN_DESC_<FIELD>_OFFSET``, ``_SIZE`` = bytes of one element, ``_COUNT`` = elements;
   ``FCIRCNN_FLAG_*``, ``FCIRCNN_OP_*``);
 * the post-parameter record and the cycles entry of :mod:`fcircnn.gen.compiler` (its docstring
@@ -29,7 +29,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from fcircnn.gen import TOOL_VERSION, descriptor
+from fcircnn.arch import descriptor
+from fcircnn.gen import TOOL_VERSION
 from fcircnn.gen.compiler import CYCLE_BYTES, POST_RECORD_BYTES
 from fcircnn.hw.regfile import FIELDS, IDENT, REGISTERS, VERSION, ControlRegisters
 
@@ -81,7 +82,7 @@ _CODE_BYTES = {"B": 1, "H": 2, "I": 4, "Q": 8}
 
 
 def descriptor_fields() -> tuple[RecordField, ...]:
-    """The layer descriptor (``fcircnn.gen.descriptor._FIELDS``) as :class:`RecordField`\\ s,
+    """The layer descriptor (``fcircnn.arch.descriptor._FIELDS``) as :class:`RecordField`\\ s,
     reserved bytes included."""
     out, offset = [], 0
     for name, code, count in descriptor._FIELDS:

@@ -53,11 +53,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from fcircnn.hw.layer_engine import core_lanes
+from fcircnn.arch.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    OP_POOL,
+    LayerDescriptor,
+)
+from fcircnn.arch.geometry import CoreGeometry, box_span
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
-from .descriptor import DESCRIPTOR_BYTES, FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
 from .dma_plan import Span
 
 __all__ = [
@@ -364,7 +370,7 @@ def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
         lo = i * tile
         ext = min(tile, conv - lo)
         start = lo * s - p
-        end = start + (ext - 1) * s + k
+        end = start + box_span(ext, s, k)
         pre, post = max(0, -start), max(0, end - size)
         ax = _Axis(pre, end - start - pre - post, post, ext)
         if runs and i > 1 and runs[-1][0] == ax:
@@ -416,11 +422,12 @@ class _Conv:
         self.halved = tuple(self.fused and w == 2 for w in d.pool_window)
         # Input slot groups per n-tile: Tn/16, but only those the layer has (the last n-tile
         # may hold fewer; a beat holds several n-tiles when Tn < 16).
-        g_in = max(1, core.tn // 16)
+        cg = CoreGeometry.of(core, B)
+        g_in = cg.in_groups
         total = -(-d.in_slots // SLOTS_PER_BEAT)
         self.in_groups = [min(g_in, total - nt * g_in) if core.tn > 16 else 1
                           for nt in range(d.n_tiles)]
-        self.lanes = core_lanes(core)
+        self.lanes = cg.lanes
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles

@@ -7,11 +7,11 @@ connected layer -- can be simulated alone and its output checked bit for bit aga
 
 * the descriptors of the selected layers (all of a layer's passes, e.g. a separate pool pass),
   in network order, are written compacted from the base of the ``descriptors`` region, relinked
-  (``next_desc`` to the following one, 0 and :data:`~fcircnn.gen.descriptor.FLAG_LAST` on the
+  (``next_desc`` to the following one, 0 and :data:`~fcircnn.arch.descriptor.FLAG_LAST` on the
   last one only); the rest of the region is zero and ``DESC_PTR`` is the region base
   (:attr:`DdrImage.desc_ptr`);
 * every map a selected pass reads (``in_base``, and ``res_base`` with
-  :data:`~fcircnn.gen.descriptor.FLAG_RESIDUAL`) that a layer outside the selection produces is
+  :data:`~fcircnn.arch.descriptor.FLAG_RESIDUAL`) that a layer outside the selection produces is
   pre-filled with that producer's golden output ``expected[producer]`` in NC/8DHW8
   (:func:`~fcircnn.models.layout.pack_ncdhw8`); the network input is already in the image, and
   maps produced inside the selection are left for the engine to write;
@@ -28,10 +28,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, FLAG_RESIDUAL, LayerDescriptor
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8
 
 from .compiler import DdrImage, LayerPlan
-from .descriptor import DESCRIPTOR_BYTES, FLAG_LAST, FLAG_RESIDUAL, LayerDescriptor
 
 __all__ = ["check_layer_names", "layer_descriptors", "select_layers"]
 

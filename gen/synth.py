@@ -467,7 +467,7 @@ def synthesize(
     RuntimeError
         If Yosys fails (the message holds the tail of its log).
     """
-    from fcircnn.sim.runner import to_verilog
+    from .verilog import to_verilog
 
     verilog = design if isinstance(design, str) else to_verilog(design, top)
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetInserter, ResetS
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.gen.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descriptor_layout
+from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descriptor_layout
 from fcircnn.models.layout import BEAT_BYTES
 
 from .axi4 import AXI4Signature

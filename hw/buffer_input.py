@@ -4,6 +4,7 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.geometry import MAX_KERNEL, box_span
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -11,10 +12,7 @@ from .buffer_pingpong import PingPongBanks
 from .common import check_block_size, check_positive, mul_small, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
-__all__ = ["MAX_KERNEL", "InputBuffer", "core_needs", "input_box_layout"]
-
-#: Largest kernel and stride per axis the buffer can be built for.
-MAX_KERNEL = 64
+__all__ = ["InputBuffer", "core_needs", "input_box_layout"]
 
 
 def _vec3(name, value):
@@ -102,9 +100,8 @@ class InputBuffer(wiring.Component):
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)
-        self.tile_depth = (Td - 1) * sd + kd
-        self.height = (Tr - 1) * sr + kr
-        self.width = (Tc - 1) * sc + kc
+        self.tile_depth, self.height, self.width = (box_span(t, st, k) for t, st, k in (
+            (Td, sd, kd), (Tr, sr, kr), (Tc, sc, kc)))
         self.plane = self.height * self.width
         self.depth = kd * self.plane
         self.subs = max(1, 16 // Tn) if Tn < 16 else 1

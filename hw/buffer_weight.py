@@ -4,6 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.geometry import MAX_TAPS, engine_geometry
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -11,15 +12,7 @@ from .buffer_pingpong import PingPongBanks
 from .common import check_block_size, check_positive, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
-__all__ = ["MAX_TAPS", "WeightBuffer", "weight_image_beats"]
-
-#: Largest number of kernel taps a weight tile can be built for.
-MAX_TAPS = 4096
-
-
-def weight_image_beats(Tn: int, Tm: int, B: int, taps: int) -> int:
-    """Beats of one weight tile in DDR (see :class:`WeightBuffer` for the layout)."""
-    return taps * (Tm // B) * (Tn // B) * (B // 2) // SLOTS_PER_BEAT
+__all__ = ["WeightBuffer"]
 
 
 class WeightBuffer(wiring.Component):
@@ -93,8 +86,6 @@ class WeightBuffer(wiring.Component):
     def from_config(cls, accelerator, core) -> "WeightBuffer":
         """Size the buffer for ``core``: ``taps`` = the largest kernel volume it runs, as the
         layer engine sizes it (:func:`~fcircnn.hw.layer_engine.engine_geometry`)."""
-        from .layer_engine import engine_geometry
-
         return cls(core.tn, core.tm, B=accelerator.block_size,
                    taps=engine_geometry(accelerator, core).taps)
 

@@ -3,18 +3,23 @@ post-units, with loads, compute, post-processing and stores overlapped."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.gen.descriptor import (
+from fcircnn.arch.descriptor import (
     FLAG_CRELU,
     FLAG_POOL,
     FLAG_RESIDUAL,
     OP_POOL,
     descriptor_layout,
+)
+from fcircnn.arch.geometry import (
+    CoreGeometry,
+    EngineGeometry,
+    box_span,
+    core_lanes,
+    engine_geometry,
 )
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -29,8 +34,7 @@ from .common import check_block_size, check_positive, mul_small, rejecting
 from .pe_array import PEArray
 from .post_chain import PostChain
 
-__all__ = ["ERROR_CODES", "EngineGeometry", "LayerEngine", "core_lanes", "engine_geometry",
-           "pool_fuses"]
+__all__ = ["ERROR_CODES", "LayerEngine"]
 
 #: Error codes of the engine (register ERROR_CODE): ``(direction << 2) | Status`` for DMA
 #: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
@@ -47,91 +51,6 @@ ERROR_BAD_DESCRIPTOR = 8
 
 #: Post-record bytes (see :mod:`fcircnn.gen.compiler`).
 _RECORD_BITS = 256
-
-
-@dataclass(frozen=True)
-class EngineGeometry:
-    """What one core's buffers are sized for (:func:`engine_geometry`).
-
-    ``kernel``/``stride``: the largest kernel (fc and gap: their whole input map) and conv
-    stride per axis among the core's layers; ``taps``: the largest kernel volume;
-    ``pool_size``: the largest map a pool pass pools (``(1, 1, 1)`` if none); ``residual``:
-    whether a layer with a residual input runs on the core; ``fused_pool``: whether a layer
-    pools in the drain (:func:`pool_fuses`), which sizes CMaxPool for the core's output tile
-    with its ``Tm/16`` slot groups interleaved.
-    """
-
-    kernel: tuple[int, int, int]
-    stride: tuple[int, int, int]
-    taps: int
-    pool_size: tuple[int, int, int]
-    residual: bool
-    fused_pool: bool = False
-
-    @classmethod
-    def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
-        """The smallest geometry that runs every layer each of ``geometries`` runs (the
-        per-axis and per-field maximum), e.g. to build one core for several networks."""
-        if not geometries or not all(isinstance(g, EngineGeometry) for g in geometries):
-            raise TypeError("covering() needs one or more EngineGeometry")
-
-        def top(field):
-            return tuple(max(axis) for axis in zip(*(getattr(g, field) for g in geometries),
-                                                   strict=True))
-
-        return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
-                   top("pool_size"), any(g.residual for g in geometries),
-                   any(g.fused_pool for g in geometries))
-
-
-def pool_fuses(layer, core) -> bool:
-    """Whether ``layer``'s pool runs in the drain of ``core`` (no pool pass).
-
-    The drain pools every output tile as its own map, so the tiles must cut the map at window
-    boundaries and no window may cross a tile: window = stride, 1 or 2 per axis, no padding,
-    and on each axis with window 2 an even map size and an even tile (``min(tile, size)``).
-    The layer must be a conv without a residual input (the residual box shares the output
-    walk). C3D's pool1-pool4 qualify; a pool with padding or overlapping windows (C3D pool5,
-    ResNet's 3x3x3 stride 2) runs as a pool pass.
-    """
-    pool = layer.pool
-    if pool is None or layer.kind != "conv" or layer.residual is not None:
-        return False
-    tile = (core.td, core.tr, core.tc)
-    for w, s, p, n, t in zip(pool.window, pool.stride, pool.padding, layer.conv_shape, tile,
-                             strict=True):
-        if w != s or p or w not in (1, 2):
-            return False
-        if w == 2 and (n % 2 or min(t, n) % 2):
-            return False
-    return True
-
-
-def engine_geometry(accelerator, core) -> EngineGeometry:
-    """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
-    the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
-    kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
-    fused = False
-    for original in accelerator.network.resolved:
-        if accelerator.core_for(original).name != core.name:
-            continue
-        layer = accelerator.engine_layer(original)
-        kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
-        if layer.kind == "conv":
-            stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
-        taps = max(taps, layer.kernel_volume)
-        if pool_fuses(layer, core):
-            fused = True
-        elif layer.pool is not None:
-            pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
-        residual |= layer.residual is not None
-    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused)
-
-
-def core_lanes(core) -> int:
-    """PE-array lanes (output depths computed in parallel) of ``core``: ``td`` if the core
-    unrolls the ``td`` loop, else 1 (the compute walker then steps through the tile's depth)."""
-    return core.td if "td" in core.unroll else 1
 
 
 class _Walk:
@@ -173,7 +92,7 @@ class _Walk:
         self.last_lanes = S(range(SLOTS_PER_BEAT + 1), "last_lanes")
         # Input slot groups of the n-tile (the layer's, not the tile's Tn/16: a layer with
         # fewer input channels than Tn loads only those) and the groups from it on.
-        self.G_in = max(1, eng.Tn // 16)
+        self.G_in = eng.core.in_groups
         self.groups_n = S(range(self.G_in + 1), "groups_n")
         self.n_rest = S(16, "n_rest")
         self.last_tile = self.last_t[0] & self.last_t[1] & self.last_t[2]
@@ -357,7 +276,7 @@ class LayerEngine(wiring.Component):
     take. The longest register-to-register path is within 8 LUT levels (Yosys, flattened;
     ``bench/README.md``).
 
-    A pool pass (``op`` :data:`~fcircnn.gen.descriptor.OP_POOL`) streams the input map slot
+    A pool pass (``op`` :data:`~fcircnn.arch.descriptor.OP_POOL`) streams the input map slot
     group by slot group from the read DMA through the post chain (CBN bypassed, shift 0,
     CMaxPool on) to the write DMA.
 
@@ -395,22 +314,15 @@ class LayerEngine(wiring.Component):
             for name, value in (("Tn", Tn), ("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
             check_block_size(B)
-            if Tm % 16:
-                raise ValueError(f"Tm must be a multiple of 16 (whole output slot groups), "
-                                 f"not {Tm}")
-            if Tn % B:
-                raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
-            if Tn > 16 and Tn % 16:
-                raise ValueError(f"Tn must be a multiple of 16 when above 16, not {Tn}")
             lanes = Td if lanes is None else lanes
-            if lanes not in (1, Td):
-                raise ValueError(f"lanes must be 1 or Td ({Td}), not {lanes!r}")
+            #: The core's geometry: the channel-tile rule, slot groups, lanes (validated).
+            self.core = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, lanes)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.geometry = geometry
         self.addr_width = addr_width
-        self.G = Tm // 16
-        self.subs = 16 // Tn if Tn < 16 else 1
+        self.G = self.core.out_groups
+        self.subs = self.core.subs
         super().__init__({
             "desc": In(descriptor_layout()),
             "start": In(1),
@@ -453,7 +365,7 @@ class LayerEngine(wiring.Component):
             # One lane reads every output depth: it holds all (Td-1)*sd + Kd planes of the tile,
             # output depth v reading planes v*sd + kd.
             inbuf = InputBuffer(Tn, 1, Tr, Tc, B=B, stride=geo.stride, kernel=(
-                (Td - 1) * geo.stride[0] + geo.kernel[0], geo.kernel[1], geo.kernel[2]))
+                box_span(Td, geo.stride[0], geo.kernel[0]), geo.kernel[1], geo.kernel[2]))
         m.submodules.inbuf = inbuf
         m.submodules.wbuf = wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps)
         m.submodules.pe = pe = PEArray(Tn, Tm, B, L)

@@ -6,6 +6,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
+from fcircnn.arch.geometry import MAX_POOL_MAP as MAX_MAP_SIZE
+from fcircnn.arch.geometry import MAX_POOL_WINDOW as MAX_WINDOW
+
 from .common import rejecting
 from .post_cbn import check_lanes
 from .post_quantize import slot_layout
@@ -24,15 +27,11 @@ __all__ = [
     "maxpool_config_layout",
 ]
 
-#: Largest window (and stride) per axis.
-MAX_WINDOW = 3
 #: Cycles from the beat completing a window to its output beat: one per axis stage, one for
 #: the output register slice.
 LATENCY = 3 + SKID_LATENCY
 #: Deepest line buffer left to LUT RAM; deeper ones are marked ``ram_style = "block"``.
 _LUTRAM_MAX_DEPTH = 256
-#: Largest elaboration-time map size per axis.
-MAX_MAP_SIZE = 1024
 #: Largest elaboration-time number of interleaved slot groups.
 MAX_GROUPS = 256
 

@@ -9,7 +9,6 @@ the limits below, which are the hardware's, so that every command refuses the sa
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +22,15 @@ from pydantic import (
     PrivateAttr,
     field_validator,
     model_validator,
+)
+
+from fcircnn.arch.geometry import (
+    MAX_CHANNEL_TILE,
+    MAX_KERNEL,
+    MAX_MAP_SIZE,
+    MAX_POOL_WINDOW,
+    MAX_TILE,
+    channel_tile_problems,
 )
 
 from . import placement
@@ -48,23 +56,14 @@ UNROLL_LOOPS: tuple[str, ...] = ("td", "tr", "tc", "tn", "tm")
 Vec3Tuple = tuple[int, int, int]
 
 # The hardware's limits, which the schema enforces so that every command refuses the same
-# files (docs/errors.md gives each with its reason).
+# files (docs/errors.md gives each with its reason); the architecture's own are in
+# fcircnn.arch.geometry.
 #: Channels of a map or layer: the descriptor counts slots (channels / 2) in 16 bits.
 MAX_CHANNELS = 65536
-#: Map size per axis (``D``, ``H``, ``W``): 16-bit descriptor fields.
-MAX_MAP_SIZE = 65535
-#: Kernel and conv stride per axis: the input buffer's limit (``fcircnn.hw.buffer_input``).
-MAX_KERNEL = 64
 #: Conv and pool padding per axis: 8-bit descriptor fields.
 MAX_PADDING = 255
-#: Pool window and stride per axis: CMaxPool's limit (``fcircnn.hw.post_maxpool``).
-MAX_POOL_WINDOW = 3
 #: Layers of a network: the descriptor's 16-bit layer index.
 MAX_LAYERS = 65535
-#: ``Tn`` and ``Tm``: the PE array and buffers are built for at most 1024 channels a tile.
-MAX_CHANNEL_TILE = 1024
-#: ``Td``, ``Tr``, ``Tc``: the descriptor's 8-bit tile fields.
-MAX_TILE = 255
 #: :attr:`AcceleratorConfig.network_file` of an accelerator file whose ``network:`` is the
 #: network itself rather than a path.
 INLINE_NETWORK = "(inline)"
@@ -348,28 +347,6 @@ class CoreConfig(_Strict):
     def fit_problems(self, layer: ResolvedLayer) -> list[str]:
         """Why this core cannot run ``layer`` (:func:`~.placement.fit_problems`)."""
         return placement.fit_problems(self, layer)
-
-
-def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
-    """Why a core's channel tiles ``Tn``, ``Tm`` cannot be built for block size ``B``, as
-    ``(field, message)`` pairs (empty: they can).
-
-    The rule the layer engine is built on: ``Tn`` a multiple of ``B`` (whole input blocks)
-    and, above 16, of 16 (whole 8-slot input groups); ``Tm`` a multiple of 16 (whole output
-    slot groups) and of ``2*B`` (output blocks are computed in DSP pairs). Together these give
-    whole block pairs per 128-bit weight beat.
-    """
-    problems = []
-    if tn % B:
-        problems.append(("tn", f"Tn must be a multiple of B ({B}), not {tn}"))
-    elif tn > 16 and tn % 16:
-        problems.append(("tn", (f"Tn must be a multiple of 16 above 16 (whole input slot "
-                               f"groups), not {tn}")))
-    if tm % 16 or tm % (2 * B):
-        step = math.lcm(16, 2 * B)
-        problems.append(("tm", (f"Tm must be a multiple of {step} (whole output slot groups of "
-                               f"16 channels, output blocks in DSP pairs of 2*B), not {tm}")))
-    return problems
 
 
 class AcceleratorConfig(_Strict):

@@ -78,6 +78,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fcircnn.gen.verilog import build_root, to_verilog
+
 __all__ = [
     "MIN_VERILATOR",
     "SIMULATORS",
@@ -263,22 +265,6 @@ def require_simulator(name: str) -> SimulatorInfo:
 
             pytest.skip(f"icarus unavailable: {exc}")
         raise
-
-
-def build_root() -> Path:
-    """Root of all build products: ``$FCIRCNN_BUILD_DIR`` or ``./build``."""
-    return Path(os.environ.get("FCIRCNN_BUILD_DIR", "build")).resolve()
-
-
-def to_verilog(component: Any, name: str) -> str:
-    """Convert an Amaranth component to Verilog text, deterministically.
-
-    Uses :func:`amaranth.back.verilog.convert` without source locations, so the text depends only
-    on the design (and the Amaranth/Yosys versions), not on file paths or line numbers.
-    """
-    from amaranth.back import verilog
-
-    return verilog.convert(component, name=name, emit_src=False)
 
 
 #: Yosys' ``write_verilog`` makes every ``always @*`` block read a trigger register declared

@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     from cocotbext.axi.axi_ram import AxiRamRead, AxiRamWrite
     from cocotbext.axi.memory import Memory
 
+from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.gen.dma_plan import FeatureMap, conv_input_range, plan_read_box, plan_write_box
 from fcircnn.hw.axi_dma_box import Status, box_layout, status_layout
 from fcircnn.hw.axi_dma_read import read_beat_layout
@@ -338,10 +339,11 @@ def _tile(rng: random.Random, accelerator: str):
         out_box.append((s, cnt))
         in_box.append(conv_input_range(s, cnt, layer.kernel[a], layer.stride[a],
                                        layer.padding[a]))
-    gin = max(core.tn // 16, 1)
+    cg = CoreGeometry.of(core, layer.block_size)
+    gin = cg.in_groups
     g0 = rng.randrange(0, fin.groups - gin + 1) if fin.groups > gin else 0
     gin = min(gin, fin.groups)
-    gout = min(max(core.tm // 16, 1), fout.groups)
+    gout = min(cg.out_groups, fout.groups)
     h0 = rng.randrange(0, fout.groups - gout + 1)
     return layer, fin, ((g0, gin), *in_box), fout, ((h0, gout), *out_box)
 

@@ -15,16 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from fcircnn.cli import main
-from fcircnn.gen.compiler import (
-    ALIGN,
-    POST_RECORD_BYTES,
-    CompileError,
-    compile_network,
-    gap_weight_slots,
-    plan_network,
-)
-from fcircnn.gen.descriptor import (
+from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CRELU,
     FLAG_LAST,
@@ -35,7 +26,16 @@ from fcircnn.gen.descriptor import (
     OP_POOL,
     LayerDescriptor,
 )
-from fcircnn.hw.layer_engine import pool_fuses
+from fcircnn.arch.geometry import pool_fuses
+from fcircnn.cli import main
+from fcircnn.gen.compiler import (
+    ALIGN,
+    POST_RECORD_BYTES,
+    CompileError,
+    compile_network,
+    gap_weight_slots,
+    plan_network,
+)
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots
@@ -325,7 +325,7 @@ def _net(layers: str, shape: str = "{channels: 8, depth: 4, height: 8, width: 8}
 
 
 def _geometry(acc):
-    from fcircnn.hw.layer_engine import engine_geometry
+    from fcircnn.arch.geometry import engine_geometry
 
     return [engine_geometry(acc, core) for core in acc.cores]
 
@@ -373,7 +373,7 @@ def test_buffer_limits_of_hardware_built_for_another_network(tmp_path, small_acc
 
 
 def test_covering_geometry_runs_both_networks(tmp_path, small_accelerator, acc):
-    from fcircnn.hw.layer_engine import EngineGeometry
+    from fcircnn.arch.geometry import EngineGeometry
 
     hw = load_accelerator(small_accelerator(tmp_path, net=_net(_HW_LAYERS)))
     both = [EngineGeometry.covering(a, b) for a, b in zip(_geometry(acc), _geometry(hw),

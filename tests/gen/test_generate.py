@@ -203,8 +203,8 @@ def test_verilog_cache_keys(config, tmp_path, monkeypatch):
     conversion's text; ``cache=False`` always converts."""
     import dataclasses
 
-    import fcircnn.sim.runner as runner
-    from fcircnn.hw.layer_engine import engine_geometry
+    import fcircnn.gen.verilog as gen_verilog
+    from fcircnn.arch.geometry import engine_geometry
 
     monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path / "build"))
     calls = []
@@ -216,7 +216,7 @@ def test_verilog_cache_keys(config, tmp_path, monkeypatch):
         top._MustUse__used = True
         return f"// conversion {len(calls)}\n"
 
-    monkeypatch.setattr(runner, "to_verilog", fake_to_verilog)
+    monkeypatch.setattr(gen_verilog, "to_verilog", fake_to_verilog)
     acc = load_accelerator(config)
     first = gen.accelerator_verilog(acc)
     assert (first, calls) == ("// conversion 1\n", ["fcircnn_accel"])

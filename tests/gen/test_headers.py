@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from fcircnn.gen import descriptor, headers
+from fcircnn.arch import descriptor
+from fcircnn.gen import headers
 from fcircnn.gen.compiler import CYCLE_BYTES, POST_RECORD_BYTES, pack_post_table, plan_network
 from fcircnn.hw.regfile import FIELDS, IDENT, REGISTERS, VERSION
 from fcircnn.models.config import builtin_path, load_accelerator

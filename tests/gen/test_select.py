@@ -6,14 +6,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fcircnn.gen.compiler import LayerPlan, compile_network
-from fcircnn.gen.descriptor import (
+from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
     LayerDescriptor,
 )
+from fcircnn.gen.compiler import LayerPlan, compile_network
 from fcircnn.gen.select import check_layer_names, layer_descriptors, select_layers
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots

@@ -14,8 +14,8 @@ checked to be fused, so the test cannot fall back to pool passes unnoticed.
 
 import pytest
 
+from fcircnn.arch.descriptor import FLAG_POOL, OP_CONV
 from fcircnn.gen.compiler import compile_network
-from fcircnn.gen.descriptor import FLAG_POOL, OP_CONV
 from fcircnn.models.config import load_accelerator
 
 

@@ -114,7 +114,8 @@ def test_selected_layers_run_alone(hardware, image):
 
 def test_engines_follow_the_unroll_list():
     """Td PE lanes only on a core that unrolls td; otherwise one lane walking the depth."""
-    from fcircnn.hw.layer_engine import LayerEngine, engine_geometry
+    from fcircnn.arch.geometry import engine_geometry
+    from fcircnn.hw.layer_engine import LayerEngine
 
     acc = load_accelerator(CONFIG)
     top = Accelerator.from_config(acc)

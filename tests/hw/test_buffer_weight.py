@@ -5,7 +5,8 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from fcircnn.hw.buffer_weight import WeightBuffer, weight_image_beats
+from fcircnn.arch.geometry import weight_image_beats
+from fcircnn.hw.buffer_weight import WeightBuffer
 from fcircnn.models.config import builtin_path, load_accelerator
 
 

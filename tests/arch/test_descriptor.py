@@ -1,4 +1,4 @@
-"""Layer descriptors (:mod:`fcircnn.gen.descriptor`): packing, Amaranth mirror, field limits."""
+"""Layer descriptors (:mod:`fcircnn.arch.descriptor`): packing, Amaranth mirror, field limits."""
 
 import dataclasses
 
@@ -7,7 +7,7 @@ from amaranth.lib import data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fcircnn.gen.descriptor import (
+from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_LAST,
     FLAG_POOL,

@@ -1,0 +1,261 @@
+"""A core's geometry, its legality rules and the buffers' limits, stated once.
+
+:class:`CoreGeometry` is derived and validated once from a core's tiles and the block size:
+the slot groups its walkers step through, its PE lanes, the weight beats of a tile, the input
+box of an output tile. :func:`channel_tile_problems` is the rule ``Tn``/``Tm`` obey, which the
+configuration schema checks (``fcircnn check`` refuses exactly what the engine cannot build),
+and the ``MAX_*`` constants are the hardware's absolute limits. :class:`EngineGeometry` is what
+one core's buffers are sized for, :func:`engine_geometry` derives it from the layers an
+accelerator places on the core, and :func:`pool_fuses` says which pools run in the drain.
+
+The functions take the configuration's objects by duck typing (``tn``, ``tm``, ... of a core;
+``kind``, ``kernel``, ... of a resolved layer): this module sits below the configuration and
+imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MAX_CHANNEL_TILE",
+    "MAX_KERNEL",
+    "MAX_MAP_SIZE",
+    "MAX_POOL_MAP",
+    "MAX_POOL_WINDOW",
+    "MAX_TAPS",
+    "MAX_TILE",
+    "SLOT_GROUP_CHANNELS",
+    "CoreGeometry",
+    "EngineGeometry",
+    "box_span",
+    "channel_tile_problems",
+    "core_lanes",
+    "engine_geometry",
+    "pool_fuses",
+    "weight_image_beats",
+]
+
+#: Channels of one slot group: the 8 complex slots of a 128-bit beat (NC/8DHW8).
+SLOT_GROUP_CHANNELS = 16
+#: Slots per 128-bit beat.
+_SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
+#: Kernel and conv stride per axis: the input buffer's absolute limit.
+MAX_KERNEL = 64
+#: Kernel taps (``Kd*Kr*Kc``) of a weight tile: the weight buffer's absolute limit.
+MAX_TAPS = 4096
+#: Pool window and stride per axis: CMaxPool's limit.
+MAX_POOL_WINDOW = 3
+#: Largest map CMaxPool is built for, per axis.
+MAX_POOL_MAP = 1024
+#: Map size per axis: the descriptor's 16-bit fields.
+MAX_MAP_SIZE = 65535
+#: ``Tn`` and ``Tm``: the PE array and the buffers are built for at most 1024 channels a tile.
+MAX_CHANNEL_TILE = 1024
+#: ``Td``, ``Tr``, ``Tc``: the descriptor's 8-bit tile fields.
+MAX_TILE = 255
+
+
+def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
+    """Why channel tiles ``Tn``, ``Tm`` cannot be built for block size ``B``, as
+    ``(field, message)`` pairs (empty: they can).
+
+    ``Tn`` a multiple of ``B`` (whole input blocks) and, above 16, of 16 (whole 8-slot input
+    groups); ``Tm`` a multiple of 16 (whole output slot groups) and of ``2*B`` (output blocks
+    are computed in DSP pairs). Together these give whole block pairs per 128-bit weight beat.
+    """
+    problems = []
+    if tn % B:
+        problems.append(("tn", f"Tn must be a multiple of B ({B}), not {tn}"))
+    elif tn > SLOT_GROUP_CHANNELS and tn % SLOT_GROUP_CHANNELS:
+        problems.append(("tn", ("Tn must be a multiple of 16 above 16 (whole input slot "
+                               f"groups), not {tn}")))
+    if tm % SLOT_GROUP_CHANNELS or tm % (2 * B):
+        step = math.lcm(SLOT_GROUP_CHANNELS, 2 * B)
+        problems.append(("tm", (f"Tm must be a multiple of {step} (whole output slot groups of "
+                               f"16 channels, output blocks in DSP pairs of 2*B), not {tm}")))
+    return problems
+
+
+def weight_image_beats(Tn: int, Tm: int, B: int, taps: int) -> int:
+    """128-bit beats of one ``(Tm, Tn)`` weight tile of ``taps`` kernel taps: every block pair
+    ``(Tm/B) * (Tn/B)`` holds ``B/2`` slots per tap."""
+    return taps * (Tm // B) * (Tn // B) * (B // 2) // _SLOTS_PER_BEAT
+
+
+def box_span(tile: int, stride: int, kernel: int) -> int:
+    """Input voxels per axis that an output tile of ``tile`` voxels reads: ``(tile - 1) *
+    stride + kernel`` (padding included)."""
+    return (tile - 1) * stride + kernel
+
+
+def core_lanes(core: Any) -> int:
+    """PE-array lanes (output depths computed in parallel) of ``core``: ``td`` if the core
+    unrolls the ``td`` loop, else 1 (the compute walker then steps through the tile's depth)."""
+    return core.td if "td" in core.unroll else 1
+
+
+@dataclass(frozen=True)
+class CoreGeometry:
+    """The geometry of one core, derived and validated once.
+
+    Parameters
+    ----------
+    tn, tm : int
+        Channel tiles (also the parallelism on those axes), 1..:data:`MAX_CHANNEL_TILE`,
+        obeying :func:`channel_tile_problems`.
+    td, tr, tc : int
+        Output tile, 1..:data:`MAX_TILE`.
+    B : int
+        Block size (4, 8 or 16).
+    lanes : int
+        PE lanes: ``td`` (the depth loop unrolled) or 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter and the rule it breaks.
+    """
+
+    tn: int
+    tm: int
+    td: int
+    tr: int
+    tc: int
+    B: int
+    lanes: int = 1
+
+    def __post_init__(self) -> None:
+        for name, limit in (("tn", MAX_CHANNEL_TILE), ("tm", MAX_CHANNEL_TILE),
+                            ("td", MAX_TILE), ("tr", MAX_TILE), ("tc", MAX_TILE)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ValueError(f"{name} must be an integer in 1..{limit}, not {value!r}")
+        if self.B not in (4, 8, 16):
+            raise ValueError(f"B must be an even power of two: 4, 8 or 16, not {self.B!r}")
+        problems = channel_tile_problems(self.tn, self.tm, self.B)
+        if problems:
+            raise ValueError("; ".join(message for _, message in problems))
+        if self.lanes not in (1, self.td):
+            raise ValueError(f"lanes must be 1 or td ({self.td}), not {self.lanes!r}")
+
+    @classmethod
+    def of(cls, core: Any, B: int) -> CoreGeometry:
+        """The geometry of a configured core (``tn``, ``tm``, ``td``, ``tr``, ``tc``,
+        ``unroll``)."""
+        return cls(core.tn, core.tm, core.td, core.tr, core.tc, B, core_lanes(core))
+
+    @property
+    def tile(self) -> tuple[int, int, int]:
+        """The output tile ``(Td, Tr, Tc)``."""
+        return (self.td, self.tr, self.tc)
+
+    @property
+    def in_groups(self) -> int:
+        """Input slot groups of an n-tile: ``max(1, Tn/16)`` (a ``Tn`` below 16 fills part
+        of one group)."""
+        return max(1, self.tn // SLOT_GROUP_CHANNELS)
+
+    @property
+    def out_groups(self) -> int:
+        """Output slot groups of an m-tile: ``Tm/16``."""
+        return self.tm // SLOT_GROUP_CHANNELS
+
+    @property
+    def subs(self) -> int:
+        """n-tiles per input slot group: ``16/Tn`` below 16, else 1."""
+        return SLOT_GROUP_CHANNELS // self.tn if self.tn < SLOT_GROUP_CHANNELS else 1
+
+    def weight_tile_beats(self, taps: int) -> int:
+        """:func:`weight_image_beats` of this core's ``(Tm, Tn)`` tile."""
+        return weight_image_beats(self.tn, self.tm, self.B, taps)
+
+    def layer_tile(self, conv_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """A layer's output tile: the core's, clipped to the layer's conv map."""
+        return tuple(min(t, n) for t, n in zip(self.tile, conv_shape, strict=True))
+
+    def input_box(self, tile: tuple[int, int, int], stride: tuple[int, int, int],
+                  kernel: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The input box of an output ``tile`` per axis (:func:`box_span`)."""
+        return tuple(box_span(t, s, k) for t, s, k in zip(tile, stride, kernel, strict=True))
+
+
+@dataclass(frozen=True)
+class EngineGeometry:
+    """What one core's buffers are sized for (:func:`engine_geometry`).
+
+    ``kernel``/``stride``: the largest kernel (fc and gap: their whole input map) and conv
+    stride per axis among the core's layers; ``taps``: the largest kernel volume;
+    ``pool_size``: the largest map a pool pass pools (``(1, 1, 1)`` if none); ``residual``:
+    whether a layer with a residual input runs on the core; ``fused_pool``: whether a layer
+    pools in the drain (:func:`pool_fuses`), which sizes CMaxPool for the core's output tile
+    with its ``Tm/16`` slot groups interleaved.
+    """
+
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    taps: int
+    pool_size: tuple[int, int, int]
+    residual: bool
+    fused_pool: bool = False
+
+    @classmethod
+    def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
+        """The smallest geometry that runs every layer each of ``geometries`` runs (the
+        per-axis and per-field maximum), e.g. to build one core for several networks."""
+        if not geometries or not all(isinstance(g, EngineGeometry) for g in geometries):
+            raise TypeError("covering() needs one or more EngineGeometry")
+
+        def top(field):
+            return tuple(max(axis) for axis in zip(*(getattr(g, field) for g in geometries),
+                                                   strict=True))
+
+        return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
+                   top("pool_size"), any(g.residual for g in geometries),
+                   any(g.fused_pool for g in geometries))
+
+
+def pool_fuses(layer: Any, core: Any) -> bool:
+    """Whether ``layer``'s pool runs in the drain of ``core`` (no pool pass).
+
+    The drain pools every output tile as its own map, so the tiles must cut the map at window
+    boundaries and no window may cross a tile: window = stride, 1 or 2 per axis, no padding,
+    and on each axis with window 2 an even map size and an even tile (``min(tile, size)``).
+    The layer must be a conv without a residual input (the residual box shares the output
+    walk). C3D's pool1-pool4 qualify; a pool with padding or overlapping windows (C3D pool5,
+    ResNet's 3x3x3 stride 2) runs as a pool pass.
+    """
+    pool = layer.pool
+    if pool is None or layer.kind != "conv" or layer.residual is not None:
+        return False
+    tile = (core.td, core.tr, core.tc)
+    for w, s, p, n, t in zip(pool.window, pool.stride, pool.padding, layer.conv_shape, tile,
+                             strict=True):
+        if w != s or p or w not in (1, 2):
+            return False
+        if w == 2 and (n % 2 or min(t, n) % 2):
+            return False
+    return True
+
+
+def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
+    """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
+    the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
+    kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
+    fused = False
+    for original in accelerator.network.resolved:
+        if accelerator.core_for(original).name != core.name:
+            continue
+        layer = accelerator.engine_layer(original)
+        kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
+        if layer.kind == "conv":
+            stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
+        taps = max(taps, layer.kernel_volume)
+        if pool_fuses(layer, core):
+            fused = True
+        elif layer.pool is not None:
+            pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
+        residual |= layer.residual is not None
+    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused)

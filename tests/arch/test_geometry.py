@@ -1,0 +1,79 @@
+"""arch/geometry.py: a core's geometry, the channel-tile rule and the buffers' limits."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from fcircnn.arch.geometry import (
+    CoreGeometry,
+    EngineGeometry,
+    box_span,
+    channel_tile_problems,
+    core_lanes,
+    engine_geometry,
+    pool_fuses,
+    weight_image_beats,
+)
+from fcircnn.models.config import builtin_path, load_accelerator
+
+
+@pytest.mark.parametrize("B", [4, 8, 16])
+def test_channel_tile_rule_gives_whole_block_pairs_per_weight_beat(B):
+    # Every legal (Tn, Tm) packs whole block pairs into 128-bit weight beats, and the rule
+    # refuses exactly the tiles whose input or output slot groups would be partial.
+    for tn, tm in itertools.product(range(1, 129), range(1, 257)):
+        legal = not channel_tile_problems(tn, tm, B)
+        whole_in = tn % B == 0 and (tn <= 16 or tn % 16 == 0)
+        whole_out = tm % 16 == 0 and tm % (2 * B) == 0
+        assert legal == (whole_in and whole_out), (tn, tm, B)
+        if legal:
+            assert ((tm // B) * (tn // B)) % (16 // B) == 0
+
+
+def test_channel_tile_messages_name_the_field_and_rule():
+    assert channel_tile_problems(12, 32, 8) == [("tn", "Tn must be a multiple of B (8), not 12")]
+    assert channel_tile_problems(24, 32, 8)[0][1].startswith("Tn must be a multiple of 16 above")
+    [(field, message)] = channel_tile_problems(16, 16, 16)
+    assert field == "tm" and "multiple of 32" in message
+
+
+@pytest.mark.parametrize("tn, groups, subs", [(4, 1, 4), (8, 1, 2), (16, 1, 1), (32, 2, 1),
+                                              (64, 4, 1)])
+def test_slot_groups(tn, groups, subs):
+    g = CoreGeometry(tn, 64, 2, 7, 7, 4 if tn == 4 else 8)
+    assert (g.in_groups, g.subs, g.out_groups) == (groups, subs, 4)
+
+
+def test_geometry_validates_once():
+    with pytest.raises(ValueError, match=r"Tn must be a multiple of 16 above 16 \(whole input"):
+        CoreGeometry(24, 32, 2, 7, 7, 8)
+    with pytest.raises(ValueError, match=r"td must be an integer in 1\.\.255, not 300"):
+        CoreGeometry(32, 32, 300, 7, 7, 8)
+    with pytest.raises(ValueError, match="lanes must be 1 or td"):
+        CoreGeometry(32, 32, 2, 7, 7, 8, lanes=3)
+    with pytest.raises(ValueError, match="B must be"):
+        CoreGeometry(32, 32, 2, 7, 7, 6)
+
+
+def test_boxes_tiles_and_weight_beats():
+    g = CoreGeometry(32, 64, 2, 7, 7, 8, lanes=2)
+    assert g.layer_tile((1, 28, 5)) == (1, 7, 5)
+    assert g.input_box((2, 7, 7), (1, 2, 2), (3, 7, 7)) == (4, 19, 19)
+    assert box_span(7, 2, 7) == 19 and box_span(1, 5, 3) == 3
+    assert g.weight_tile_beats(27) == weight_image_beats(32, 64, 8, 27) == 27 * 8 * 4 * 4 // 8
+
+
+def test_engine_geometry_and_lanes_of_the_shipped_accelerators():
+    acc = load_accelerator(builtin_path("r3d18_zcu102"))
+    spatial = next(c for c in acc.cores if c.max_kernel == (7, 7, 7))
+    geo = engine_geometry(acc, spatial)
+    assert isinstance(geo, EngineGeometry) and geo.residual
+    assert geo.taps == max(acc.engine_layer(r).kernel_volume for r in acc.network.resolved
+                           if acc.core_for(r) is spatial)
+    assert core_lanes(spatial) == (spatial.td if "td" in spatial.unroll else 1)
+    assert CoreGeometry.of(spatial, acc.block_size).lanes == core_lanes(spatial)
+    c3d = load_accelerator(builtin_path("c3d_zcu102_best"))
+    fused = [r.name for r in c3d.network.resolved if pool_fuses(r, c3d.core_for(r))]
+    assert fused == ["conv1a", "conv2a", "conv3b", "conv4b"]

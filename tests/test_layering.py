@@ -1,0 +1,124 @@
+"""The import layering of the package (DESIGN section 7, issue 15).
+
+Bottom to top: the architecture's contract (``fcircnn.arch``) and the golden model with the
+configuration (``fcircnn.models``); the hardware (``fcircnn.hw``); the generator, compiler and
+estimators (``fcircnn.gen``); the host driver (``fcircnn.driver``); the testbenches and
+simulator runner (``fcircnn.sim``); the CLI and its reports (every other ``fcircnn.*`` module).
+A module imports only from its own layer or below, and no two modules import each other, even
+through others (imports under ``if TYPE_CHECKING:`` are for annotations and do not count as a
+cycle). The test reads the sources with :mod:`ast`, so it sees imports inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Package folder -> import name (pyproject.toml's package-dir).
+FOLDERS = {"arch": "fcircnn.arch", "models": "fcircnn.models", "hw": "fcircnn.hw",
+           "gen": "fcircnn.gen", "sim": "fcircnn.sim", "fcircnn": "fcircnn",
+           "constraints": "fcircnn.constraints"}
+#: Rank of each layer; a module may import modules of its rank or lower.
+RANKS = {"fcircnn": 0, "fcircnn.arch": 0, "fcircnn.constraints": 0, "fcircnn.models": 1,
+         "fcircnn.hw": 2, "fcircnn.gen": 3, "fcircnn.driver": 4, "fcircnn.sim": 5, "cli": 6}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).glob("*.py")):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            found[name] = path
+    return found
+
+
+def _layer(module: str) -> str:
+    if module == "fcircnn":
+        return "fcircnn"
+    parts = module.split(".")
+    package = ".".join(parts[:2])
+    if package in RANKS:
+        return package
+    return "cli"  # fcircnn.cli, .report, .describe, .simulate, ...
+
+
+def _under_type_checking(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            ids |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return ids
+
+
+def _imports(name: str, path: Path, known: set[str]) -> list[tuple[str, bool]]:
+    """``(module, at_run_time)`` for every import of ``fcircnn`` code in ``path``."""
+    tree = ast.parse(path.read_text())
+    typing_only = _under_type_checking(tree)
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.append((target, id(node) not in typing_only))
+    return out
+
+
+def _graph() -> dict[str, list[tuple[str, bool]]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = []
+    for name, imports in _graph().items():
+        for target, _ in imports:
+            if RANKS[_layer(target)] > RANKS[_layer(name)]:
+                upward.append(f"{name} ({_layer(name)}) imports {target} ({_layer(target)})")
+    assert not upward, "lower layers import higher ones:\n" + "\n".join(sorted(set(upward)))
+
+
+def test_no_import_cycles():
+    edges = defaultdict(set)
+    for name, imports in _graph().items():
+        edges[name] |= {t for t, runtime in imports if runtime}
+    cycles, state, stack = [], {}, []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_what_it_must():
+    # Guard against a checker that finds nothing: known edges of the package are found.
+    graph = _graph()
+    assert ("fcircnn.models.config", True) in graph["fcircnn.cli"] or any(
+        t.startswith("fcircnn.models") for t, _ in graph["fcircnn.cli"])
+    assert any(t == "fcircnn.hw.accelerator" for t, _ in graph["fcircnn.gen.generate"])
+    assert _layer("fcircnn.report") == "cli" and _layer("fcircnn.driver") == "fcircnn.driver"
