@@ -18,6 +18,7 @@ __all__ = [
     "SLOTS_PER_BEAT",
     "ncdhw8_address",
     "ncdhw8_size",
+    "pack_box",
     "pack_ncdhw8",
     "unpack_ncdhw8",
 ]
@@ -91,3 +92,32 @@ def unpack_ncdhw8(
     beats = raw.reshape(_groups(slots), D, H, W, SLOTS_PER_BEAT, 2)
     pairs = beats.transpose(0, 4, 1, 2, 3, 5).reshape(-1, D, H, W, 2)[:slots]
     return pairs[..., 0].astype(np.int64), pairs[..., 1].astype(np.int64)
+
+
+def pack_box(xq_re: np.ndarray, xq_im: np.ndarray, groups: tuple[int, int],
+             d: tuple[int, int], h: tuple[int, int], w: tuple[int, int]) -> bytes:
+    """The NC/8DHW8 bytes of a box of a map, zero outside the map (what the read DMA delivers
+    for a box command).
+
+    Parameters
+    ----------
+    xq_re, xq_im : ndarray ``[S, D, H, W]``
+        The map's int8 slot parts.
+    groups : (first, count)
+        Slot groups of the box.
+    d, h, w : (start, length)
+        The box per axis; a start below 0 or an end past the map reads zero padding.
+    """
+    G = _groups(xq_re.shape[0])
+    out = []
+    for part in (xq_re, xq_im):
+        full = np.zeros((G * SLOTS_PER_BEAT, *part.shape[1:]), dtype=np.int64)
+        full[: part.shape[0]] = part
+        pad = [(0, 0)] + [(max(-s, 0), max(s + n - size, 0))
+                          for (s, n), size in zip((d, h, w), part.shape[1:], strict=True)]
+        padded = np.pad(full, pad)
+        cut = [slice(groups[0] * SLOTS_PER_BEAT, (groups[0] + groups[1]) * SLOTS_PER_BEAT)]
+        cut += [slice(s + p[0], s + p[0] + n)
+                for (s, n), p in zip((d, h, w), pad[1:], strict=True)]
+        out.append(padded[tuple(cut)])
+    return pack_ncdhw8(*out)

@@ -31,7 +31,7 @@ from fcircnn.gen.dma_plan import FeatureMap, conv_input_range, plan_read_box, pl
 from fcircnn.hw.axi_dma_box import Status, box_layout, status_layout
 from fcircnn.hw.axi_dma_read import read_beat_layout
 from fcircnn.models.config import builtin_path, load_accelerator
-from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
+from fcircnn.models.layout import pack_box, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.sim.runner import pack, tb_params, unpack
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\..*")
@@ -353,23 +353,6 @@ def _place(rng, fmap: FeatureMap, limit: int) -> FeatureMap:
     return FeatureMap(base, fmap.slots, fmap.shape)
 
 
-def _ref_box(re, im, box):
-    groups, d, h, w = box
-    G = -(-re.shape[0] // 8)
-    out = []
-    for part in (re, im):
-        full = np.zeros((G * 8, *part.shape[1:]), dtype=np.int64)
-        full[: part.shape[0]] = part
-        pad = [(0, 0)] + [(max(-s, 0), max(s + n - size, 0))
-                          for (s, n), size in zip((d, h, w), part.shape[1:], strict=True)]
-        padded = np.pad(full, pad)
-        sl = [slice(groups[0] * 8, (groups[0] + groups[1]) * 8)]
-        sl += [slice(s + p[0], s + p[0] + n)
-               for (s, n), p in zip((d, h, w), pad[1:], strict=True)]
-        out.append(padded[tuple(sl)])
-    return pack_ncdhw8(*out)
-
-
 async def _tiles(dut, backpressure: bool):
     params = tb_params()
     seed = params["seed"] + (100 if backpressure else 0)
@@ -392,7 +375,7 @@ async def _tiles(dut, backpressure: bool):
         before = len(dma.monitor.reads)
         data, status, _ = await dma.read(desc.fields())
         assert status == (Status.OK, 0), status
-        assert data == _ref_box(re, im, rbox), f"{layer.name}: read box {rbox} differs"
+        assert data == pack_box(re, im, *rbox), f"{layer.name}: read box {rbox} differs"
         assert dma.monitor.reads[before:] == desc.bursts()
         # Write: an output tile into the output map (slot count not always a multiple of 8).
         fout = _place(rng, fout, MAX_MAP)
@@ -486,7 +469,7 @@ async def _faults(dut, direction):
 
 def _ref_box_bytes(image, fmap, box, desc):
     re, im = unpack_ncdhw8(image, fmap.groups * 8, fmap.shape)
-    return _ref_box(re, im, box)
+    return pack_box(re, im, *box)
 
 
 @cocotb.test()

@@ -59,3 +59,17 @@ def test_errors():
         unpack_ncdhw8(b"\0" * 15, 3, (1, 1, 1))
     with pytest.raises(ValueError, match="outside"):
         ncdhw8_address(0, 2, 0, 0, (2, 1, 1))
+
+
+def test_pack_box_is_the_padded_map_cut_to_the_box():
+    from fcircnn.models.layout import pack_box
+
+    rng = np.random.default_rng(5)
+    re, im = (rng.integers(-127, 128, size=(12, 3, 4, 5)) for _ in range(2))
+    # The whole map is the map itself (slots padded to whole groups).
+    assert pack_box(re, im, (0, 2), (0, 3), (0, 4), (0, 5)) == pack_ncdhw8(re, im)
+    # A box hanging over every edge reads zeros there.
+    got = unpack_ncdhw8(pack_box(re, im, (1, 1), (-1, 2), (3, 3), (4, 2)), 8, (2, 3, 2))
+    want_re = np.zeros((8, 2, 3, 2), dtype=np.int64)
+    want_re[:4, 1, 0, 0] = re[8:12, 0, 3, 4]
+    assert np.array_equal(got[0], want_re)

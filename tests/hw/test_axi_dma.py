@@ -13,7 +13,7 @@ from fcircnn.gen.dma_plan import FeatureMap, plan_block, plan_read_box, plan_wri
 from fcircnn.gen.synth import synthesize
 from fcircnn.hw.axi_dma import AxiDma
 from fcircnn.hw.axi_dma_box import Status
-from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
+from fcircnn.models.layout import pack_box, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
 from fcircnn.sim.tb_axi_model import AxiMemory, SparseMemory
 
@@ -24,24 +24,6 @@ def random_map(rng, slots, shape):
     re = rng.integers(-127, 128, size=(slots, *shape))
     im = rng.integers(-127, 128, size=(slots, *shape))
     return re, im
-
-
-def ref_box(re, im, groups, d, h, w):
-    """pack_ncdhw8 of the zero-padded map cut to the box (the read DMA's output)."""
-    S = re.shape[0]
-    G = -(-S // 8)
-    out = []
-    for part in (re, im):
-        full = np.zeros((G * 8, *part.shape[1:]), dtype=np.int64)
-        full[:S] = part
-        pad = [(0, 0)] + [(max(-s, 0), max(s + n - size, 0))
-                          for (s, n), size in zip((d, h, w), part.shape[1:], strict=True)]
-        padded = np.pad(full, pad)
-        sl = [slice(groups[0] * 8, (groups[0] + groups[1]) * 8)]
-        sl += [slice(s + p[0], s + p[0] + n) for (s, n), p in zip((d, h, w), pad[1:],
-                                                                  strict=True)]
-        out.append(padded[tuple(sl)])
-    return pack_ncdhw8(*out)
 
 
 async def _send(ctx, port, payload):
@@ -149,7 +131,7 @@ def test_read_boxes_match_layout(seed, stall):
     got, stat, _, _, model = run_dma(mem, reads=descs, seed=seed, stall=stall)
     for b, desc, data, status in zip(boxes, descs, got, stat, strict=True):
         assert status[0] == Status.OK
-        assert data == ref_box(re, im, *b)
+        assert data == pack_box(re, im, *b)
         assert len(data) == desc.beats * 16
     assert model.reads == [b for desc in descs for b in desc.bursts()]
     assert model.idle()
@@ -205,9 +187,9 @@ def test_read_error_drains_and_reports():
                                           seed=4, stall=0.2)
     assert stat[0] == (Status.BUS_ERROR, bad)
     # Beats before the failing one are delivered intact, nothing after it.
-    assert got[0] == ref_box(re, im, (0, 3), (0, 3), (0, 5), (0, 6))[:(5 * 6 + 2) * 16]
+    assert got[0] == pack_box(re, im, (0, 3), (0, 3), (0, 5), (0, 6))[:(5 * 6 + 2) * 16]
     # The DMA returned to idle and serves the next command.
-    assert stat[1][0] == Status.OK and got[1] == ref_box(re, im, (0, 1), (0, 1), (0, 1), (0, 2))
+    assert stat[1][0] == Status.OK and got[1] == pack_box(re, im, (0, 1), (0, 1), (0, 1), (0, 2))
     assert model.read_done == len(model.reads) and model.idle()
 
 
@@ -398,7 +380,7 @@ def test_random_boxes_read_and_write(case):
     fmap = FeatureMap(base, slots, shape)
     desc = plan_read_box(fmap, *box, merge=merge)
     got, stat, _, _, model = run_dma(mem, reads=[desc], seed=base, stall=0.25)
-    assert stat[0][0] == Status.OK and got[0] == ref_box(re, im, *box)
+    assert stat[0][0] == Status.OK and got[0] == pack_box(re, im, *box)
     assert model.reads == desc.bursts()
     # Write the in-map part of the box to an empty copy of the map.
     inside = []
@@ -410,7 +392,7 @@ def test_random_boxes_read_and_write(case):
     g0, ng = box[0]
     out = FeatureMap(base + len(image), slots, shape)
     wdesc = plan_write_box(out, box[0], *inside, slots=min(slots, 8 * (g0 + ng)), merge=merge)
-    payload = ref_box(re, im, box[0], *inside)
+    payload = pack_box(re, im, box[0], *inside)
     _, _, wstat, _, _ = run_dma(mem, writes=[(wdesc, payload)], seed=base + 1, stall=0.25)
     assert wstat[0][0] == Status.OK
     ore, oim = unpack_ncdhw8(mem[out.base:out.base + len(image)], slots, shape)
