@@ -139,7 +139,7 @@ class CoreGeometry:
         if problems:
             raise ValueError("; ".join(message for _, message in problems))
         if self.lanes not in (1, self.td):
-            raise ValueError(f"lanes must be 1 or td ({self.td}), not {self.lanes!r}")
+            raise ValueError(f"lanes must be 1 or Td ({self.td}), not {self.lanes!r}")
 
     @classmethod
     def of(cls, core: Any, B: int) -> CoreGeometry:

@@ -82,11 +82,11 @@ def _validated(acc, *, cap: float | None = 1.0):
     return acc
 
 
-def _check_memory(net, modes) -> None:
+def _check_memory(net, modes, clips: int = 0) -> None:
     """Refuse up front a golden-model run the machine's memory cannot hold."""
     from fcircnn.models.network import run_memory_bytes
 
-    need = run_memory_bytes(net, modes)
+    need = run_memory_bytes(net, modes, clips)
     have = _available_memory()
     if have is not None and need > have:
         raise UserError(f"{net.path or net.name}: the golden model needs about {need / 2**30:.1f} "
@@ -223,6 +223,24 @@ def _load_weights_and_input(net, args: argparse.Namespace):
     return weights, x
 
 
+def _load_calibration(net, args: argparse.Namespace):
+    """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the line
+    that names how the int8 scales are calibrated."""
+    from fcircnn.models.files import ArrayFileError
+    from fcircnn.models.network import load_clips
+
+    stat = "the maximum" if args.calibration_statistic == "max" else (
+        f"the {args.calibration_statistic[1:]}th percentile")
+    if not args.calibration:
+        return None, f"int8 scales from {stat} over the input clip"
+    try:
+        clips = load_clips(net, args.calibration)
+    except ArrayFileError as exc:
+        raise UserError(f"--calibration: {exc}") from None
+    return clips, (f"int8 scales from {stat} over {len(clips)} calibration clip(s) "
+                   f"({args.calibration})")
+
+
 def cmd_golden(args: argparse.Namespace) -> int:
     from fcircnn.models.network import LayerOverflowError, run_network
 
@@ -230,14 +248,17 @@ def cmd_golden(args: argparse.Namespace) -> int:
     _output_file(args.save_weights, "--save-weights")
     net = _network(args.network)
     modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
-    _check_memory(net, modes)
     weights, x = _load_weights_and_input(net, args)
+    clips, how = _load_calibration(net, args)
+    _check_memory(net, modes, 0 if clips is None else len(clips))
     print(f"fcircnn golden: network {net.name} ({net.path or args.network}), modes "
-          f"{', '.join(modes)}, seed {args.seed}, {args.granularity} scales", file=sys.stderr)
+          f"{', '.join(modes)}, seed {args.seed}, {args.granularity} scales; {how}",
+          file=sys.stderr)
     try:
         result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
                              granularity=args.granularity,
-                             progress=None if args.quiet else _Progress())
+                             progress=None if args.quiet else _Progress(), clips=clips,
+                             statistic=args.calibration_statistic)
     except LayerOverflowError as exc:
         raise UserError(f"the int8 contract cannot represent this network with these weights "
                         f"and input: {exc}") from None
@@ -314,13 +335,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _output_dir(args.output, "-o")
     acc = _accelerator(args.config)
     net = acc.network
-    _check_memory(net, ("float", "int"))
     weights, x = _load_weights_and_input(net, args)
+    clips, how = _load_calibration(net, args)
+    _check_memory(net, ("float", "int"), 0 if clips is None else len(clips))
     print(f"fcircnn compile: {acc.name} ({acc.path or args.config}), network {net.name}, seed "
-          f"{args.seed}, {args.granularity} scales, base {args.base:#x}", file=sys.stderr)
+          f"{args.seed}, {args.granularity} scales, base {args.base:#x}; {how}", file=sys.stderr)
     try:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
-                                granularity=args.granularity, base=args.base)
+                                granularity=args.granularity, base=args.base,
+                                calibration=clips, statistic=args.calibration_statistic)
     except CompileError as exc:
         raise UserError(str(exc)) from None
     try:
@@ -549,6 +572,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _statistic(text: str) -> str:
+    """``--calibration-statistic``: ``max`` or ``pQ``."""
+    from fcircnn.models.quant import calibration_percentile
+
+    try:
+        calibration_percentile(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _calibration_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calibration", metavar="CLIPS.npy",
+                        help="calibration set [N, C, D, H, W] (float): the int8 scales and any "
+                             "CBN parameters the weights lack come from these clips (default: "
+                             "the input clip alone)")
+    parser.add_argument("--calibration-statistic", type=_statistic, default="max",
+                        metavar="STAT",
+                        help="what each int8 scale is taken from over the calibration data: "
+                             "max, or pQ, the Q-th percentile of the magnitudes (e.g. p99.9; "
+                             "larger values saturate) (default: max)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fcircnn.gen.estimate import DEFAULT_CAP
 
@@ -585,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="save final outputs per mode and the int8 output slots per layer")
     golden.add_argument("--save-weights", metavar="W.npz",
                         help="save the weights used (with calibrated CBN), readable by --weights")
+    _calibration_flags(golden)
     golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     golden.set_defaults(func=cmd_golden)
 
@@ -618,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--input", metavar="X.npy", help="input clip [C, D, H, W] (float)")
     comp.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
                       help="int8 scale granularity (default: tensor)")
+    _calibration_flags(comp)
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
     comp.set_defaults(func=cmd_compile)

@@ -688,6 +688,8 @@ def compile_network(
     granularity: Granularity = "tensor",
     base: int = 0,
     geometry=None,
+    calibration: np.ndarray | None = None,
+    statistic: str = "max",
 ) -> DdrImage:
     """Compile ``acc.network`` into a DDR image for ``acc``.
 
@@ -702,6 +704,12 @@ def compile_network(
         quantized into the ``input`` region.
     seed, granularity
         As in :func:`fcircnn.models.network.run_network`.
+    calibration : ndarray ``[N, C, D, H, W]``, optional
+        Calibration set: the int8 scales (and CBN parameters the weights lack) come from these
+        clips instead of ``x`` alone; ``x`` is still the clip the image runs.
+    statistic : str
+        ``"max"`` or a percentile ``"pQ"`` of the magnitudes over the calibration data
+        (:func:`~fcircnn.models.quant.calibration_percentile`).
     base : int
         Address of the image, a multiple of 4096.
     geometry : sequence of EngineGeometry, optional
@@ -728,7 +736,8 @@ def compile_network(
         raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
                            f"{expected_shape}")
     try:
-        weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity)
+        weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity,
+                                  clips=calibration, statistic=statistic)
     except LayerOverflowError as exc:
         raise CompileError(f"layer {exc.layer!r}: post parameters: {exc}") from None
     xq = qnet.quantize_input(net, x)

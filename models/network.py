@@ -40,6 +40,7 @@ from .config import NetworkConfig, ResolvedLayer
 from .files import ArrayFileError, atomic_write, check_array, read_npy, read_npz
 
 __all__ = [
+    "MAX_CALIBRATION_CLIPS",
     "MAX_INPUT_ABS",
     "MAX_WEIGHT_ABS",
     "MODES",
@@ -53,6 +54,7 @@ __all__ = [
     "QuantizedNetwork",
     "RunResult",
     "calibrate",
+    "load_clips",
     "load_input",
     "load_weights",
     "quantize_network",
@@ -198,6 +200,31 @@ def load_input(net: NetworkConfig, path: str) -> np.ndarray:
                        max_abs=MAX_INPUT_ABS)
 
 
+#: Most clips a calibration set may hold.
+MAX_CALIBRATION_CLIPS = 4096
+
+
+def load_clips(net: NetworkConfig, path: str) -> np.ndarray:
+    """Read a calibration set ``[N, C, D, H, W]`` of ``net`` from ``.npy`` (1 <= N <=
+    :data:`MAX_CALIBRATION_CLIPS`): real, finite, within :data:`MAX_INPUT_ABS`.
+
+    Raises
+    ------
+    ArrayFileError
+        Naming the file and what was expected.
+    """
+    inp = net.input
+    clip = (inp.channels, *inp.shape)
+    array = read_npy(path)
+    if array.ndim != 5 or tuple(array.shape[1:]) != clip:
+        raise ArrayFileError(f"{path}: shape {array.shape}, expected clips (N, "
+                             f"{', '.join(map(str, clip))}) for network {net.name}")
+    if not 1 <= array.shape[0] <= MAX_CALIBRATION_CLIPS:
+        raise ArrayFileError(f"{path}: {array.shape[0]} clips, expected 1 to "
+                             f"{MAX_CALIBRATION_CLIPS}")
+    return check_array(array, path, array.shape, max_abs=MAX_INPUT_ABS)
+
+
 def random_input(net: NetworkConfig, seed: int = 0) -> np.ndarray:
     """A seeded standard-normal input clip ``[C, D, H, W]``."""
     rng = np.random.default_rng(seed + 1)
@@ -280,7 +307,7 @@ def _calibrate_bn(y: np.ndarray, B: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _bn(layer: ResolvedLayer, lw: LayerWeights, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     S = y.shape[0]
-    if not layer.cbn:
+    if not layer.cbn or layer.kind == "gap":
         return np.ones((2, S)), np.zeros((2, S))
     if lw.bn_gain is None:
         lw.bn_gain, lw.bn_offset = _calibrate_bn(y, layer.block_size)
@@ -310,6 +337,48 @@ def _float_pool(layer: ResolvedLayer, y: np.ndarray) -> np.ndarray:
     return spectral.cmaxpool(y.real, *pool) + 1j * spectral.cmaxpool(y.imag, *pool)
 
 
+def _layer_output(layer: ResolvedLayer, lw: LayerWeights, xs: np.ndarray,
+                  mode: Mode) -> np.ndarray:
+    """A layer's conv (or global average) output slots, before CBN, in the ``float`` time
+    domain or on ``slots``."""
+    B = layer.block_size
+    if layer.kind == "gap":
+        return xs.mean(axis=(1, 2, 3), keepdims=True)
+    if mode == "float":
+        dense = spectral.expand_circulant(lw.generators)
+        y_time = spectral.conv3d_dense(spectral.from_slots(xs, B), dense, layer.stride,
+                                       layer.padding)
+        return spectral.to_slots(y_time, B)
+    return spectral.conv3d_slots(xs, spectral.weight_slots(lw.generators), layer.stride,
+                                 layer.padding)
+
+
+def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterable[np.ndarray]
+                      ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Every clip of a calibration set through the float reference.
+
+    CBN parameters still missing are calibrated on the whole set (over every clip's output of
+    the layer). Returns the input slots and each layer's pre-pool slots with the clips side by
+    side along the depth axis: what the scale statistic is taken over.
+    """
+    first_B = net.resolved[0].block_size
+    ins = [spectral.to_slots(spectral.pad_channels(c, first_B), first_B) for c in clips]
+    outputs: list[dict[str, np.ndarray]] = [{} for _ in ins]
+    prepool: dict[str, np.ndarray] = {}
+    for layer in net.resolved:
+        lw = weights.layers[layer.name]
+        ys = [_layer_output(layer, lw, _input_of(layer, out, xs), "float")
+              for out, xs in zip(outputs, ins, strict=True)]
+        gain, offset = _bn(layer, lw, np.concatenate(ys, axis=1))
+        posts = []
+        for out, y in zip(outputs, ys, strict=True):
+            res = None if layer.residual is None else out[layer.residual]
+            posts.append(_float_post(layer, y, gain, offset, res))
+            out[layer.name] = _float_pool(layer, posts[-1])
+        prepool[layer.name] = np.concatenate(posts, axis=1)
+    return np.concatenate(ins, axis=1), prepool
+
+
 def _float_pass(
     net: NetworkConfig, weights: NetworkWeights, x: np.ndarray, mode: Mode,
     progress: Progress | None,
@@ -324,22 +393,9 @@ def _float_pass(
     prepool: dict[str, np.ndarray] = {}
     layers = net.resolved
     for i, layer in enumerate(layers):
-        xs = _input_of(layer, outputs, xs_in)
         lw = weights.layers[layer.name]
-        B = layer.block_size
-        if layer.kind == "gap":
-            y = xs.mean(axis=(1, 2, 3), keepdims=True)
-            gain, offset = np.ones((2, y.shape[0])), np.zeros((2, y.shape[0]))
-        elif mode == "float":
-            dense = spectral.expand_circulant(lw.generators)
-            y_time = spectral.conv3d_dense(spectral.from_slots(xs, B), dense,
-                                           layer.stride, layer.padding)
-            y = spectral.to_slots(y_time, B)
-        else:
-            y = spectral.conv3d_slots(xs, spectral.weight_slots(lw.generators),
-                                      layer.stride, layer.padding)
-        if layer.kind != "gap":
-            gain, offset = _bn(layer, lw, y)
+        y = _layer_output(layer, lw, _input_of(layer, outputs, xs_in), mode)
+        gain, offset = _bn(layer, lw, y)
         res = None if layer.residual is None else outputs[layer.residual]
         # Calibration needs the values that are quantized: after CReLU, before pooling
         # (pooling is a max per part, so it never raises the peak).
@@ -407,12 +463,14 @@ class QuantizedNetwork:
 def quantize_network(
     net: NetworkConfig, weights: NetworkWeights, input_slots: np.ndarray,
     reference_prepool: dict[str, np.ndarray], granularity: quant.Granularity = "tensor",
+    percentile: float | None = None,
 ) -> QuantizedNetwork:
     """Quantize weights and fold CBN, residual and scales, layer by layer.
 
-    Activation scales are max-abs over ``input_slots`` (the network input) and over each
-    layer's float reference after CReLU and before pooling (``reference_prepool``); CBN must
-    be calibrated already for layers that have it.
+    Activation scales are max-abs (or the ``percentile`` of the magnitudes) over
+    ``input_slots`` (the network input) and over each layer's float reference after CReLU and
+    before pooling (``reference_prepool``); CBN must be calibrated already for layers that
+    have it.
 
     Raises
     ------
@@ -420,14 +478,14 @@ def quantize_network(
         Naming the layer whose multiplier, bias or worst-case ``t`` does not fit.
     """
     first_B = net.resolved[0].block_size
-    input_scale = quant.slot_scales(input_slots, first_B, granularity)
+    input_scale = quant.slot_scales(input_slots, first_B, granularity, percentile)
     scales: dict[str | None, np.ndarray] = {None: input_scale}
     layers: dict[str, QuantizedLayer] = {}
     for layer in net.resolved:
         lw = weights.layers[layer.name]
         in_scale = scales[layer.input]
         out_scale = quant.slot_scales(reference_prepool[layer.name], layer.block_size,
-                                      granularity)
+                                      granularity, percentile)
         S = layer.padded_out_channels // 2
         gain, offset = np.ones((2, S)), np.zeros((2, S))
         if layer.kind == "gap":
@@ -514,6 +572,8 @@ def calibrate(
     x: np.ndarray | None = None,
     seed: int = 0,
     granularity: quant.Granularity = "tensor",
+    clips: Iterable[np.ndarray] | None = None,
+    statistic: str = "max",
 ) -> tuple[NetworkWeights, QuantizedNetwork]:
     """Run the float reference (calibrating missing CBN parameters) and quantize the network.
 
@@ -522,11 +582,20 @@ def calibrate(
     """
     weights = random_weights(net, seed) if weights is None else weights
     x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
+    qnet = quantize_network(net, weights, *_calibration(net, weights, x, clips), granularity,
+                            quant.calibration_percentile(statistic))
+    return weights, qnet
+
+
+def _calibration(net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
+                 clips: Iterable[np.ndarray] | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Input slots and pre-pool slots the scales are taken over: of ``x`` alone, or of the
+    calibration set ``clips`` (:func:`_calibration_pass`)."""
+    if clips is not None:
+        return _calibration_pass(net, weights, clips)
     _, prepool = _float_pass(net, weights, x, "float", None)
     B = net.resolved[0].block_size
-    qnet = quantize_network(net, weights, spectral.to_slots(spectral.pad_channels(x, B), B),
-                            prepool, granularity)
-    return weights, qnet
+    return spectral.to_slots(spectral.pad_channels(x, B), B), prepool
 
 
 def run_network(
@@ -538,6 +607,8 @@ def run_network(
     seed: int = 0,
     granularity: quant.Granularity = "tensor",
     progress: Progress | None = None,
+    clips: Iterable[np.ndarray] | None = None,
+    statistic: str = "max",
 ) -> RunResult:
     """Run a network in the requested modes and report per layer.
 
@@ -556,7 +627,15 @@ def run_network(
         Scale granularity of activations and weights in the ``int`` mode.
     progress : callable, optional
         ``progress(mode, layers_done, layers_total)``.
+    clips : iterable of ndarray ``[C, D, H, W]``, optional
+        Calibration set of the ``int`` mode: missing CBN parameters and the int8 scales come
+        from these clips (default: from ``x`` alone).
+    statistic : str
+        What the int8 scales are taken from over the calibration data: ``"max"`` (default) or
+        a percentile ``"pQ"`` of the magnitudes (:func:`~fcircnn.models.quant
+        .calibration_percentile`); values above it saturate.
     """
+    percentile = quant.calibration_percentile(statistic)
     modes = tuple(dict.fromkeys(("float", *modes)))
     for mode in modes:
         if mode not in MODES:
@@ -570,6 +649,7 @@ def run_network(
 
     seconds: dict[str, float] = {}
     slots: dict[str, dict[str, np.ndarray]] = {}
+    calibration = None if clips is None else _calibration_pass(net, weights, clips)
     start = time.perf_counter()
     slots["float"], prepool = _float_pass(net, weights, x, "float", progress)
     seconds["float"] = time.perf_counter() - start
@@ -582,8 +662,9 @@ def run_network(
     qnet = None
     if "int" in modes:
         B = net.resolved[0].block_size
-        qnet = quantize_network(net, weights, spectral.to_slots(spectral.pad_channels(x, B), B),
-                                prepool, granularity)
+        if calibration is None:
+            calibration = (spectral.to_slots(spectral.pad_channels(x, B), B), prepool)
+        qnet = quantize_network(net, weights, *calibration, granularity, percentile)
         start = time.perf_counter()
         ints = run_int(net, qnet, qnet.quantize_input(net, x), progress)
         seconds["int"] = time.perf_counter() - start
@@ -622,16 +703,17 @@ def run_network(
                      weights)
 
 
-def run_memory_bytes(net: NetworkConfig, modes: Iterable[Mode] = MODES) -> int:
+def run_memory_bytes(net: NetworkConfig, modes: Iterable[Mode] = MODES, clips: int = 0) -> int:
     """An upper estimate of the memory :func:`run_network` needs, in bytes.
 
     Every pass keeps each layer's output and pre-pool slots (complex128, 8 bytes per channel
     and voxel); the float reference also expands each layer's weights to dense ones; a layer's
     conv holds its padded input, its output and an im2col buffer of at least one output plane
-    (``spectral``'s column budget above that). Used to refuse up front a run the machine
+    (``spectral``'s column budget above that); a calibration set of ``clips`` clips keeps
+    every clip's maps once more. Used to refuse up front a run the machine
     cannot hold (``fcircnn golden``, ``compile``), rather than fail in the middle of it.
     """
-    passes = len(set(("float", *modes)))
+    passes = len(set(("float", *modes))) + clips
     kept = transient = 0
     for layer in net.resolved:
         out_cv = layer.padded_out_channels * math.prod(layer.conv_shape)

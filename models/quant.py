@@ -35,6 +35,7 @@ from .spectral import INT8_MAX, T_BITS
 __all__ = [
     "Granularity",
     "PostParams",
+    "calibration_percentile",
     "dequantize_slots",
     "fold_post",
     "quantize_slots",
@@ -62,6 +63,42 @@ def _bin_max(re: np.ndarray, im: np.ndarray, half: int, axis: int) -> np.ndarray
     return out
 
 
+def _bin_percentile(re: np.ndarray, im: np.ndarray, half: int, axis: int,
+                    q: float) -> np.ndarray:
+    """As :func:`_bin_max`, with the ``q``-th percentile of the magnitudes for the maximum."""
+    def per_k(a: np.ndarray) -> np.ndarray:
+        a = np.moveaxis(np.abs(a), axis, 0)
+        a = a.reshape(a.shape[0] // half, half, -1).transpose(1, 0, 2).reshape(half, -1)
+        return np.percentile(a, q, axis=1) if a.size else np.zeros(half)
+
+    mre, mim = per_k(re), per_k(im)
+    shared = np.maximum(mre, mim)
+    out = np.stack([shared, shared])
+    out[0, 0], out[1, 0] = mre[0], mim[0]
+    return out
+
+
+def calibration_percentile(statistic: str) -> float | None:
+    """The percentile a calibration ``statistic`` names: ``"max"`` (``None``: the maximum)
+    or ``"pQ"`` with ``0 < Q <= 100`` (``"p99.9"``: the 99.9th percentile of the magnitudes).
+
+    Raises
+    ------
+    ValueError
+        Naming the allowed forms.
+    """
+    if statistic == "max":
+        return None
+    try:
+        q = float(statistic[1:]) if statistic.startswith("p") else None
+    except ValueError:
+        q = None
+    if q is None or not 0 < q <= 100:
+        raise ValueError(f"calibration statistic must be 'max' or 'pQ' with 0 < Q <= 100 "
+                         f"(e.g. p99.9), not {statistic!r}")
+    return q
+
+
 def _scales_from_max(peak: np.ndarray, granularity: Granularity) -> np.ndarray:
     if granularity == "tensor":
         peak = np.full_like(peak, peak.max())
@@ -71,10 +108,17 @@ def _scales_from_max(peak: np.ndarray, granularity: Granularity) -> np.ndarray:
     return np.where(peak > 0, peak / INT8_MAX, 1.0)
 
 
-def slot_scales(xs: np.ndarray, B: int, granularity: Granularity = "tensor") -> np.ndarray:
-    """Symmetric scales ``[2, B/2]`` for activation slots ``[S, ...]`` (complex)."""
+def slot_scales(xs: np.ndarray, B: int, granularity: Granularity = "tensor",
+                percentile: float | None = None) -> np.ndarray:
+    """Symmetric scales ``[2, B/2]`` for activation slots ``[S, ...]`` (complex), from the
+    largest magnitude or, with ``percentile``, that percentile of the magnitudes (values above
+    it saturate at +-127)."""
     xs = np.asarray(xs)
-    return _scales_from_max(_bin_max(xs.real, xs.imag, B // 2, 0), granularity)
+    if percentile is None:
+        peak = _bin_max(xs.real, xs.imag, B // 2, 0)
+    else:
+        peak = _bin_percentile(xs.real, xs.imag, B // 2, 0, percentile)
+    return _scales_from_max(peak, granularity)
 
 
 def weight_scales(ws: np.ndarray, granularity: Granularity = "tensor") -> np.ndarray:

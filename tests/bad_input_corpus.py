@@ -188,6 +188,10 @@ def write_files(folder: Path) -> None:
     for name, value in _INPUTS.items():
         np.save(folder / name, value(x.copy()), allow_pickle=True)
     np.savez(folder / "x_as_npz.npz", x=x)
+    np.save(folder / "c_shape.npy", np.stack([x, x])[..., :4])
+    clips = np.stack([x, x])
+    clips[1, 0, 0, 0, 1] = np.nan
+    np.save(folder / "c_nan.npy", clips)
     (folder / "x_empty.npy").write_bytes(b"")
     raw = (folder / "x_nan.npy").read_bytes()
     (folder / "x_truncated.npy").write_bytes(raw[: len(raw) // 2])
@@ -277,6 +281,14 @@ def _cases() -> list[Case]:
                                            f"{{d}}/{name}"), "--input", name, fragment)
         add("input", f"{name}-compile", _cmd("compile", "{d}/acc.yaml", "--input",
                                             f"{{d}}/{name}"), "--input", name, fragment)
+    calibration = [("c_shape.npy", "expected clips (N, 3, 4, 8, 8)"),
+                   ("c_nan.npy", "not finite"), ("x_as_npz.npz", "an .npz archive"),
+                   ("x_nan.npy", "expected clips")]
+    for name, fragment in calibration:
+        for command, target in (("golden", "{d}/tiny.yaml"), ("compile", "{d}/acc.yaml")):
+            add("input", f"calibration-{name}-{command}", _cmd(command, target, "--calibration",
+                                                               f"{{d}}/{name}"),
+                "--calibration", name, fragment)
     # 3. Sizes beyond reason; 4. every command refuses what one would.
     for name, (_, fragment) in _SIZES.items():
         # The performance model of a sweep needs no memory for the maps: it may sweep memory.yaml.
@@ -300,6 +312,8 @@ def _cases() -> list[Case]:
         ("cap-big", ("check", "{d}/acc.yaml", "--cap", "1.5"), "--cap"),
         ("jobs", ("sweep", "{d}/tiny.yaml", "-j", "0"), "--jobs"),
         ("mode", ("golden", "{d}/tiny.yaml", "--mode", "fast"), "--mode"),
+        ("statistic", ("compile", "{d}/acc.yaml", "--calibration-statistic", "p0"),
+         "--calibration-statistic", "'max' or 'pQ'"),
         ("base", ("compile", "{d}/acc.yaml", "--base", "12", "-o", "{d}/out/b"), "--base",
          "multiple of 4096"),
         ("base-text", ("compile", "{d}/acc.yaml", "--base", "here"), "--base"),

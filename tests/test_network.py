@@ -9,6 +9,8 @@ scales, and assert 15 dB at the output and 30 dB after the first layer: a broken
 (wrong slot-0 rule, sign, scale or shift) gives an SNR near or below 0 dB.
 """
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from fcircnn.models.network import (
     load_weights,
     random_input,
     random_weights,
+    run_int,
     run_network,
 )
 
@@ -185,3 +188,32 @@ def test_calibrate_gives_the_int_mode_network(tmp_path):
     assert qnet.layers["c2"].post.res_mult is not None and qnet.layers["c1"].post.res_mult is None
     xq = qnet.quantize_input(net, random_input(net, 2))
     assert max(np.abs(xq[0]).max(), np.abs(xq[1]).max()) == 127
+
+
+def test_calibration_set(tmp_path):
+    from fcircnn.models.network import load_clips
+
+    net = _tiny_network(tmp_path)
+    x = random_input(net, 1)
+    weights = random_weights(net, 0)
+    # A set of one clip, the input itself, is the default calibration.
+    _, alone = calibrate(net, weights=copy.deepcopy(weights), x=x)
+    _, as_set = calibrate(net, weights=copy.deepcopy(weights), x=x, clips=[x])
+    for name in alone.layers:
+        np.testing.assert_array_equal(alone.layers[name].out_scale, as_set.layers[name].out_scale)
+    # A larger set: golden and compiler see the same integer network.
+    clips = np.stack([random_input(net, s) for s in range(2, 6)])
+    np.save(tmp_path / "clips.npy", clips)
+    clips = load_clips(net, str(tmp_path / "clips.npy"))
+    w1, qnet = calibrate(net, weights=copy.deepcopy(weights), x=x, clips=clips,
+                         statistic="p99")
+    result = run_network(net, ("int",), weights=copy.deepcopy(weights), x=x, clips=clips,
+                         statistic="p99")
+    ints = run_int(net, qnet, qnet.quantize_input(net, x))
+    for name, (re, im) in result.int_outputs.items():
+        np.testing.assert_array_equal(re, ints[name].re)
+        np.testing.assert_array_equal(im, ints[name].im)
+    # CBN calibrated over the whole set, not the first clip.
+    first = net.resolved[0]
+    gain_x, _ = calibrate(net, weights=copy.deepcopy(weights), x=x, clips=clips[:1])
+    assert not np.allclose(w1.layers[first.name].bn_gain, gain_x.layers[first.name].bn_gain)

@@ -104,3 +104,19 @@ def test_fold_post_rejects_unrepresentable_factor():
     with pytest.raises(OverflowError, match="output slot 0"):
         quant.fold_post(np.full((2, 4), 1e6), np.zeros((2, 4)), np.ones((2, 4)),
                         np.ones((2, 4)), 100)
+
+
+def test_percentile_scales():
+    from fcircnn.models.quant import calibration_percentile, slot_scales
+
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((8, 4, 5, 5)) + 1j * rng.standard_normal((8, 4, 5, 5))
+    xs[2, 0, 0, 0] = 50 + 50j  # one outlier
+    full = slot_scales(xs, 8, "bin")
+    assert np.array_equal(slot_scales(xs, 8, "bin", 100.0), full)
+    p99 = slot_scales(xs, 8, "bin", 99.0)
+    assert (p99 <= full).all() and p99[0, 2] < full[0, 2] / 5  # the outlier no longer sets it
+    assert calibration_percentile("max") is None and calibration_percentile("p99.9") == 99.9
+    for bad in ("p0", "p101", "99", "pmax", "", "P50"):
+        with pytest.raises(ValueError, match="must be 'max' or 'pQ'"):
+            calibration_percentile(bad)

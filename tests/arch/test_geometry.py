@@ -51,7 +51,7 @@ def test_geometry_validates_once():
         CoreGeometry(24, 32, 2, 7, 7, 8)
     with pytest.raises(ValueError, match=r"td must be an integer in 1\.\.255, not 300"):
         CoreGeometry(32, 32, 300, 7, 7, 8)
-    with pytest.raises(ValueError, match="lanes must be 1 or td"):
+    with pytest.raises(ValueError, match=r"lanes must be 1 or Td \(2\), not 3"):
         CoreGeometry(32, 32, 2, 7, 7, 8, lanes=3)
     with pytest.raises(ValueError, match="B must be"):
         CoreGeometry(32, 32, 2, 7, 7, 6)

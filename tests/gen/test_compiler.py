@@ -220,6 +220,25 @@ def test_bin_granularity_and_given_weights(acc):
             np.testing.assert_array_equal(outputs[layer.index][c], golden[layer.name][c])
 
 
+def test_calibration_set_and_percentile(acc):
+    # Scales from a set of clips at a percentile: the image the compiler writes executes to
+    # the golden model's integer outputs for the same set and statistic.
+    net = acc.network
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 4, 8, 8))
+    clips = rng.standard_normal((3, 3, 4, 8, 8)) * 2
+    img = compile_network(acc, weights=random_weights(net, 7), x=x, calibration=clips,
+                          statistic="p99.5")
+    outputs = _execute(img.data, img.base, img.desc_ptr, acc)
+    golden = run_network(net, ("int",), weights=random_weights(net, 7), x=x, clips=clips,
+                         statistic="p99.5").int_outputs
+    plain = compile_network(acc, weights=random_weights(net, 7), x=x)
+    assert img.data != plain.data  # the set changed the scales
+    for layer in net.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], golden[layer.name][c])
+
+
 def test_gap_lowered_to_a_conv_is_the_voxel_sum():
     rng = np.random.default_rng(0)
     for B, shape in ((8, (2, 3, 5)), (4, (1, 7, 7)), (16, (3, 2, 2))):
