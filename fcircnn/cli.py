@@ -317,6 +317,67 @@ _cycles = _ranged(int, lambda v: v >= 1, "must be a positive integer")
 _cap = _ranged(float, lambda v: 0 < v <= 1, "must be a number in (0, 1]")
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from fcircnn import simulate as sim
+    from fcircnn.gen.compiler import CompileError
+    from fcircnn.models.files import ArrayFileError
+    from fcircnn.models.network import load_clips
+    from fcircnn.predict import predict
+    from fcircnn.sim.runner import SimulatorUnavailable
+
+    _output_file(args.save, "--save")
+    if args.on == "sim":
+        _output_dir(args.build_dir, "--build-dir")
+    acc = _accelerator(args.config)
+    net = acc.network
+    try:
+        clips = load_clips(net, args.input)
+    except ArrayFileError as exc:
+        raise UserError(f"--input: {exc}") from None
+    weights, _ = _load_weights_and_input(net, argparse.Namespace(weights=args.weights,
+                                                                 input=None))
+    calibration, how = _load_calibration(net, args)
+    _check_memory(net, ("float", "int"), len(clips) + (0 if calibration is None
+                                                      else len(calibration)))
+    print(f"fcircnn run: {acc.name} ({acc.path or args.config}), network {net.name}, "
+          f"{len(clips)} clip(s) on {args.on}; "
+          f"{how if calibration is not None else how.replace('the input clip', 'the clips')}",
+          file=sys.stderr)
+    bar = None if args.quiet else _Progress()
+    try:
+        result = predict(acc, clips, on=args.on, weights=weights, seed=args.seed,
+                         calibration=calibration, statistic=args.calibration_statistic,
+                         simulator=args.simulator, build_dir=args.build_dir,
+                         backpressure=args.backpressure,
+                         progress=None if bar is None else (lambda d, t: bar("clips", d, t)))
+    except CompileError as exc:
+        raise UserError(str(exc)) from None
+    except SimulatorUnavailable as exc:
+        raise UserError(f"--simulator {args.simulator}: {exc}") from None
+    except sim.SimulationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    top = min(5, net.classes)
+    rows = []
+    for i, clip in enumerate(result.clips):
+        best = np.argsort(clip.scores)[::-1][:top]
+        row = [i, clip.top1, " ".join(f"{int(k)}:{clip.scores[k]:.3g}" for k in best)]
+        if args.on == "sim":
+            row += [clip.cycles, "PASS" if not clip.mismatched else
+                    "FAIL: " + ", ".join(clip.mismatched)]
+        rows.append(row)
+    header = ["clip", "top-1", f"top-{top} class:score"]
+    if args.on == "sim":
+        header += ["cycles", "bit-exact vs golden"]
+    print("\n".join(format_table(header, rows)))
+    if args.save:
+        from fcircnn.models.files import atomic_write
+
+        atomic_write(args.save, lambda f: np.save(f, result.scores))
+        print(f"saved scores [{len(clips)}, {net.classes}] to {args.save}", file=sys.stderr)
+    return 0 if result.bit_exact else 1
+
+
 def _address(text: str) -> int:
     """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096."""
     try:
@@ -741,6 +802,32 @@ def build_parser() -> argparse.ArgumentParser:
                            "$FCIRCNN_BUILD_DIR or build)")
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     simp.set_defaults(func=cmd_sim)
+    run = sub.add_parser(
+        "run", help="class scores of clips on the golden model or the RTL",
+        description="Quantize time-domain clips [N, C, D, H, W] with the accelerator's "
+                    "calibration (a calibration set, or the clips themselves), run them on "
+                    "the golden integer contract (--on golden) or on the accelerator's RTL "
+                    "in cocotb (--on sim: every layer checked bit for bit against the "
+                    "contract), dequantize the network output and print each clip's class "
+                    "scores. Exit code 1 if a layer's RTL output differs, 2 on bad input.",
+    )
+    run.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    run.add_argument("--input", required=True, metavar="CLIPS.npy",
+                     help="clips [N, C, D, H, W] (float, time domain)")
+    run.add_argument("--on", choices=("golden", "sim"), default="golden",
+                     help="target (default: golden)")
+    run.add_argument("--weights", metavar="W.npz", help="weights (default: random from --seed)")
+    _calibration_flags(run)
+    run.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
+    run.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
+                     help="HDL simulator of --on sim (default: verilator)")
+    run.add_argument("--backpressure", type=_probability, default=0.0, metavar="P",
+                     help="--on sim: probability that the memory model stalls a beat")
+    run.add_argument("--build-dir", metavar="DIR",
+                     help="--on sim: build root (default: $FCIRCNN_BUILD_DIR or build)")
+    run.add_argument("--save", metavar="SCORES.npy", help="save the scores [N, classes]")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    run.set_defaults(func=cmd_run)
     sw = sub.add_parser(
         "sweep", help="design-space exploration of core configurations for a network",
         description="Enumerate core configurations (Tn, Tm, Td, Tr, Tc, B, an unrolled depth "

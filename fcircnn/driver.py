@@ -410,6 +410,11 @@ class Driver:
         entries = await self.read_cycles(image)
         return sum(e.finished for e in entries), len(entries)
 
+    async def read_output(self, image: CompiledImage, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Layer ``name``'s output slots ``(re, im)`` as the accelerator wrote them to memory."""
+        out = image.output(name)
+        return out.decode(await self.backend.read_mem(out.addr, out.size))
+
     async def layer_results(self, image: CompiledImage) -> list[LayerResult]:
         """Read and check every layer, in list order (see :class:`LayerResult`)."""
         results = []
@@ -421,8 +426,7 @@ class Driver:
                 entry = image.decode_cycles(raw)
                 total += entry
                 finished += entry.finished
-            out = image.output(name)
-            re, im = out.decode(await self.backend.read_mem(out.addr, out.size))
+            re, im = await self.read_output(image, name)
             exp_re, exp_im = image.expected[name]
             diff = (re != exp_re) | (im != exp_im)
             count = int(np.count_nonzero(diff))

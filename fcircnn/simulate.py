@@ -492,8 +492,10 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
     params = {"image_dir": str(image_dir), "results": str(results),
               "backpressure": backpressure, "latency": 0, "seed": seed,
               "timeout_cycles": timeout_cycles, "poll": False}
+    from fcircnn.sim.tb_accelerator import output_path
+
     progress_file = Path(f"{results}.progress")
-    for stale in (results, progress_file):
+    for stale in (results, progress_file, output_path(results)):
         stale.unlink(missing_ok=True)
     poller = _Poller(progress_file, progress) if progress is not None else None
     if poller is not None:

@@ -32,6 +32,9 @@ Results file
 ``"fault_run"``: the same fields for the faulted run plus ``"interrupt"`` (whether it fired) and
 ``"fault_hits"`` (beats answered ``SLVERR``).
 
+The network's output as read back from memory after the run (the last layer's int8 slots) is
+written to ``<results>.output.npz`` (:func:`output_path`).
+
 While a run is going, every :data:`PROGRESS_CYCLES` cycles a line ``"<finished> <total>"``
 (descriptors with a written cycles entry, read from the RAM model) is appended to
 ``<results>.progress``.
@@ -45,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import cocotb
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 
@@ -120,6 +124,12 @@ async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
     return doc
 
 
+def output_path(results: Path) -> Path:
+    """Where a run writes the network output it read back (``<results>.output.npz``): the
+    last layer's int8 ``re`` and ``im`` slots and its name ``layer``."""
+    return results.with_name(results.name + ".output.npz")
+
+
 def _write(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -181,6 +191,10 @@ async def run_network(dut):
     doc = await _run(driver, backend, image, progress, timeout_s, poll)
     if fault_doc is not None:
         doc["fault_run"] = fault_doc
+    # The network's output as the accelerator wrote it: what class scores are computed from.
+    last = image.layer_names()[-1]
+    re, im = await driver.read_output(image, last)
+    np.savez(output_path(results), layer=last, re=re, im=im)
     _write(results, doc)
     dut._log.info("run: %s, %d cycles (counter %d), %.1f s wall", doc["status"],
                   doc["sim_cycles"], doc["total_cycles"], doc["wall_seconds"])

@@ -289,6 +289,16 @@ def _cases() -> list[Case]:
             add("input", f"calibration-{name}-{command}", _cmd(command, target, "--calibration",
                                                                f"{{d}}/{name}"),
                 "--calibration", name, fragment)
+    for name, fragment in (("x_nan.npy", "expected clips"), ("c_nan.npy", "not finite"),
+                           ("x_as_npz.npz", "an .npz archive"), ("c_shape.npy", "expected clips"),
+                           ("x_missing.npy", "file not found")):
+        add("input", f"run-{name}", ("run", "{d}/acc.yaml", "--input", f"{{d}}/{name}"),
+            "--input", name, fragment)
+    add("flags", "run-no-input", ("run", "{d}/acc.yaml"), "--input")
+    add("flags", "run-target", ("run", "{d}/acc.yaml", "--input", "{d}/c_nan.npy", "--on",
+                                "board"), "--on", "invalid choice")
+    add("agree", "network-file-run", ("run", "{d}/tiny.yaml", "--input", "{d}/c_nan.npy"),
+        "tiny.yaml", "a network file, not an accelerator file")
     # 3. Sizes beyond reason; 4. every command refuses what one would.
     for name, (_, fragment) in _SIZES.items():
         # The performance model of a sweep needs no memory for the maps: it may sweep memory.yaml.

@@ -1,0 +1,155 @@
+"""Class scores from clips: the golden integer contract or the generated RTL.
+
+:func:`predict` takes time-domain clips ``[N, C, D, H, W]``, quantizes each to int8 slots with
+the accelerator's calibration (a calibration set, or the clips themselves), runs it through
+the chosen target, reads the network's int8 output slots, dequantizes them and takes the
+inverse transform: the class scores (the network's last layer, in the time domain). On
+``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` each clip is compiled into
+an image and run on the accelerator's RTL (cocotb on Verilator or Icarus), every layer's
+output checked bit for bit against the contract, and the scores are computed from the output
+the RTL wrote to memory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["TARGETS", "ClipResult", "Prediction", "predict"]
+
+#: Where :func:`predict` can run.
+TARGETS = ("golden", "sim")
+
+
+@dataclass(frozen=True)
+class ClipResult:
+    """One clip on a target: its class ``scores``, and on ``"sim"`` the per-layer bit-exact
+    check (``mismatched``: layers whose RTL output differs from the contract) and cycles."""
+
+    scores: np.ndarray
+    mismatched: tuple[str, ...] = ()
+    cycles: int | None = None
+
+    @property
+    def top1(self) -> int:
+        return int(np.argmax(self.scores))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What :func:`predict` returns: per clip, a :class:`ClipResult`."""
+
+    target: str
+    clips: tuple[ClipResult, ...]
+    calibration: str
+
+    @property
+    def scores(self) -> np.ndarray:
+        """``[N, classes]``."""
+        return np.stack([c.scores for c in self.clips])
+
+    @property
+    def bit_exact(self) -> bool:
+        """Whether every layer of every clip matched the contract (always on ``golden``)."""
+        return not any(c.mismatched for c in self.clips)
+
+
+def _scores(net: Any, qnet: Any, re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    """Dequantize the last layer's int8 slots and take them back to the time domain."""
+    from fcircnn.models import quant, spectral
+
+    last = net.resolved[-1]
+    slots = quant.dequantize_slots(re, im, qnet.layers[last.name].out_scale)
+    return spectral.from_slots(slots, last.block_size)[: last.out_channels].reshape(-1)
+
+
+def predict(acc: Any, clips: np.ndarray, *, on: Literal["golden", "sim"] = "golden",
+            weights: Any = None, seed: int = 0, calibration: np.ndarray | None = None,
+            statistic: str = "max", granularity: str = "tensor", simulator: str = "verilator",
+            build_dir: str | os.PathLike[str] | None = None, backpressure: float = 0.0,
+            progress: Callable[[int, int], None] | None = None) -> Prediction:
+    """Class scores of ``clips`` ``[N, C, D, H, W]`` on ``acc``'s network, on target ``on``.
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+        Validated (:func:`fcircnn.gen.validate.validate_accelerator`).
+    weights : NetworkWeights, optional
+        Default: random with ``seed`` (as ``fcircnn compile``).
+    calibration : ndarray ``[M, C, D, H, W]``, optional
+        The calibration set of the int8 scales; default: ``clips`` themselves.
+    statistic, granularity
+        As for :func:`fcircnn.models.network.calibrate`.
+    simulator, build_dir, backpressure
+        For ``on="sim"``, as ``fcircnn sim``.
+    progress : callable ``(done, total)``, optional
+        Called after each clip.
+
+    Raises
+    ------
+    ValueError
+        For an unknown target or clips of the wrong shape.
+    fcircnn.gen.compiler.CompileError
+        If a clip cannot be compiled (``sim``).
+    fcircnn.simulate.SimulationError, fcircnn.sim.runner.SimulatorUnavailable
+        If the RTL cannot be run.
+    """
+    from fcircnn.models.network import calibrate, random_weights, run_int
+
+    if on not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {on!r}")
+    net = acc.network
+    expected = (net.input.channels, *net.input.shape)
+    clips = np.asarray(clips, dtype=np.float64)
+    if clips.ndim != 5 or clips.shape[1:] != expected or not len(clips):
+        raise ValueError(f"clips must be [N, {', '.join(map(str, expected))}], not "
+                         f"{list(clips.shape)}")
+    calibration = clips if calibration is None else calibration
+    weights = random_weights(net, seed) if weights is None else weights
+    weights, qnet = calibrate(net, weights=weights, x=clips[0], clips=calibration,
+                              statistic=statistic, granularity=granularity)
+    how = f"{statistic} over {len(calibration)} calibration clip(s)"
+    last = net.resolved[-1].name
+    results = []
+    for i, clip in enumerate(clips):
+        if on == "golden":
+            out = run_int(net, qnet, qnet.quantize_input(net, clip))[last]
+            results.append(ClipResult(_scores(net, qnet, out.re, out.im)))
+        else:
+            results.append(_on_rtl(acc, clip, weights, qnet, calibration, statistic,
+                                   granularity, simulator, build_dir, backpressure, i))
+        if progress is not None:
+            progress(i + 1, len(clips))
+    return Prediction(on, tuple(results), how)
+
+
+def _on_rtl(acc, clip, weights, qnet, calibration, statistic, granularity, simulator,
+            build_dir, backpressure, index) -> ClipResult:
+    """One clip compiled into an image and run on the RTL; scores from what it wrote."""
+    from fcircnn import simulate as sim
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.sim.tb_accelerator import output_path
+
+    image = compile_network(acc, weights=weights, x=clip, calibration=calibration,
+                            statistic=statistic, granularity=granularity)
+    with sim.build_dir_env(build_dir) as build:
+        image_dir = sim.save_image(image, build)
+        with tempfile.TemporaryDirectory(dir=build, prefix=f"predict-{index}-") as tmp:
+            results = Path(tmp) / "results.json"
+            sim.run_rtl(acc, image_dir, results, simulator=simulator, seed=index,
+                        backpressure=backpressure,
+                        timeout_cycles=sim.estimate_timeout_cycles(acc, image, backpressure))
+            outcome = sim.read_results(results)
+            with np.load(output_path(results)) as out:
+                re, im = out["re"].astype(np.int64), out["im"].astype(np.int64)
+    names = [lp.layer.name for lp in image.plan.layers]
+    mismatched = tuple(layer.name for layer in outcome.layers if not layer.passed)
+    if sim.failed(outcome, names) and not mismatched:
+        mismatched = (f"run {outcome.status}",)
+    return ClipResult(_scores(acc.network, qnet, re, im), mismatched, outcome.total_cycles)
