@@ -317,6 +317,28 @@ _cycles = _ranged(int, lambda v: v >= 1, "must be a positive integer")
 _cap = _ranged(float, lambda v: 0 < v <= 1, "must be a number in (0, 1]")
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    from fcircnn.models.files import ArrayFileError
+    from fcircnn.models.project import dense_shape, load_dense, project_network
+
+    _output_file(args.output, "-o")
+    net = _network(args.network)
+    try:
+        dense = load_dense(net, args.dense)
+    except ArrayFileError as exc:
+        raise UserError(f"--dense: {exc}") from None
+    weights, errors = project_network(net, dense)
+    rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))),
+             "x".join(map(str, weights.layers[r.name].generators.shape)),
+             f"{errors[r.name]:.4f}"] for r in net.resolved if r.kind != "gap"]
+    print("\n".join(format_table(["layer", "type", "dense", "generators",
+                                   "rel. projection error"], rows)))
+    weights.save(args.output)
+    print(f"wrote the block-circulant weights of {net.name} (B = {net.block_size}) to "
+          f"{args.output}; CBN parameters are calibrated when they are used", file=sys.stderr)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
     from fcircnn.gen.compiler import CompileError
@@ -802,6 +824,21 @@ def build_parser() -> argparse.ArgumentParser:
                            "$FCIRCNN_BUILD_DIR or build)")
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     simp.set_defaults(func=cmd_sim)
+    proj = sub.add_parser(
+        "project", help="the nearest block-circulant weights of trained dense weights",
+        description="Project the dense weights of a trained network (an .npz of "
+                    "<layer>.weight arrays in PyTorch's layouts: Conv3d [M, N, Kd, Kr, Kc], "
+                    "Linear [M, N*D*H*W]) onto the nearest block-circulant weights (the "
+                    "least-squares fit: each B x B block averaged along its circulant "
+                    "diagonals), print each layer's relative projection error and write the "
+                    "weights file golden, compile and run read (--weights).",
+    )
+    proj.add_argument("network", help="network YAML, accelerator YAML or built-in name")
+    proj.add_argument("--dense", required=True, metavar="DENSE.npz",
+                      help="<layer>.weight for every conv and fc layer")
+    proj.add_argument("-o", "--output", required=True, metavar="W.npz",
+                      help="the block-circulant weights file to write")
+    proj.set_defaults(func=cmd_project)
     run = sub.add_parser(
         "run", help="class scores of clips on the golden model or the RTL",
         description="Quantize time-domain clips [N, C, D, H, W] with the accelerator's "

@@ -175,20 +175,25 @@ def expand_circulant(w: np.ndarray) -> np.ndarray:
 def project_circulant(dense: np.ndarray, B: int) -> np.ndarray:
     """Least-squares block-circulant projection of dense weights ``[M, N, *K]``.
 
-    Averages each ``B x B`` block along its circulant diagonals, which is the orthogonal
-    projection onto block-circulant matrices (Frobenius norm). ``M`` and ``N`` are zero-padded
-    up to multiples of ``B``. Returns generators ``[M/B, N/B, B, *K]``.
+    Each generator entry is the mean of the entries on its circulant diagonal of its ``B x B``
+    block, the orthogonal projection onto block-circulant matrices (Frobenius norm). ``M`` and
+    ``N`` are padded up to multiples of ``B``; the padded rows and columns are no part of the
+    fit (a diagonal is the mean of its real entries; 0 if it has none). Returns generators
+    ``[M'/B, N'/B, B, *K]``.
     """
     _check_block_size(B)
-    dense = pad_channels(pad_channels(np.asarray(dense, dtype=np.float64), B, 0), B, 1)
+    dense = np.asarray(dense, dtype=np.float64)
     M, N = dense.shape[:2]
-    blocks = dense.reshape(M // B, B, N // B, B, *dense.shape[2:])
-    blocks = np.moveaxis(blocks, 2, 1)  # [P, Q, B(r), B(c), *K]
-    r = np.arange(B)[:, None]
-    c = np.arange(B)[None, :]
-    diag = (r - c) % B  # generator index of each (r, c)
-    onehot = (diag[None, :, :] == np.arange(B)[:, None, None]).astype(np.float64)  # [j, r, c]
-    return np.einsum("jrc,pqrc...->pqj...", onehot, blocks) / B
+    padded = pad_channels(pad_channels(dense, B, 0), B, 1)
+    real = pad_channels(pad_channels(np.ones((M, N)), B, 0), B, 1)
+    P, Q = padded.shape[0] // B, padded.shape[1] // B
+    blocks = np.moveaxis(padded.reshape(P, B, Q, B, *dense.shape[2:]), 2, 1)  # [P,Q,r,c,*K]
+    weight = np.moveaxis(real.reshape(P, B, Q, B), 2, 1)  # [P, Q, r, c]
+    diag = (np.arange(B)[:, None] - np.arange(B)[None, :]) % B  # generator index of (r, c)
+    onehot = (diag[None] == np.arange(B)[:, None, None]).astype(np.float64)  # [j, r, c]
+    sums = np.einsum("jrc,pqrc...->pqj...", onehot, blocks)
+    counts = np.einsum("jrc,pqrc->pqj", onehot, weight)
+    return sums / np.maximum(counts, 1).reshape(*counts.shape, *([1] * (dense.ndim - 2)))
 
 
 def weight_slots(w: np.ndarray) -> np.ndarray:

@@ -295,6 +295,13 @@ def _cases() -> list[Case]:
         add("input", f"run-{name}", ("run", "{d}/acc.yaml", "--input", f"{{d}}/{name}"),
             "--input", name, fragment)
     add("flags", "run-no-input", ("run", "{d}/acc.yaml"), "--input")
+    for name, fragment in (("w_nan.npz", "unknown array"), ("x_nan.npy", "a single .npy"),
+                           ("w_missing_file.npz", "file not found")):
+        add("weights", f"project-{name}", ("project", "{d}/tiny.yaml", "--dense",
+                                           f"{{d}}/{name}", "-o", "{d}/out/p.npz"),
+            "--dense", name, fragment)
+    add("flags", "project-out", ("project", "{d}/tiny.yaml", "--dense", "{d}/w_nan.npz", "-o",
+                                 "{d}/no/p.npz"), "-o", "does not exist")
     add("flags", "run-target", ("run", "{d}/acc.yaml", "--input", "{d}/c_nan.npy", "--on",
                                 "board"), "--on", "invalid choice")
     add("agree", "network-file-run", ("run", "{d}/tiny.yaml", "--input", "{d}/c_nan.npy"),
