@@ -298,7 +298,7 @@ def _cases() -> list[Case]:
     for name, fragment in (("w_nan.npz", "unknown array"), ("x_nan.npy", "a single .npy"),
                            ("w_missing_file.npz", "file not found")):
         add("weights", f"project-{name}", ("project", "{d}/tiny.yaml", "--dense",
-                                           f"{{d}}/{name}", "-o", "{d}/out/p.npz"),
+                                           f"{{d}}/{name}", "-o", "{d}/p.npz"),
             "--dense", name, fragment)
     add("flags", "project-out", ("project", "{d}/tiny.yaml", "--dense", "{d}/w_nan.npz", "-o",
                                  "{d}/no/p.npz"), "-o", "does not exist")
