@@ -339,6 +339,24 @@ def cmd_project(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from fcircnn.models.checkpoint import CheckpointError, import_state_dict, read_checkpoint
+    from fcircnn.models.files import ArrayFileError
+
+    _output_file(args.output, "-o")
+    net = _network(args.network)
+    try:
+        state = read_checkpoint(args.checkpoint)
+        weights, report = import_state_dict(net, state)
+    except (ArrayFileError, CheckpointError) as exc:
+        raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
+    print("\n".join(format_table(["layer", "taken as", "rel. error"],
+                                  [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
+    weights.save(args.output)
+    print(f"wrote the weights of {net.name} to {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
     from fcircnn.gen.compiler import CompileError
@@ -839,6 +857,22 @@ def build_parser() -> argparse.ArgumentParser:
     proj.add_argument("-o", "--output", required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
     proj.set_defaults(func=cmd_project)
+    imp = sub.add_parser(
+        "import", help="weights from a checkpoint of the paper's training code",
+        description="Import a checkpoint of the paper's public training code (SpectralCirC3D; "
+                    "an .npz of its state dict, or the .pth with PyTorch installed) into the "
+                    "weights file golden, compile and run read: block-circulant generators as "
+                    "they are, the frequency-domain batch norm folded into CBN, time-domain "
+                    "layers projected (their error printed). Conventions: "
+                    "fcircnn.models.checkpoint. Network: spectral_c3d, or any network file "
+                    "whose layer names are the checkpoint's.",
+    )
+    imp.add_argument("network", help="network YAML or built-in name (spectral_c3d)")
+    imp.add_argument("--checkpoint", required=True, metavar="CKPT.npz|.pth",
+                     help="the training code's state dict")
+    imp.add_argument("-o", "--output", required=True, metavar="W.npz",
+                     help="the weights file to write")
+    imp.set_defaults(func=cmd_import)
     run = sub.add_parser(
         "run", help="class scores of clips on the golden model or the RTL",
         description="Quantize time-domain clips [N, C, D, H, W] with the accelerator's "

@@ -1,0 +1,238 @@
+"""Importer of checkpoints of the paper's public training code into a weights file.
+
+The code (``Reconfigurable-Computing/Compress-C3D-With-Block-Circulant-Matrix``, PyTorch)
+trains ``SpectralCirC3D`` (``network/SpectralCirC3D.py``: network file ``spectral_c3d.yaml``)
+and saves ``{"model_state_dict": ...}``. Its layers map onto the accelerator's contract by
+name, ``<layer>`` of the network file being the checkpoint's module (``conv2``, ``conv3a``, ...,
+``fc``), with these conventions:
+
+Block-circulant conv (``QSpatialCirConv``, ``SpatialCirConv``, ``BlockCirConv3d``)
+    ``<layer>.weight`` ``[M/B, N/B, B, K, K, K]``: the generators. The code expands block
+    ``(p, q)`` as ``dense[p*B + r, q*B + c] = weight[p, q, (r - c) mod B]`` (``torch.cat`` of
+    the generator rolled by ``c``), the first column being the generator: the same as
+    DESIGN section 2, so the generators are taken as they are. Its FFT is ``torch.fft.rfft``
+    with the default normalisation (unnormalised forward), as ours. A ``<layer>.bias``
+    (per output channel, time domain) adds ``rfft(bias)`` to every voxel's bins: it folds
+    exactly into the CBN offset. The fake-quantisation buffers (``scale_w_r``, ``scale_w_i``,
+    ``scale_a_r``, ``scale_a_i``: separate real and imaginary scales, which an integer complex
+    MAC cannot sum exactly) are not taken: ``fcircnn compile`` calibrates shared scales.
+Frequency-domain batch norm (``SBN``: ``bn<n>.bn_real``, ``bn<n>.bn_imag``)
+    ``BatchNorm3d`` over the real and over the imaginary parts of ``(M/B)*(B/2 + 1)`` bins,
+    feature ``q*(B/2 + 1) + k`` for bin ``k`` of block ``q``. In eval mode each is
+    ``gain * x + offset`` with ``gain = weight / sqrt(running_var + eps)`` and
+    ``offset = bias - running_mean * gain``: the CBN of the contract, per slot part. The slot
+    packing puts bin 0's real part in slot 0's real part and bin ``B/2``'s real part in slot
+    0's imaginary part (their imaginary parts are zero and irfft drops them), bin ``k`` in
+    slot ``k`` otherwise.
+Time-domain layers (``nn.Conv3d`` with ``BatchNorm3d`` and ReLU: the first conv; ``nn.Linear``)
+    A dense weight is projected onto the nearest block-circulant one
+    (:func:`~.spectral.project_circulant`; the relative error is reported). A time-domain
+    batch norm's shift is exact in the frequency domain (``rfft`` of the per-channel shift);
+    its scale is per channel, which no per-bin gain represents unless it is constant within a
+    block: the gain of each block is the mean of its channels' scales, and the relative spread
+    is reported. A time-domain ReLU becomes the CReLU of the network file. These layers are
+    therefore approximations, to be fine-tuned or checked (``fcircnn run``).
+
+The batch norm of a layer is looked up as ``bn<suffix>`` where ``<suffix>`` follows ``conv`` in
+the layer's name (``conv3a`` -> ``bn3a``), as in the training code.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import NetworkConfig, ResolvedLayer
+from .files import ArrayFileError, check_array, read_npz
+from .network import MAX_WEIGHT_ABS, LayerWeights, NetworkWeights
+from .spectral import expand_circulant, project_circulant
+
+__all__ = ["LayerImport", "import_state_dict", "read_checkpoint"]
+
+#: ``BatchNorm3d``'s default ``eps``, which the training code keeps.
+BN_EPS = 1e-5
+#: Keys of a checkpoint that carry no weights of the contract (optimizer and fake-quantisation
+#: state, batch counters).
+_IGNORED_SUFFIXES = (".num_batches_tracked", ".scale_w_r", ".scale_w_i", ".scale_a_r",
+                     ".scale_a_i")
+
+
+@dataclass(frozen=True)
+class LayerImport:
+    """How one layer was imported: ``how`` names what was taken; ``error`` is the relative
+    error of an approximation (0 when exact)."""
+
+    name: str
+    how: str
+    error: float = 0.0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the network; the message names the key and the expected
+    shape."""
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The state dict of a checkpoint: an ``.npz`` of its arrays, or a ``.pth`` saved by the
+    training code (``{"model_state_dict": ...}`` or the state dict itself; needs PyTorch).
+
+    Raises
+    ------
+    ArrayFileError
+        If the file cannot be read, or a ``.pth`` without PyTorch installed.
+    """
+    path = os.fspath(path)
+    if not path.endswith((".pth", ".pt")):
+        return read_npz(path)
+    try:
+        import torch
+    except ImportError:
+        raise ArrayFileError(f"{path}: a PyTorch checkpoint needs PyTorch installed; or save "
+                             "its state dict as .npz: numpy.savez(path, **{k: v.numpy() for "
+                             "k, v in state_dict.items()})") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ArrayFileError(f"{path}: cannot read the checkpoint: {exc}") from None
+    state = state.get("model_state_dict", state) if isinstance(state, dict) else state
+    if not isinstance(state, Mapping):
+        raise ArrayFileError(f"{path}: not a state dict")
+    return {k: v.detach().cpu().numpy() for k, v in state.items() if hasattr(v, "numpy")}
+
+
+def _take(state: Mapping[str, np.ndarray], used: set[str], key: str,
+          shape: tuple[int, ...]) -> np.ndarray:
+    if key not in state:
+        raise CheckpointError(f"missing key '{key}' of shape {shape}")
+    used.add(key)
+    return check_array(np.asarray(state[key]), f"'{key}'", shape, max_abs=MAX_WEIGHT_ABS)
+
+
+def _bn_name(layer: ResolvedLayer) -> str:
+    return "bn" + (layer.name[4:] if layer.name.startswith("conv") else layer.name)
+
+
+def _spectral_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.ndarray, ...]:
+    """``SBN`` -> CBN gain and offset ``[2, M/2]`` (slot packing, module docstring)."""
+    B = layer.block_size
+    P, bins = layer.padded_out_channels // B, B // 2 + 1
+    parts = []
+    for part in ("bn_real", "bn_imag"):
+        p = {f: _take(state, used, f"{prefix}.{part}.{f}", (P * bins,)).reshape(P, bins)
+             for f in ("weight", "bias", "running_mean", "running_var")}
+        gain = p["weight"] / np.sqrt(p["running_var"] + BN_EPS)
+        parts.append((gain, p["bias"] - p["running_mean"] * gain))
+    (g_re, o_re), (g_im, o_im) = parts
+    gain, offset = np.empty((2, P, B // 2)), np.empty((2, P, B // 2))
+    gain[0], offset[0] = g_re[:, : B // 2], o_re[:, : B // 2]  # bins 0..B/2-1, real parts
+    gain[1], offset[1] = g_im[:, : B // 2], o_im[:, : B // 2]
+    gain[1, :, 0], offset[1, :, 0] = g_re[:, B // 2], o_re[:, B // 2]  # bin B/2 real -> slot 0 im
+    return gain.reshape(2, -1), offset.reshape(2, -1)
+
+
+def _bins_of(vector: np.ndarray, B: int) -> np.ndarray:
+    """A per-channel vector ``[M']`` as packed slots ``[2, M'/2]`` (``rfft`` per block)."""
+    spec = np.fft.rfft(vector.reshape(-1, B), axis=1)
+    out = np.empty((2, spec.shape[0], B // 2))
+    out[0], out[1] = spec[:, : B // 2].real, spec[:, : B // 2].imag
+    out[1, :, 0] = spec[:, B // 2].real
+    return out.reshape(2, -1)
+
+
+def _time_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.ndarray, ...]:
+    """A time-domain ``BatchNorm3d`` -> CBN: the shift exactly, the scale as the mean per block
+    (module docstring); also the relative spread of the scale within the blocks."""
+    B, M = layer.block_size, layer.out_channels
+    p = {f: _take(state, used, f"{prefix}.{f}", (M,))
+         for f in ("weight", "bias", "running_mean", "running_var")}
+    scale = p["weight"] / np.sqrt(p["running_var"] + BN_EPS)
+    shift = p["bias"] - p["running_mean"] * scale
+    pad = layer.padded_out_channels - M
+    scale, shift = np.pad(scale, (0, pad)), np.pad(shift, (0, pad))
+    per_block = scale.reshape(-1, B).mean(axis=1)
+    spread = float(np.linalg.norm(scale - np.repeat(per_block, B)) /
+                   max(np.linalg.norm(scale), 1e-300))
+    gain = np.tile(np.repeat(per_block, B // 2), (2, 1))
+    return gain, _bins_of(shift, B), spread
+
+
+def _import_layer(state, used, layer: ResolvedLayer) -> tuple[LayerWeights, LayerImport]:
+    B = layer.block_size
+    P, Q = layer.padded_out_channels // B, layer.padded_in_channels // B
+    key = f"{layer.name}.weight"
+    weight = state.get(key)
+    circulant = (P, Q, B, *layer.kernel)
+    if weight is not None and np.shape(weight) == circulant:
+        generators = _take(state, used, key, circulant)
+        how, error = "block-circulant generators", 0.0
+    else:
+        dense_shape = ((layer.out_channels, layer.in_channels * math.prod(layer.in_shape))
+                       if layer.kind == "fc" else
+                       (layer.out_channels, layer.in_channels, *layer.kernel))
+        wanted = f"generators {circulant} or a dense weight {dense_shape}"
+        if weight is None:
+            raise CheckpointError(f"missing key '{key}': {wanted}")
+        if np.shape(weight) != dense_shape:
+            raise CheckpointError(f"'{key}': expected {wanted}, found shape "
+                                  f"{tuple(np.shape(weight))}")
+        dense = _take(state, used, key, dense_shape).reshape(
+            layer.out_channels, layer.in_channels, *layer.kernel)
+        generators = project_circulant(dense, B)
+        back = expand_circulant(generators)[: layer.out_channels, : layer.in_channels]
+        error = float(np.linalg.norm(dense - back) / max(np.linalg.norm(dense), 1e-300))
+        how = "dense weight projected"
+    S = layer.padded_out_channels // 2
+    gain, offset = np.ones((2, S)), np.zeros((2, S))
+    bn = _bn_name(layer)
+    if f"{bn}.bn_real.weight" in state:
+        gain, offset = _spectral_bn(state, used, bn, layer)
+        how += ", SBN folded into CBN"
+    elif f"{bn}.weight" in state:
+        gain, offset, spread = _time_bn(state, used, bn, layer)
+        how += f", time-domain BN as CBN (scale spread {spread:.3f})"
+        error = max(error, spread)
+    bias_key = f"{layer.name}.bias"
+    if bias_key in state:
+        bias = np.pad(_take(state, used, bias_key, (layer.out_channels,)),
+                      (0, layer.padded_out_channels - layer.out_channels))
+        offset = offset + gain * _bins_of(bias, B)
+        how += ", bias folded into the CBN offset"
+    folded = not (np.allclose(gain, 1) and np.allclose(offset, 0))
+    if folded and not layer.cbn:
+        raise CheckpointError(f"layer {layer.name!r} has a batch norm or bias in the checkpoint "
+                              f"but no cbn in the network file; set cbn: true")
+    weights = LayerWeights(generators, gain, offset) if layer.cbn else LayerWeights(generators)
+    return weights, LayerImport(layer.name, how, error)
+
+
+def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
+                      ) -> tuple[NetworkWeights, list[LayerImport]]:
+    """The weights of ``net`` from a state dict of the training code (module docstring).
+
+    Raises
+    ------
+    CheckpointError
+        A key missing or of the wrong shape, a key the network has no use for (named), a
+        batch norm on a layer without CBN.
+    """
+    used: set[str] = set()
+    layers, report = {}, []
+    for layer in net.resolved:
+        if layer.kind == "gap":
+            layers[layer.name] = LayerWeights(None)
+            continue
+        try:
+            layers[layer.name], how = _import_layer(state, used, layer)
+        except ArrayFileError as exc:
+            raise CheckpointError(str(exc)) from None
+        report.append(how)
+    extra = sorted(k for k in state if k not in used and not k.endswith(_IGNORED_SUFFIXES))
+    if extra:
+        raise CheckpointError(f"keys the network {net.name} has no layer for: "
+                              f"{', '.join(extra[:6])}{' ...' if len(extra) > 6 else ''} "
+                              f"(layers: {', '.join(r.name for r in net.resolved)})")
+    return NetworkWeights(layers), report

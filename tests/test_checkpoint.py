@@ -1,0 +1,141 @@
+"""models/checkpoint.py: checkpoints of the paper's training code into the weights file.
+
+The state dicts are built here with that code's key names and shapes (SpectralCirC3D: a
+time-domain nn.Conv3d + BatchNorm3d first layer, QSpatialCirConv + SBN layers, nn.Linear)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fcircnn.cli import main
+from fcircnn.models import spectral
+from fcircnn.models.checkpoint import BN_EPS, CheckpointError, import_state_dict
+from fcircnn.models.config import load_network
+from fcircnn.models.network import load_weights
+
+B = 8
+NET = """
+name: small_spectral
+input: {channels: 3, depth: 2, height: 6, width: 6}
+classes: 10
+block_size: 8
+layers:
+  - {name: conv1, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: conv2, type: conv, out_channels: 16, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: avgpool, type: gap}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+@pytest.fixture
+def net(tmp_path):
+    (tmp_path / "net.yaml").write_text(NET)
+    return load_network(tmp_path / "net.yaml")
+
+
+def _bn(rng, n):
+    return {"weight": rng.uniform(0.5, 2, n), "bias": rng.normal(0, 1, n),
+            "running_mean": rng.normal(0, 1, n), "running_var": rng.uniform(0.5, 2, n),
+            "num_batches_tracked": np.array(100)}
+
+
+def _state(seed=0):
+    """A state dict as SpectralCirC3D's, for NET."""
+    rng = np.random.default_rng(seed)
+    state = {"conv1.weight": rng.normal(0, 0.3, (16, 3, 3, 3, 3)),
+             "conv1.bias": rng.normal(0, 0.1, 16),
+             "conv2.weight": rng.normal(0, 0.3, (2, 2, B, 3, 3, 3)),
+             "conv2.scale_w_r": np.array(0.01), "conv2.scale_w_i": np.array(0.01),
+             "fc.weight": rng.normal(0, 0.3, (10, 16)), "fc.bias": np.zeros(10)}
+    state |= {f"bn1.{k}": v for k, v in _bn(rng, 16).items()}
+    bins = 2 * (B // 2 + 1)
+    for part in ("bn_real", "bn_imag"):
+        state |= {f"bn2.{part}.{k}": v for k, v in _bn(rng, bins).items()}
+    return state
+
+
+def _their_conv2(state, X):
+    """SpatialCirConv + SBN as the training code computes them, on bins X [2, B/2+1, ...]."""
+    x = np.fft.irfft(X, n=B, axis=1).reshape(16, *X.shape[2:])  # [channels, D, H, W]
+    w = state["conv2.weight"]
+    dense = np.empty((16, 16, 3, 3, 3))
+    for q in range(2):
+        for j in range(B):  # torch.cat([w[:, q, -j:], w[:, q, :-j]], dim=1)
+            dense[:, q * B + j] = np.concatenate([w[:, q, B - j:], w[:, q, :B - j]],
+                                                 axis=1).reshape(16, 3, 3, 3)
+    out = spectral.conv3d_dense(x, dense, 1, 1)
+    Y = np.fft.rfft(out.reshape(2, B, *out.shape[1:]), axis=1).reshape(2 * (B // 2 + 1), -1)
+
+    def bn(v, p):
+        s = {k: state[f"bn2.{p}.{k}"][:, None] for k in ("weight", "bias", "running_mean",
+                                                         "running_var")}
+        return (v - s["running_mean"]) / np.sqrt(s["running_var"] + BN_EPS) * s["weight"] \
+            + s["bias"]
+
+    return bn(Y.real, "bn_real") + 1j * bn(Y.imag, "bn_imag")  # [bins, voxels]
+
+
+def test_circulant_layer_and_spectral_bn_are_exact(net):
+    state = _state()
+    weights, report = import_state_dict(net, state)
+    lw = weights.layers["conv2"]
+    np.testing.assert_array_equal(lw.generators, state["conv2.weight"])
+    assert report[1].how == "block-circulant generators, SBN folded into CBN"
+    assert report[1].error == 0
+    # Our CBN on our conv's slots equals the training code's SBN on its conv's bins.
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 2, 6, 6))
+    X = np.fft.rfft(x.reshape(2, B, 2, 6, 6), axis=1)
+    theirs = _their_conv2(state, X)
+    slots = spectral.conv3d_slots(spectral.to_slots(x, B), spectral.weight_slots(lw.generators),
+                                  1, 1).reshape(8, -1)
+    ours_re = slots.real * lw.bn_gain[0][:, None] + lw.bn_offset[0][:, None]
+    ours_im = slots.imag * lw.bn_gain[1][:, None] + lw.bn_offset[1][:, None]
+    half = B // 2
+    for q in range(2):
+        t = theirs[q * (half + 1):(q + 1) * (half + 1)]
+        o_re, o_im = ours_re[q * half:(q + 1) * half], ours_im[q * half:(q + 1) * half]
+        np.testing.assert_allclose(o_re[1:], t[1:half].real, atol=1e-9)  # bins 1..B/2-1
+        np.testing.assert_allclose(o_im[1:], t[1:half].imag, atol=1e-9)
+        np.testing.assert_allclose(o_re[0], t[0].real, atol=1e-9)  # slot 0: bin 0 real
+        np.testing.assert_allclose(o_im[0], t[half].real, atol=1e-9)  # and bin B/2 real
+
+
+def test_time_domain_layers_are_projected_and_reported(net):
+    weights, report = import_state_dict(net, _state())
+    conv1, fc = report[0], report[2]
+    assert conv1.how.startswith("dense weight projected, time-domain BN as CBN")
+    assert "bias folded" in conv1.how and 0 < conv1.error < 1
+    assert fc.how == "dense weight projected, bias folded into the CBN offset"
+    assert weights.layers["conv1"].generators.shape == (2, 1, B, 3, 3, 3)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.pop("conv2.weight"), r"missing key 'conv2.weight': generators \(2, 2, 8, 3"),
+    (lambda s: s.pop("bn2.bn_imag.running_var"), "missing key 'bn2.bn_imag.running_var'"),
+    (lambda s: s.update({"conv2.weight": np.zeros((2, 2, 4, 3, 3, 3))}),
+     r"'conv2.weight': expected generators \(2, 2, 8, 3, 3, 3\) or a dense weight"),
+    (lambda s: s.update({"bn2.bn_real.weight": np.ones(9)}), r"'bn2.bn_real.weight': shape"),
+    (lambda s: s.update({"conv6.weight": np.ones(3)}), "no layer for: conv6.weight"),
+    (lambda s: s.update({"conv2.weight": s["conv2.weight"] * np.nan}), "not finite"),
+])
+def test_bad_checkpoints_name_the_key(net, change, message):
+    state = _state()
+    change(state)
+    with pytest.raises(CheckpointError, match=message):
+        import_state_dict(net, state)
+
+
+def test_import_command(net, tmp_path, capsys):
+    np.savez(tmp_path / "ckpt.npz", **_state())
+    assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "ckpt.npz"),
+                 "-o", str(tmp_path / "w.npz")]) == 0
+    assert "SBN folded into CBN" in capsys.readouterr().out
+    weights = load_weights(net, str(tmp_path / "w.npz"))
+    assert weights.layers["conv2"].bn_gain.shape == (2, 8)
+    np.savez(tmp_path / "bad.npz", **{k: v for k, v in _state().items() if k != "fc.weight"})
+    assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "bad.npz"),
+                 "-o", str(tmp_path / "w2.npz")]) == 2
+    assert "missing key 'fc.weight'" in capsys.readouterr().err
+    assert not (tmp_path / "w2.npz").exists()
