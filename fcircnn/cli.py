@@ -153,6 +153,18 @@ class _Progress:
         self.stream.flush()
 
 
+class _Elapsed:
+    """Status lines on stderr, each with the seconds since the command started: what a long
+    step (converting, building, simulating) is doing, so a silent minute is never a mystery."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream, self.start = stream, time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.perf_counter() - self.start:6.1f} s] {message}", file=self.stream,
+              flush=True)
+
+
 def _fmt_shape(shape: Sequence[int]) -> str:
     return "x".join(str(v) for v in shape)
 
@@ -498,7 +510,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
             run_dir = sim.run_rtl(
                 acc, image_dir, results, simulator=args.simulator, waves=args.waves,
                 seed=args.seed, backpressure=args.backpressure, timeout_cycles=timeout,
-                progress=None if bar is None else (lambda done, total: bar("sim", done, total)))
+                progress=None if bar is None else (lambda done, total: bar("sim", done, total)),
+                status=_Elapsed())
             outcome = sim.read_results(results)
         except SimulatorUnavailable as exc:
             raise UserError(f"--simulator {args.simulator}: {exc}") from None

@@ -449,7 +449,8 @@ class _Poller(threading.Thread):
 def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "verilator",
             waves: bool = False, seed: int = 0, backpressure: float = 0.0,
             timeout_cycles: int = 1_000_000,
-            progress: Callable[[int, int], None] | None = None) -> Path:
+            progress: Callable[[int, int], None] | None = None,
+            status: Callable[[str], None] | None = None) -> Path:
     """Build the accelerator (cached per configuration) and run the testbench on an image.
 
     Parameters
@@ -463,6 +464,9 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
         As for ``fcircnn sim``; ``waves`` is a separate build.
     progress : callable ``(done, total)``, optional
         Called from a polling thread while the simulation runs.
+    status : callable, optional
+        Told in a sentence what is being done before the simulation: converting or reusing
+        the Verilog, building or reusing the simulator model.
 
     Returns
     -------
@@ -503,9 +507,10 @@ def run_rtl(acc: Any, image_dir: Path, results: Path, *, simulator: str = "veril
     try:
         # The run-time parameters go through the environment (FCIRCNN_TB_PARAMS, read by
         # tb_params()), not through the hashed ``parameters``: one build serves every image.
-        xml = run_cocotb(accelerator_verilog(acc), ACCEL_TOPLEVEL, ACCEL_TESTBENCH,
-                         simulator, parameters={}, extra_env={PARAMS_ENV: json.dumps(params)},
-                         waves=waves, seed=seed, verilator_opt=None)
+        xml = run_cocotb(accelerator_verilog(acc, status=status), ACCEL_TOPLEVEL,
+                         ACCEL_TESTBENCH, simulator, parameters={},
+                         extra_env={PARAMS_ENV: json.dumps(params)}, waves=waves, seed=seed,
+                         verilator_opt=None, status=status)
         run_dir = Path(xml).parent
     except CocotbFailure as exc:
         if not results.is_file():

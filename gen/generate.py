@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,8 @@ def _banner(acc: AcceleratorConfig, fingerprint: str) -> list[str]:
     ]
 
 
-def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = True) -> str:
+def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = True,
+                        status: Callable[[str], None] | None = None) -> str:
     """Verilog text of the accelerator top level, module :data:`~fcircnn.gen.vivado.TOP_NAME`.
 
     ``geometry``: as :meth:`~fcircnn.hw.accelerator.Accelerator.from_config`. Converting a
@@ -133,6 +135,8 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
     configuration (:func:`config_fingerprint`), the geometry, the sources of the hardware and
     everything it imports (``fcircnn.hw``, ``.gen``, ``.models``) and the Amaranth version: any
     change to one of them converts again.
+
+    ``status`` is told in a sentence whether the text is converted or reused.
 
     Raises
     ------
@@ -148,7 +152,12 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
         _sources_digest(), _amaranth_version()]).encode()).hexdigest()
     cached = build_root() / "verilog" / f"{vivado.TOP_NAME}-{key[:24]}.v"
     if cache and cached.is_file():
+        if status is not None:
+            status(f"reusing the cached Verilog {cached}")
         return cached.read_text()
+    if status is not None:
+        status(f"converting {acc.name} to Verilog (Amaranth; a paper-size design takes a "
+               "minute or more)")
     try:
         top = Accelerator.from_config(acc, geometry)
     except (TypeError, ValueError) as exc:

@@ -73,7 +73,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -418,6 +418,7 @@ def run_cocotb(
     waves: bool = False,
     seed: int = 1,
     verilator_opt: str | None = DEFAULT_VERILATOR_OPT,
+    status: Callable[[str], None] | None = None,
 ) -> Path:
     """Build ``design`` (once per configuration) and run the cocotb ``test_module`` on it.
 
@@ -436,6 +437,9 @@ def run_cocotb(
     verilator_opt : C++ optimisation flag of the Verilator model (default ``"-O0"``: the
         fastest build, right for short tests; ``None`` keeps Verilator's own ``-Os``, better for
         long simulations and benchmarks). Part of the build hash; ignored for Icarus.
+    status : callable, optional
+        Told, in a sentence, what is being done: building the simulator (and when it is
+        built) or reusing a build, then running.
 
     Returns
     -------
@@ -476,7 +480,12 @@ def run_cocotb(
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if not (stamp.is_file() and stamp.read_text() == key.hexdigest()):
+            cached = stamp.is_file() and stamp.read_text() == key.hexdigest()
+            if status is not None:
+                status(f"reusing the {simulator} build in {build_dir}" if cached else
+                       f"building the {simulator} model in {build_dir} (minutes for a large "
+                       "design)")
+            if not cached:
                 if build_dir.exists():
                     shutil.rmtree(build_dir)
                 build_dir.mkdir(parents=True)
@@ -512,8 +521,12 @@ def run_cocotb(
                     else:
                         os.environ["MAKEFLAGS"] = saved_makeflags
                 stamp.write_text(key.hexdigest())
+                if status is not None:
+                    status(f"{simulator} model built")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    if status is not None:
+        status(f"simulating {test_module} on {toplevel}")
 
     run_dir = build_dir / "runs" / f"{os.getpid()}-{_run_counter()}"
     if run_dir.exists():

@@ -250,13 +250,14 @@ def fake_hardware(monkeypatch):
     top = types.ModuleType("fcircnn.hw.accelerator")
     converted = []
 
-    def accelerator_verilog(acc, geometry=None, *, cache=True):
+    def accelerator_verilog(acc, geometry=None, *, cache=True, status=None):
         converted.append(acc)
         return FAKE_VERILOG
 
     monkeypatch.setattr(generate, "accelerator_verilog", accelerator_verilog)
     tb = types.ModuleType("fcircnn.sim.tb_accelerator")
     tb.__spec__ = importlib.machinery.ModuleSpec("fcircnn.sim.tb_accelerator", None)
+    tb.output_path = lambda results: results.with_name(results.name + ".output.npz")
     monkeypatch.setitem(sys.modules, "fcircnn.hw.accelerator", top)
     monkeypatch.setitem(sys.modules, "fcircnn.sim.tb_accelerator", tb)
     monkeypatch.setattr(runner, "find_simulator", lambda name: None)
