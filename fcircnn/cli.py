@@ -17,7 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from fcircnn import __version__
-from fcircnn.report import describe_image, format_estimate, format_table, format_top
+from fcircnn.report import (
+    describe_image,
+    format_estimate,
+    format_front,
+    format_table,
+    format_top,
+)
 
 EXIT_BAD_INPUT = 2
 
@@ -631,6 +637,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             unroll_td={"both": (False, True), "yes": (True,), "no": (False,)}[args.unroll_td],
             cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size)
         space.check(net.block_size)
+        objective = sweep.Objective(args.maximise.replace("-", "_"), args.floor)
     except sweep.SweepError as exc:
         raise UserError(f"sweep range: {exc}") from None
     if args.reference is None:  # the paper's accelerator for this network, if there is one
@@ -659,7 +666,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         result = sweep.run_sweep(net, space, device, clock_mhz=args.clock_mhz, cap=args.cap,
-                                 jobs=args.jobs, references=references, progress=progress)
+                                 jobs=args.jobs, references=references, progress=progress,
+                                 objective=objective)
     finally:
         if bar is not None:
             bar.close()
@@ -672,7 +680,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except sweep.SweepError as exc:
         raise UserError(str(exc)) from None
     png = sweep.plot_pareto(result, out / "pareto.png")
+    print(f"best points ({result.objective.describe()}):")
     print("\n".join(format_top(result, args.top)))
+    print("\nefficiency front (no point has both more GOP/s and more GOP/s per DSP):")
+    print("\n".join(format_front(result)))
     sweep.write_accelerator_yaml(
         best.point, net, device, args.clock_mhz, best_path,
         name=f"{net.name}_{device.name}_best",
@@ -958,6 +969,13 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--reference", action="append", metavar="ACC.yaml",
                     help="accelerator file(s) to mark as references (default: the built-in "
                          "<network>_zcu102, the paper's configuration)")
+    sw.add_argument("--maximise", choices=("gops", "gops-per-dsp"), default="gops",
+                    help="the figure the best point maximises (default: gops)")
+    sw.add_argument("--floor", type=_ranged(float, lambda v: 0 <= v < 1e9,
+                                            "must be a number >= 0"), default=0.0,
+                    metavar="X", help="the least the other figure may be: GOP/s per DSP when "
+                                      "maximising GOP/s, GOP/s when maximising GOP/s per DSP "
+                                      "(default: 0)")
     sw.add_argument("--top", type=_cycles, default=10, metavar="N",
                     help="rows of the top table (default: 10)")
     sw.add_argument("--best-yaml", metavar="PATH",

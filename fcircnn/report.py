@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from fcircnn.gen.synth import SynthReport
     from fcircnn.models.config import AcceleratorConfig
 
-__all__ = ["describe_image", "format_estimate", "format_report", "format_table", "format_top"]
+__all__ = ["describe_image", "format_estimate", "format_front", "format_report", "format_table",
+           "format_top"]
 
 
 def format_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
@@ -142,3 +143,18 @@ def format_top(result: SweepResult, n: int = 10) -> list[str]:
             rows.append(row("paper" + ("" if ref.status == "ok" else f" (over: {ref.binding})"),
                             ref))
     return format_table(header, rows)
+
+
+def format_front(result: SweepResult) -> list[str]:
+    """The efficiency front of a sweep (no point has both more GOP/s and more GOP/s per DSP)
+    with the references beside it, as table lines."""
+    from fcircnn.gen.sweep import efficiency_front
+
+    rows = [[e.label, f"{e.effective_gops:.1f}", f"{e.gops_per_dsp:.3f}", e.dsp,
+             f"{e.bram36:.1f}", e.lut, f"{e.pe_utilization:.1%}"]
+            for e in efficiency_front(result.evaluations)]
+    rows += [[f"paper: {r.label}", f"{r.effective_gops:.1f}", f"{r.gops_per_dsp:.3f}", r.dsp,
+              f"{r.bram36:.1f}", r.lut, f"{r.pe_utilization:.1%}"]
+             for r in result.references if r.status != "illegal"]
+    return format_table(["config (Tn/Tm/Td/Tr/Tc)", "GOP/s", "GOP/s/DSP", "DSP", "BRAM36",
+                         "LUT", "PE util"], rows)

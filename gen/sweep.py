@@ -50,11 +50,13 @@ __all__ = [
     "RESOURCE_NAMES",
     "Device",
     "Evaluation",
+    "Objective",
     "Point",
     "SweepError",
     "SweepResult",
     "SweepSpace",
     "accelerator_for",
+    "efficiency_front",
     "evaluate",
     "pareto_front",
     "plot_pareto",
@@ -362,28 +364,73 @@ def _evaluate_point(point: Point) -> Evaluation:
     return evaluate(acc, w["device"], w["cap"], label=point.label, point=point)
 
 
+@dataclass(frozen=True)
+class Objective:
+    """How a sweep ranks the points that fit: maximise ``maximise`` (``"gops"``, effective
+    GOP/s, or ``"gops_per_dsp"``) among the points whose other figure is at least ``floor``
+    (GOP/s per DSP when maximising GOP/s, GOP/s when maximising GOP/s per DSP); ties go to
+    fewer DSPs."""
+
+    maximise: str = "gops"
+    floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.maximise not in ("gops", "gops_per_dsp"):
+            raise SweepError(f"objective: maximise 'gops' or 'gops_per_dsp', not "
+                             f"{self.maximise!r}")
+        if not (self.floor >= 0 and math.isfinite(self.floor)):
+            raise SweepError(f"objective: the floor must be a number >= 0, not {self.floor!r}")
+
+    def _figures(self, e: Evaluation) -> tuple[float, float]:
+        """(the figure maximised, the figure floored)."""
+        if self.maximise == "gops":
+            return e.effective_gops, e.gops_per_dsp
+        return e.gops_per_dsp, e.effective_gops
+
+    def admits(self, e: Evaluation) -> bool:
+        return self._figures(e)[1] >= self.floor
+
+    def key(self, e: Evaluation) -> tuple:
+        return (-self._figures(e)[0], e.dsp, e.label)
+
+    def describe(self) -> str:
+        names = {"gops": "GOP/s", "gops_per_dsp": "GOP/s per DSP"}
+        other = "gops_per_dsp" if self.maximise == "gops" else "gops"
+        text = f"maximise {names[self.maximise]}"
+        return text + (f" with {names[other]} >= {self.floor:g}" if self.floor else "")
+
+
 @dataclass
 class SweepResult:
-    """All evaluations of a sweep, the references and the best point."""
+    """All evaluations of a sweep, the references and the best point under ``objective``."""
 
     network: NetworkConfig
     device: Device
     cap: float
     evaluations: list[Evaluation]
     references: list[Evaluation] = field(default_factory=list)
+    objective: Objective = field(default_factory=Objective)
 
     @property
     def fitting(self) -> list[Evaluation]:
-        """The points that fit, best first (GOP/s down, then DSP up)."""
-        ok = [e for e in self.evaluations if e.status == "ok"]
-        return sorted(ok, key=lambda e: (-e.effective_gops, e.dsp, e.label))
+        """The points that fit and meet the objective's floor, best first."""
+        ok = [e for e in self.evaluations if e.status == "ok" and self.objective.admits(e)]
+        return sorted(ok, key=self.objective.key)
 
     @property
     def best(self) -> Evaluation:
-        """The best fitting point (:class:`SweepError` if none fits, naming why)."""
+        """The best fitting point (:class:`SweepError` if none fits or meets the floor,
+        naming why)."""
         fitting = self.fitting
         if fitting:
             return fitting[0]
+        ok = [e for e in self.evaluations if e.status == "ok"]
+        if ok:
+            top = max(ok, key=lambda e: self.objective._figures(e)[1])
+            raise SweepError(f"no fitting point meets the objective ({self.objective.describe()})"
+                             f": the highest of the {len(ok)} fitting points is "
+                             f"{top.label} at {top.effective_gops:.1f} GOP/s, "
+                             f"{top.gops_per_dsp:.3f} GOP/s per DSP")
         raise SweepError(no_fit_message(self.evaluations, self.device, self.cap))
 
 
@@ -416,8 +463,10 @@ def no_fit_message(evaluations: Sequence[Evaluation], device: Device, cap: float
 def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mhz: float = 200.0,
               cap: float = DEFAULT_CAP, jobs: int = 1,
               references: Sequence[AcceleratorConfig] = (),
-              progress: Callable[[int, int], None] | None = None) -> SweepResult:
-    """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes).
+              progress: Callable[[int, int], None] | None = None,
+              objective: Objective | None = None) -> SweepResult:
+    """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes); the
+    result ranks them by ``objective`` (default: the most GOP/s).
 
     ``references`` (e.g. the paper's accelerator files) are evaluated with the same model,
     clock and cap and returned separately. ``progress(done, total)`` is called as points finish.
@@ -452,7 +501,7 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
                 if progress:
                     progress(len(evaluations), total)
     refs = [evaluate(acc, device, cap, label=acc.name, reference="paper") for acc in references]
-    return SweepResult(net, device, cap, evaluations, refs)
+    return SweepResult(net, device, cap, evaluations, refs, objective or Objective())
 
 
 # ------------------------------------------------------------------------------------------
@@ -484,6 +533,19 @@ def _write_rows(result: SweepResult, f) -> None:
                   "ddr_gbs", "bram36"):
             row[k] = f"{row[k]:.4f}"
         writer.writerow(row)
+
+
+def efficiency_front(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
+    """The fitting points not dominated in (more GOP/s, more GOP/s per DSP), by falling GOP/s:
+    what the objective picks from for every floor."""
+    ok = sorted((e for e in evaluations if e.status == "ok"),
+                key=lambda e: (-e.effective_gops, -e.gops_per_dsp))
+    front, best = [], -math.inf
+    for e in ok:
+        if e.gops_per_dsp > best:
+            front.append(e)
+            best = e.gops_per_dsp
+    return front
 
 
 def pareto_front(evaluations: Sequence[Evaluation], cost: str) -> list[Evaluation]:

@@ -72,6 +72,28 @@ def test_pareto_front_keeps_only_undominated_fitting_points():
     assert [e.label for e in sweep.pareto_front(evs, "dsp")] == ["a", "c"]
 
 
+def _eff(label, gops, dsp):
+    return Evaluation(label, "ok", effective_gops=gops, dsp=dsp, gops_per_dsp=gops / dsp)
+
+
+def test_objective_ranks_under_a_floor_on_the_other_figure():
+    evs = [_eff("big", 4000, 1400), _eff("lean", 2800, 700), _eff("tiny", 900, 200),
+           _eff("big2", 4000, 1300), Evaluation("x", "over", effective_gops=9e9, dsp=1)]
+    result = sweep.SweepResult(None, ZCU102, 0.9, evs)
+    assert result.best.label == "big2"  # most GOP/s, then fewer DSPs
+    result.objective = sweep.Objective("gops", floor=3.5)
+    assert [e.label for e in result.fitting] == ["lean", "tiny"]
+    result.objective = sweep.Objective("gops_per_dsp", floor=1000)
+    assert result.best.label == "lean"
+    result.objective = sweep.Objective("gops", floor=10)
+    with pytest.raises(sweep.SweepError, match=r"no fitting point meets the objective \(maximise "
+                                               r"GOP/s with GOP/s per DSP >= 10\).*tiny"):
+        result.best
+    with pytest.raises(sweep.SweepError, match="maximise 'gops' or 'gops_per_dsp'"):
+        sweep.Objective("dsp")
+    assert [e.label for e in sweep.efficiency_front(evs)] == ["big2", "lean", "tiny"]
+
+
 def test_no_fit_message_names_the_binding_resource():
     evs = [_ev("a", "over", 100, 3000, 100.0, "dsp"), _ev("b", "over", 200, 4000, 50.0, "dsp"),
            Evaluation("c", "illegal", reason="layer 'x': kernel too large")]
