@@ -535,29 +535,29 @@ def _write_rows(result: SweepResult, f) -> None:
         writer.writerow(row)
 
 
+def _front(evaluations: Sequence[Evaluation], order: Callable[[Evaluation], Any],
+           figure: Callable[[Evaluation], float]) -> list[Evaluation]:
+    """The fitting points, taken in ``order``, that each beat every earlier one on
+    ``figure``."""
+    front, best = [], -math.inf
+    for e in sorted((e for e in evaluations if e.status == "ok"), key=order):
+        if figure(e) > best:
+            front.append(e)
+            best = figure(e)
+    return front
+
+
 def efficiency_front(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
     """The fitting points not dominated in (more GOP/s, more GOP/s per DSP), by falling GOP/s:
     what the objective picks from for every floor."""
-    ok = sorted((e for e in evaluations if e.status == "ok"),
-                key=lambda e: (-e.effective_gops, -e.gops_per_dsp))
-    front, best = [], -math.inf
-    for e in ok:
-        if e.gops_per_dsp > best:
-            front.append(e)
-            best = e.gops_per_dsp
-    return front
+    return _front(evaluations, lambda e: (-e.effective_gops, -e.gops_per_dsp),
+                  lambda e: e.gops_per_dsp)
 
 
 def pareto_front(evaluations: Sequence[Evaluation], cost: str) -> list[Evaluation]:
     """The fitting points not dominated in (more GOP/s, less ``cost``), by rising cost."""
-    ok = sorted((e for e in evaluations if e.status == "ok"),
-                key=lambda e: (getattr(e, cost), -e.effective_gops))
-    front, best = [], -math.inf
-    for e in ok:
-        if e.effective_gops > best:
-            front.append(e)
-            best = e.effective_gops
-    return front
+    return _front(evaluations, lambda e: (getattr(e, cost), -e.effective_gops),
+                  lambda e: e.effective_gops)
 
 
 def plot_pareto(result: SweepResult, path: str | os.PathLike[str]) -> Path:

@@ -88,7 +88,7 @@ def test_objective_ranks_under_a_floor_on_the_other_figure():
     result.objective = sweep.Objective("gops", floor=10)
     with pytest.raises(sweep.SweepError, match=r"no fitting point meets the objective \(maximise "
                                                r"GOP/s with GOP/s per DSP >= 10\).*tiny"):
-        result.best
+        _ = result.best
     with pytest.raises(sweep.SweepError, match="maximise 'gops' or 'gops_per_dsp'"):
         sweep.Objective("dsp")
     assert [e.label for e in sweep.efficiency_front(evs)] == ["big2", "lean", "tiny"]
