@@ -220,41 +220,37 @@ def _report(result, modes: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def _load_weights_and_input(net, args: argparse.Namespace):
-    """``--weights`` and ``--input`` of ``golden`` and ``compile``, every array checked
-    against ``net`` (:func:`~fcircnn.models.network.load_weights`,
-    :func:`~fcircnn.models.network.load_input`).
-
-    Returns ``(weights, x)``, each ``None`` when not given (random from the seed).
-    """
+def _load_array(flag: str, load, net, path: str | None):
+    """``load(net, path)`` of a ``flag`` (``None`` when the flag is not given: random from the
+    seed), every array checked against ``net`` (:mod:`fcircnn.models.network`)."""
     from fcircnn.models.files import ArrayFileError
+
+    if not path:
+        return None
+    try:
+        return load(net, path)
+    except ArrayFileError as exc:
+        raise UserError(f"{flag}: {exc} (network {net.name})") from None
+
+
+def _load_weights_and_input(net, args: argparse.Namespace):
+    """``--weights`` and ``--input`` of ``golden`` and ``compile``: ``(weights, x)``."""
     from fcircnn.models.network import load_input, load_weights
 
-    try:
-        weights = load_weights(net, args.weights) if args.weights else None
-    except ArrayFileError as exc:
-        raise UserError(f"--weights: {exc}") from None
-    try:
-        x = load_input(net, args.input) if args.input else None
-    except ArrayFileError as exc:
-        raise UserError(f"--input: {exc} (network {net.name})") from None
-    return weights, x
+    return (_load_array("--weights", load_weights, net, args.weights),
+            _load_array("--input", load_input, net, args.input))
 
 
 def _load_calibration(net, args: argparse.Namespace):
     """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the line
     that names how the int8 scales are calibrated."""
-    from fcircnn.models.files import ArrayFileError
     from fcircnn.models.network import load_clips
 
     stat = "the maximum" if args.calibration_statistic == "max" else (
         f"the {args.calibration_statistic[1:]}th percentile")
     if not args.calibration:
         return None, f"int8 scales from {stat} over the input clip"
-    try:
-        clips = load_clips(net, args.calibration)
-    except ArrayFileError as exc:
-        raise UserError(f"--calibration: {exc}") from None
+    clips = _load_array("--calibration", load_clips, net, args.calibration)
     return clips, (f"int8 scales from {stat} over {len(clips)} calibration clip(s) "
                    f"({args.calibration})")
 
@@ -378,8 +374,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
     from fcircnn.gen.compiler import CompileError
-    from fcircnn.models.files import ArrayFileError
-    from fcircnn.models.network import load_clips
+    from fcircnn.models.network import load_clips, load_weights
     from fcircnn.predict import predict
     from fcircnn.sim.runner import SimulatorUnavailable
 
@@ -388,12 +383,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _output_dir(args.build_dir, "--build-dir")
     acc = _accelerator(args.config)
     net = acc.network
-    try:
-        clips = load_clips(net, args.input)
-    except ArrayFileError as exc:
-        raise UserError(f"--input: {exc}") from None
-    weights, _ = _load_weights_and_input(net, argparse.Namespace(weights=args.weights,
-                                                                 input=None))
+    clips = _load_array("--input", load_clips, net, args.input)
+    weights = _load_array("--weights", load_weights, net, args.weights)
     calibration, how = _load_calibration(net, args)
     _check_memory(net, ("float", "int"), len(clips) + (0 if calibration is None
                                                       else len(calibration)))
