@@ -36,8 +36,9 @@ foreach cmd {
     ipx::remove_bus_parameter ipx::remove_memory_map ipx::create_xgui_files
     ipx::update_checksums ipx::check_integrity ipx::save_core update_ip_catalog
     create_bd_design apply_bd_automation connect_bd_net connect_bd_intf_net
-    assign_bd_address validate_bd_design save_bd_design generate_target
+    assign_bd_address validate_bd_design save_bd_design generate_target close_project
     launch_runs wait_on_run open_run report_utilization report_timing_summary write_bitstream
+    write_hw_platform exclude_bd_addr_seg
 } {
     proc $cmd args "_log $cmd {*}\$args"
 }
@@ -51,11 +52,26 @@ proc get_property {name object} {
     switch -- $name {
         PROGRESS { return "100%" }
         DIRECTORY { return "/stub/runs/$object" }
-        SLACK { return 0.125 }
+        SLACK { return [dict get $::stub_slack $object] }
+        OFFSET { return [lindex [dict get $::stub_segments $object] 0] }
+        RANGE { return [lindex [dict get $::stub_segments $object] 1] }
         default { return "" }
     }
 }
-proc get_timing_paths args { _log get_timing_paths {*}$args; return path_0 }
+# Worst setup and hold slack (STUB_SLACK: "setup hold" in ns).
+set ::stub_slack [dict create path_-setup [lindex $::env(STUB_SLACK) 0] \
+    path_-hold [lindex $::env(STUB_SLACK) 1]]
+proc get_timing_paths args { _log get_timing_paths {*}$args; return path_[lindex $args end] }
+proc version args { _log version {*}$args; return $::env(STUB_VIVADO) }
+# The HP0 FPD segments a master sees on the ZCU102's PS: offset and range.
+set ::stub_segments [dict create SEG_HP0_DDR_LOW {0x00000000 0x80000000} \
+    SEG_HP0_QSPI {0xC0000000 0x20000000} SEG_HP0_LPS_OCM {0xFF000000 0x01000000} \
+    SEG_HP0_DDR_HIGH {0x800000000 0x800000000}]
+proc get_bd_addr_spaces args { _log get_bd_addr_spaces {*}$args; return [lindex $args end] }
+proc get_bd_addr_segs args {
+    _log get_bd_addr_segs {*}$args
+    return [dict keys $::stub_segments]
+}
 proc create_bd_cell args { _log create_bd_cell {*}$args; return [lindex $args end] }
 proc get_bd_cells args { _log get_bd_cells {*}$args; return [lindex $args end] }
 proc get_bd_pins args { _log get_bd_pins {*}$args; return [lindex $args end] }
@@ -124,9 +140,11 @@ def zcu102():
     return load_accelerator(builtin_path("c3d_zcu102"))
 
 
-def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0:1.1")):
+def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0:1.1"), *,
+            vivado_version="2023.2", slack=(0.125, 0.05), extra_env=None, fails=False):
     """Write the scripts to ``tmp_path/vivado``, run ``script`` on the stubs; return the calls
-    ``[(command, [args...]), ...]`` and the standard output."""
+    ``[(command, [args...]), ...]`` and the standard output (with ``fails``: the error
+    output, the run having to fail)."""
     folder = tmp_path / "vivado"
     folder.mkdir(exist_ok=True)
     for name, text in vivado.vivado_scripts(acc).items():
@@ -135,9 +153,14 @@ def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0
     (tmp_path / "run.tcl").write_text(
         f"source {tmp_path / 'stubs.tcl'}\nsource {folder / script}\n")
     log = tmp_path / "calls.log"
-    env = {"STUB_LOG": str(log), "STUB_BOARD_PARTS": " ".join(board_parts), "PATH": "/usr/bin"}
+    env = {"STUB_LOG": str(log), "STUB_BOARD_PARTS": " ".join(board_parts), "PATH": "/usr/bin",
+           "STUB_VIVADO": vivado_version, "STUB_SLACK": " ".join(map(str, slack)),
+           **(extra_env or {})}
     proc = subprocess.run(["tclsh", str(tmp_path / "run.tcl")], capture_output=True, text=True,
                           env=env, timeout=60)
+    if fails:
+        assert proc.returncode != 0, proc.stdout
+        return None, proc.stderr
     assert proc.returncode == 0, proc.stderr + proc.stdout
     calls = []
     for line in log.read_text().splitlines():
@@ -198,8 +221,8 @@ def test_scripts_are_deterministic(zcu102):
 def test_create_project_with_board(tmp_path, zcu102):
     calls, out = run_tcl(tmp_path, zcu102, "create_project.tcl")
     (create,) = _named(calls, "create_project")
-    assert create[0] == "fcircnn_accel"
-    assert Path(create[1]) == tmp_path / "vivado" / "project"
+    assert create[0] == "fcircnn_accel_ip"  # the IP is packaged in a project of its own
+    assert Path(create[1]) == tmp_path / "vivado" / "ip_project"
     assert create[2:] == ["-part", "xczu9eg-ffvb1156-2-e", "-force"]
     assert ["board_part", ZCU102, "project_1"] in _named(calls, "set_property")
     assert _index(calls, "get_board_parts") < _index(calls, "create_project") < \
@@ -265,10 +288,8 @@ def test_package_ip(tmp_path, zcu102):
     assert ["used_in", "out_of_context implementation synthesis", "xdc_0"] in props
     order = [_index(calls, "ipx::package_project"), _index(calls, "ipx::infer_bus_interfaces"),
              _index(calls, "ipx::associate_bus_interfaces"), _index(calls, "ipx::add_memory_map"),
-             _index(calls, "ipx::update_checksums"), _index(calls, "ipx::save_core"),
-             _index(calls, "update_ip_catalog")]
+             _index(calls, "ipx::update_checksums"), _index(calls, "ipx::save_core")]
     assert order == sorted(order)
-    assert ["ip_repo_paths", str(tmp_path / "vivado" / "ip_repo"), "project_1"] in props
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +308,15 @@ def _ps_config(calls):
 def test_block_design(tmp_path, zcu102, board):
     parts = (ZCU102,) if board else ()
     calls, out = run_tcl(tmp_path, zcu102, "block_design.tcl", board_parts=parts)
+    # Its own project, holding the packaged IP and not the RTL.
+    assert _index(calls, "close_project") < _index(calls, "create_project") < \
+        _index(calls, "update_ip_catalog") < _index(calls, "create_bd_design")
+    (create,) = _named(calls, "create_project")
+    assert create[0] == "system" and Path(create[1]) == tmp_path / "vivado" / "project"
+    assert ["ip_repo_paths", str(tmp_path / "vivado" / "ip_repo"), "project_1"] in \
+        _named(calls, "set_property")
+    assert not _named(calls, "add_files")[:-1]  # only the wrapper
+    assert not _named(calls, "exclude_bd_addr_seg")  # 40-bit m_axi reaches every segment
     assert _named(calls, "create_bd_design") == [["system"]]
     cells = _named(calls, "create_bd_cell")
     assert ["-type", "ip", "-vlnv", "xilinx.com:ip:zynq_ultra_ps_e", "zynq_ultra_ps_e_0"] in cells
@@ -364,3 +394,41 @@ def test_build_runs_everything_in_order(tmp_path, zcu102):
     assert _index(calls, "get_property", "PROGRESS", "synth_1") > \
         _index(calls, "wait_on_run", "synth_1")
     assert "fcircnn_accel.bit" in out and "WARNING" not in out
+    assert _named(calls, "write_hw_platform") == [
+        ["-fixed", "-include_bit", "-force", "-file", str(outdir / "fcircnn_accel.xsa")]]
+    assert _index(calls, "write_hw_platform") > _index(calls, "wait_on_run", "impl_1")
+    assert out.startswith("fcircnn: Vivado 2023.2")
+    # Setup and hold are both checked.
+    assert _named(calls, "get_timing_paths") == [["-max_paths", "1", "-nworst", "1", "-setup"],
+                                                 ["-max_paths", "1", "-nworst", "1", "-hold"]]
+
+
+@pytest.mark.parametrize("slack, kind", [((-0.2, 0.05), "setup"), ((0.1, -0.01), "hold")])
+def test_build_fails_on_negative_slack_unless_allowed(tmp_path, zcu102, slack, kind):
+    _, err = run_tcl(tmp_path, zcu102, "build.tcl", slack=slack, fails=True)
+    assert f"timing not met at 200 MHz: worst {kind} slack" in err
+    assert "FCIRCNN_ALLOW_TIMING_FAILURE=1" in err
+    calls, out = run_tcl(tmp_path, zcu102, "build.tcl", slack=slack,
+                         extra_env={"FCIRCNN_ALLOW_TIMING_FAILURE": "1"})
+    assert f"WARNING: fcircnn: timing not met at 200 MHz: worst {kind} slack" in out
+    assert _named(calls, "write_hw_platform")
+
+
+@pytest.mark.parametrize("version, ok", [("2019.1", False), ("2018.3.1", False), ("2019.2", True),
+                                         ("2024.1.2", True), ("custom", False)])
+def test_build_checks_the_vivado_version(tmp_path, zcu102, version, ok):
+    if ok:
+        calls, _ = run_tcl(tmp_path, zcu102, "build.tcl", vivado_version=version)
+        assert _named(calls, "launch_runs")
+    else:
+        _, err = run_tcl(tmp_path, zcu102, "build.tcl", vivado_version=version, fails=True)
+        assert f"need Vivado {vivado.MIN_VIVADO} or newer" in err and version in err
+
+
+def test_32_bit_master_keeps_only_the_segments_it_reaches(tmp_path):
+    acc = _config(tmp_path)
+    acc = acc.model_copy(update={"address_width": 32})
+    calls, _ = run_tcl(tmp_path, vivado.VivadoTarget.from_config(acc), "block_design.tcl")
+    assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
+    assert _index(calls, "assign_bd_address") < _index(calls, "exclude_bd_addr_seg") < \
+        _index(calls, "validate_bd_design")
