@@ -12,25 +12,33 @@ moved or copied to the machine that has Vivado::
 ==========================  ===============================================================
 file                        what it does
 ==========================  ===============================================================
-``create_project.tcl``      project ``vivado/project`` for the configured part; the board
-                            part is set only when Vivado has it installed; adds the RTL and
-                            the XDC; top ``fcircnn_accel``
+``create_project.tcl``      the IP's own project ``vivado/ip_project`` for the configured
+                            part; the board part is set only when Vivado has it installed;
+                            adds the RTL and the XDC; top ``fcircnn_accel``
 ``package_ip.tcl``          packages the project as the IP ``fcircnn:fcircnn:fcircnn_accel``
                             into ``vivado/ip_repo``: AXI interfaces ``m_axi`` and
                             ``s_axi_control`` (inferred from the port names), clock ``ap_clk``
                             associated with both, reset ``ap_rst_n`` active low, interrupt
                             ``interrupt`` level high, memory map of ``s_axi_control`` with the
                             registers of :data:`fcircnn.hw.regfile.REGISTERS`
-``block_design.tcl``        block design ``system``: the MPSoC PS (board preset when the
+``block_design.tcl``        a project of its own, ``vivado/project``, which holds the
+                            packaged IP (``ip_repo``), not the RTL (as FINN and hls4ml
+                            do); block design ``system``: the MPSoC PS (board preset when the
                             board part is installed), ``pl_clk0`` at the configured clock,
                             HPM0 FPD -> SmartConnect -> ``s_axi_control``, ``m_axi`` ->
                             SmartConnect -> HP0 FPD (128 bit), ``proc_sys_reset`` for
-                            ``ap_rst_n``, ``interrupt`` -> ``pl_ps_irq0``; addresses,
-                            validation, HDL wrapper as the new top
-``build.tcl``               sources the three scripts above, synthesis, implementation to
-                            ``write_bitstream``, utilization and timing reports, and copies
-                            ``fcircnn_accel.bit`` and ``fcircnn_accel.hwh`` (PYNQ needs both,
-                            same base name) to ``vivado/out/``
+                            ``ap_rst_n``, ``interrupt`` -> ``pl_ps_irq0``; addresses (a
+                            master of fewer than 36 address bits keeps only the HP0 segments
+                            it reaches: DDR_HIGH at 32 GB is excluded), validation, HDL
+                            wrapper as the new top
+``build.tcl``               checks the Vivado version (:data:`MIN_VIVADO` or newer), sources
+                            the three scripts above, synthesis, implementation to
+                            ``write_bitstream``, utilization and timing reports; negative
+                            setup or hold slack ends the build with an error (unless
+                            ``FCIRCNN_ALLOW_TIMING_FAILURE=1``); copies ``fcircnn_accel.bit``
+                            and ``fcircnn_accel.hwh`` (PYNQ needs both, same base name) to
+                            ``vivado/out/`` and writes ``fcircnn_accel.xsa``
+                            (``write_hw_platform``, with the bitstream) beside them
 ==========================  ===============================================================
 
 The block design is wired explicitly (SmartConnect and ``proc_sys_reset`` cells) rather than
@@ -449,7 +457,7 @@ def build_tcl(acc: AcceleratorConfig | VivadoTarget, banner: Sequence[str] = ())
                         "hardware handoff", banner) + f"""\
 # Run in this folder: {BUILD_COMMAND}
 set fcircnn_vivado_version [version -short]
-regexp {{^[0-9]+\.[0-9]+}} $fcircnn_vivado_version fcircnn_vivado_release
+regexp {{^[0-9]+\\.[0-9]+}} $fcircnn_vivado_version fcircnn_vivado_release
 if {{![info exists fcircnn_vivado_release] \\
         || [package vcompare $fcircnn_vivado_release {MIN_VIVADO}] < 0}} {{
     error "fcircnn: these scripts need Vivado {MIN_VIVADO} or newer (write_hw_platform), \\
