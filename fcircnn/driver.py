@@ -307,6 +307,13 @@ class Driver:
                               f"wrong IP or address")
         return ident, version
 
+    def place(self, image: CompiledImage) -> CompiledImage:
+        """``image`` at the backend's buffer (``backend.base``, e.g. the physical address of
+        the buffer PYNQ allocated), relocated if it was compiled for another base; as is when
+        the backend has no fixed buffer."""
+        base = getattr(self.backend, "base", None)
+        return image if base is None or base == image.base else image.relocated(base)
+
     async def load(self, image: CompiledImage) -> None:
         """Write the whole image at ``image.base`` (also clears outputs and cycles entries)."""
         await self.backend.write_mem(image.base, image.data)
@@ -441,7 +448,8 @@ class Driver:
 
     async def run(self, image: CompiledImage, timeout_s: float, *,
                   poll: bool = False) -> RunReport:
-        """Load, start, wait, then read the counters and check every layer.
+        """Place (:meth:`place`), load, start, wait, then read the counters and check every
+        layer.
 
         Raises
         ------
@@ -450,6 +458,7 @@ class Driver:
         """
         timeout_s = _check_timeout(timeout_s)
         wall0 = time.monotonic()
+        image = self.place(image)
         await self.load(image)
         t0 = self._clock() if self._has_clock() else None
         await self.start(image.desc_ptr)
@@ -469,8 +478,8 @@ class PynqBackend:
 
     The DDR image lives in one contiguous buffer from ``pynq.allocate`` of ``mem_size`` bytes,
     made here. Its physical address is :attr:`base` (``buffer.device_address``, page aligned);
-    **compile the image with that base** (``compile_network(acc, base=backend.base)``, a
-    multiple of 4 KB), since descriptors hold absolute addresses. Registers go through
+    :meth:`Driver.run` places an image compiled for any base there
+    (:meth:`~fcircnn.gen.image.CompiledImage.relocated`). Registers go through
     ``pynq.MMIO`` on the IP's address range; the interrupt through ``pynq.Interrupt`` if the
     overlay connects the IP's ``interrupt`` pin to an interrupt controller, else by polling the
     interrupt registers. Use it with ``asyncio.run(Driver(backend).run(image, 10.0))``.

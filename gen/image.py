@@ -29,6 +29,7 @@ The compiler leaves the entries zero, so a non-zero entry means "this descriptor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -252,6 +253,52 @@ class CompiledImage:
             expected[name] = (parts[0], parts[1])
         object.__setattr__(self, "expected", expected)
         object.__setattr__(self, "_outputs", outputs)
+
+    def relocated(self, base: int) -> CompiledImage:
+        """This image placed at ``base`` (4 KB aligned) instead of :attr:`base`.
+
+        The compiler lays the image out relative to its base and only the descriptors hold
+        absolute addresses: every address field of every descriptor in the list (input, output,
+        residual, weight, post-table and cycles-entry addresses, the next descriptor) moves by
+        ``base - self.base``, and so do ``desc_ptr`` and the outputs; everything else is the
+        same bytes. A board driver places an image compiled anywhere in the buffer it is given.
+
+        Raises
+        ------
+        ImageError
+            If ``base`` is not a non-negative multiple of 4096.
+        """
+        from fcircnn.arch.descriptor import (
+            DESCRIPTOR_BYTES,
+            FLAG_RESIDUAL,
+            OP_POOL,
+            LayerDescriptor,
+        )
+
+        if isinstance(base, bool) or not isinstance(base, int) or base < 0 or base % 4096:
+            raise ImageError(f"an image is placed at a non-negative multiple of 4096, not "
+                             f"{base!r}")
+        delta = base - self.base
+        data = bytearray(self.data)
+        for k in range(len(self.descriptors)):
+            at = self.desc_ptr - self.base + k * DESCRIPTOR_BYTES
+            d = LayerDescriptor.unpack(bytes(data[at:at + DESCRIPTOR_BYTES]))
+            moved = {"in_base": d.in_base + delta, "out_base": d.out_base + delta,
+                     "cycles_addr": d.cycles_addr + delta}
+            if d.next_desc:
+                moved["next_desc"] = d.next_desc + delta
+            if d.flags & FLAG_RESIDUAL:
+                moved["res_base"] = d.res_base + delta
+            if d.op != OP_POOL:
+                moved["weight_base"] = d.weight_base + delta
+                moved["post_base"] = d.post_base + delta
+            data[at:at + DESCRIPTOR_BYTES] = dataclasses.replace(d, **moved).pack()
+        infos = tuple(dataclasses.replace(d, out_base=d.out_base + delta,
+                                          cycles_addr=d.cycles_addr + delta)
+                      for d in self.descriptors)
+        return CompiledImage(bytes(data), base, self.desc_ptr + delta, infos, self.expected,
+                             input_parts=self.input_parts, network=self.network,
+                             accelerator=self.accelerator)
 
     def _check_range(self, addr: int, size: int, what: str) -> None:
         end = self.base + len(self.data)

@@ -11,6 +11,9 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     Folder with ``image.bin``, ``memory_map.json``, ``expected.npz``.
 ``results`` (str, required)
     Path of the JSON results file to write (below).
+``relocate`` (int, optional)
+    Place the image at this base instead of the one it was compiled for
+    (:meth:`fcircnn.gen.image.CompiledImage.relocated`), as a board driver does.
 ``backpressure`` (float, default 0), ``latency`` (int, default 0), ``seed`` (int, default 0)
     DDR model: pause probability on all five AXI channels, cycles before the first beat of every
     read burst, seed of the pauses.
@@ -148,6 +151,8 @@ async def run_network(dut):
     for key in ("image_dir", "results"):
         assert key in p, f"testbench parameter {key!r} is required"
     image = CompiledImage.load(p["image_dir"])
+    if "relocate" in p:  # the driver places the image at another base than it was built for
+        image = image.relocated(int(p["relocate"]))
     results = Path(p["results"])
     timeout_cycles = int(p.get("timeout_cycles", DEFAULT_TIMEOUT_CYCLES))
     timeout_s = timeout_cycles * PERIOD_NS * 1e-9

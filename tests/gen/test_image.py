@@ -199,3 +199,40 @@ def test_expected_part_missing(copy):
     np.savez(copy / "expected.npz", **arrays)
     with pytest.raises(ImageError, match="'fc' lacks its im part"):
         CompiledImage.load(copy)
+
+
+def test_relocation_moves_every_address_and_nothing_else(tmp_path, small_accelerator):
+    from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.gen.image import CompiledImage, ImageError
+    from fcircnn.models.config import load_accelerator
+
+    acc = load_accelerator(small_accelerator(tmp_path))
+    image = CompiledImage.from_ddr_image(compile_network(acc, seed=1, base=0x10000))
+    moved = image.relocated(0x305000)
+    delta = 0x305000 - 0x10000
+    assert (moved.base, moved.desc_ptr) == (0x305000, image.desc_ptr + delta)
+    changed = set()
+    for k in range(len(image.descriptors)):
+        at = image.desc_ptr - image.base + k * DESCRIPTOR_BYTES
+        a = LayerDescriptor.unpack(image.data[at:at + DESCRIPTOR_BYTES])
+        b = LayerDescriptor.unpack(moved.data[at:at + DESCRIPTOR_BYTES])
+        addresses = ["in_base", "out_base", "cycles_addr"]
+        addresses += ["next_desc"] if a.next_desc else []
+        addresses += ["res_base"] if a.flags & FLAG_RESIDUAL else []
+        addresses += ["weight_base", "post_base"] if a.op != OP_POOL else []
+        for name in addresses:
+            assert getattr(b, name) == getattr(a, name) + delta, name
+        rest = {f for f in a.__dataclass_fields__ if f not in addresses}
+        assert all(getattr(a, f) == getattr(b, f) for f in rest)
+        changed.add(at)
+    # Outside the descriptors the bytes are the same; outputs and cycles entries moved.
+    mask = bytearray(image.data)
+    for at in changed:
+        mask[at:at + DESCRIPTOR_BYTES] = moved.data[at:at + DESCRIPTOR_BYTES]
+    assert bytes(mask) == moved.data
+    last = image.layer_names()[-1]
+    assert moved.output(last).addr == image.output(last).addr + delta
+    assert moved.relocated(0x10000).data == image.data
+    with pytest.raises(ImageError, match="multiple of 4096"):
+        image.relocated(0x10010)
