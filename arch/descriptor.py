@@ -81,8 +81,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import astuple, dataclass, fields
+from typing import TYPE_CHECKING
 
-from amaranth.lib import data
+if TYPE_CHECKING:
+    from amaranth.lib import data
 
 __all__ = [
     "DESCRIPTOR_BYTES",
@@ -310,8 +312,11 @@ def descriptor_layout() -> data.StructLayout:
 
     Same bit positions as :meth:`LayerDescriptor.pack` read as a little-endian integer;
     vectors are ``ArrayLayout(unsigned(w), 3)`` indexed ``d, h, w``; the reserved bytes are
-    fields ``_reserved0`` .. ``_reserved4``.
+    fields ``_reserved0`` .. ``_reserved4``. (Amaranth is imported here, not with the module:
+    the host side reads descriptors without it.)
     """
+    from amaranth.lib import data
+
     members: dict[str, object] = {}
     for name, code, count in _FIELDS:
         if count == 0:

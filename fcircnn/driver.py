@@ -17,8 +17,8 @@ A run (:meth:`Driver.run`)
 5. :meth:`~Driver.layer_results` reads every layer's cycles entries and output map and compares
    the map with the golden int8 slots bit for bit.
 
-Register offsets and bits come from :mod:`fcircnn.hw.regfile`; the names of the engine's error
-codes from ``fcircnn.hw.accelerator.ERROR_CODES`` when it is importable (else the number).
+Register offsets and bits come from :mod:`fcircnn.arch.registers`, and so do the names of the
+engine's error codes (:data:`~fcircnn.arch.registers.ERROR_CODES`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, offset
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
-from fcircnn.hw.regfile import FIELDS, IDENT, offset
 
 __all__ = [
     "Backend",
@@ -73,14 +73,10 @@ class DriverTimeout(DriverError):
 
 
 def error_name(code: int) -> str:
-    """Name of engine error ``code`` (``fcircnn.hw.accelerator.ERROR_CODES``), or
-    ``"error <code>"`` if the table is not available or lacks the code."""
-    try:
-        from fcircnn.hw.accelerator import ERROR_CODES  # lazy: not needed to run
-    except Exception:
-        return f"error {code}"
-    name = ERROR_CODES.get(code) if isinstance(ERROR_CODES, dict) else None
-    return str(name) if name is not None else f"error {code}"
+    """Name of engine error ``code`` (:data:`~fcircnn.arch.registers.ERROR_CODES`), or
+    ``"error <code>"`` if the table lacks the code."""
+    name = ERROR_CODES.get(code)
+    return name if name is not None else f"error {code}"
 
 
 def _ctrl_text(ctrl: int) -> str:

@@ -3,8 +3,8 @@
 Both files are rendered from the same list of constants (:func:`constants`), which is built
 from the tables of the hardware and the compiler, never restated by hand:
 
-* register offsets and bit fields: :data:`fcircnn.hw.regfile.REGISTERS` and
-  :data:`~fcircnn.hw.regfile.FIELDS` (``FCIRCNN_REG_<NAME>``, ``FCIRCNN_<REG>_<FIELD>_SHIFT``
+* register offsets and bit fields: :data:`fcircnn.arch.registers.REGISTERS` and
+  :data:`~fcircnn.arch.registers.FIELDS` (``FCIRCNN_REG_<NAME>``, ``FCIRCNN_<REG>_<FIELD>_SHIFT``
   and ``_MASK``, the mask in place), the default ``ID``/``VERSION`` values and the size of the
   ``s_axi_control`` window;
 * the layer descriptor: ``_FIELDS`` of :mod:`fcircnn.arch.descriptor`
@@ -24,15 +24,14 @@ the descriptor and the cycles entry.
 
 from __future__ import annotations
 
-import inspect
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from fcircnn.arch import descriptor
+from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, FIELDS, IDENT, REGISTERS, VERSION
 from fcircnn.gen import TOOL_VERSION
 from fcircnn.gen.compiler import CYCLE_BYTES, POST_RECORD_BYTES
-from fcircnn.hw.regfile import FIELDS, IDENT, REGISTERS, VERSION, ControlRegisters
 
 __all__ = [
     "CYCLES_ENTRY_FIELDS",
@@ -136,7 +135,7 @@ def _record_constants(prefix: str, fields: Sequence[RecordField], section: str
 
 def constants() -> tuple[Constant, ...]:
     """Every constant of the generated files, in file order (module docstring)."""
-    window = 1 << inspect.signature(ControlRegisters).parameters["addr_width"].default
+    window = 1 << CONTROL_ADDR_WIDTH
     out = [Constant("CONTROL_BYTES", window, "bytes of the s_axi_control window", "registers")]
     out += [Constant(f"REG_{r.name}", r.offset, f"{r.access}: {r.description}", "registers")
             for r in REGISTERS]

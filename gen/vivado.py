@@ -20,7 +20,7 @@ file                        what it does
                             ``s_axi_control`` (inferred from the port names), clock ``ap_clk``
                             associated with both, reset ``ap_rst_n`` active low, interrupt
                             ``interrupt`` level high, memory map of ``s_axi_control`` with the
-                            registers of :data:`fcircnn.hw.regfile.REGISTERS`
+                            registers of :data:`fcircnn.arch.registers.REGISTERS`
 ``block_design.tcl``        a project of its own, ``vivado/project``, which holds the
                             packaged IP (``ip_repo``), not the RTL (as FINN and hls4ml
                             do); block design ``system``: the MPSoC PS (board preset when the
@@ -66,13 +66,12 @@ under ``tclsh`` with stubs of the Vivado commands and checks the calls.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, REGISTERS
 from fcircnn.gen import TOOL_VERSION
-from fcircnn.hw.regfile import REGISTERS, ControlRegisters
 from fcircnn.models.config import AcceleratorConfig
 
 __all__ = [
@@ -115,7 +114,7 @@ IP_LIBRARY = "fcircnn"
 IP_VERSION = ".".join(TOOL_VERSION.split(".")[:2])
 IP_VLNV = f"{IP_VENDOR}:{IP_LIBRARY}:{TOP_NAME}:{IP_VERSION}"
 #: Bytes of the ``s_axi_control`` window: the register file's default 12-bit address.
-CONTROL_WINDOW_BYTES = 1 << inspect.signature(ControlRegisters).parameters["addr_width"].default
+CONTROL_WINDOW_BYTES = 1 << CONTROL_ADDR_WIDTH
 
 _WORD = re.compile(r"[A-Za-z0-9_.:+\-]+")
 

@@ -8,13 +8,14 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descriptor_layout
+from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
 from fcircnn.models.layout import BEAT_BYTES
 
 from .axi4 import AXI4Signature
 from .axi_dma import AxiDma
 from .axi_dma_box import Status, box_layout
 from .common import rejecting
-from .layer_engine import ERROR_BAD_DESCRIPTOR, ERROR_CODES, LayerEngine
+from .layer_engine import LayerEngine
 from .regfile import AXI4LiteSignature, ControlRegisters
 
 __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_CODES", "TOP_NAME", "Accelerator"]
@@ -22,7 +23,6 @@ __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_CODES", "TOP_NAME", "Accelerator"]
 #: Verilog module name of the top level.
 TOP_NAME = "fcircnn_accel"
 #: Address width of ``s_axi_control`` (a 4 KiB window).
-CONTROL_ADDR_WIDTH = 12
 
 _DESC_BEATS = DESCRIPTOR_BYTES // BEAT_BYTES
 

@@ -21,6 +21,7 @@ from fcircnn.arch.geometry import (
     core_lanes,
     engine_geometry,
 )
+from fcircnn.arch.registers import ERROR_CODES
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, status_layout
@@ -36,18 +37,6 @@ from .post_chain import PostChain
 
 __all__ = ["ERROR_CODES", "LayerEngine"]
 
-#: Error codes of the engine (register ERROR_CODE): ``(direction << 2) | Status`` for DMA
-#: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
-ERROR_CODES: dict[int, str] = {
-    1: "DMA read: bad command (unaligned address or stride, empty box)",
-    2: "DMA read: address overflow",
-    3: "DMA read: bus error (SLVERR/DECERR)",
-    5: "DMA write: bad command (unaligned address or stride, empty box)",
-    6: "DMA write: address overflow",
-    7: "DMA write: bus error (SLVERR/DECERR)",
-    8: "bad descriptor: unknown op or core index",
-}
-ERROR_BAD_DESCRIPTOR = 8
 
 #: Post-record bytes (see :mod:`fcircnn.gen.compiler`).
 _RECORD_BITS = 256

@@ -35,17 +35,27 @@ Any other offset in the window (0x1C, 0x48 and up) is unmapped: a write there is
 answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address
 bits 1..0 are ignored (AXI4-Lite accesses are word-aligned).
 
-The same map is available to generators (C header, host driver) as :data:`REGISTERS` and
-:data:`FIELDS`.
+The map itself (:data:`REGISTERS`, :data:`FIELDS`, :data:`IDENT`, :data:`VERSION`) is stated
+in :mod:`fcircnn.arch.registers`, where generators and the host driver take it from.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from fcircnn.arch.registers import (
+    CONTROL_ADDR_WIDTH,
+    FIELDS,
+    IDENT,
+    MIN_ADDR_WIDTH,
+    REGISTERS,
+    VERSION,
+    Field,
+    Register,
+    offset,
+)
 
 from .common import check_positive, rejecting
 
@@ -65,81 +75,6 @@ __all__ = [
 
 #: ``xRESP`` codes used by the register file.
 RESP_OKAY, RESP_SLVERR = 0, 2
-
-#: Default design identifier: ASCII "FCIR".
-IDENT = 0x46434952
-#: Default register-map version (major << 16 | minor).
-VERSION = 0x0001_0000
-
-
-class Register(NamedTuple):
-    """One 32-bit register of the map: name, byte offset, access (``"RW"``, ``"RO"``,
-    ``"W1C"``; CTRL mixes a write-1-pulse bit with read-only bits, see :data:`FIELDS`) and a
-    one-line description."""
-
-    name: str
-    offset: int
-    access: str
-    description: str
-
-
-class Field(NamedTuple):
-    """A bit field of a register: register name, field name, lowest bit, width, access
-    (``"W1P"`` write 1 to pulse, reads 0; ``"RO"``; ``"RW"``; ``"W1C"``) and description."""
-
-    register: str
-    name: str
-    bit: int
-    width: int
-    access: str
-    description: str
-
-
-#: The register map (see the module docstring).
-REGISTERS: tuple[Register, ...] = (
-    Register("CTRL", 0x00, "RW", "control: start (W1P), busy, done, error (RO)"),
-    Register("GIE", 0x04, "RW", "global interrupt enable"),
-    Register("IER", 0x08, "RW", "interrupt enable: bit0 done, bit1 error"),
-    Register("ISR", 0x0C, "W1C", "interrupt status: bit0 done, bit1 error (write 1 to clear)"),
-    Register("ERROR_CODE", 0x10, "RO", "error code captured at the last error"),
-    Register("ERROR_ADDR_LO", 0x14, "RO", "error address bits 31..0"),
-    Register("ERROR_ADDR_HI", 0x18, "RO", "error address bits 63..32"),
-    Register("DESC_PTR_LO", 0x20, "RW", "descriptor-list pointer bits 31..0"),
-    Register("DESC_PTR_HI", 0x24, "RW", "descriptor-list pointer bits 63..32"),
-    Register("CYCLES_LO", 0x28, "RO", "busy cycles bits 31..0 (read latches CYCLES_HI)"),
-    Register("CYCLES_HI", 0x2C, "RO", "busy cycles bits 63..32 (latched)"),
-    Register("PE_BUSY_LO", 0x30, "RO", "PE-busy cycles bits 31..0 (read latches PE_BUSY_HI)"),
-    Register("PE_BUSY_HI", 0x34, "RO", "PE-busy cycles bits 63..32 (latched)"),
-    Register("DMA_STALL_LO", 0x38, "RO",
-             "DMA-stall cycles bits 31..0 (read latches DMA_STALL_HI)"),
-    Register("DMA_STALL_HI", 0x3C, "RO", "DMA-stall cycles bits 63..32 (latched)"),
-    Register("ID", 0x40, "RO", "design identifier"),
-    Register("VERSION", 0x44, "RO", "register-map version (major << 16 | minor)"),
-)
-
-#: The bit fields of the registers that have more than one (or a partial) field.
-FIELDS: tuple[Field, ...] = (
-    Field("CTRL", "start", 0, 1, "W1P", "write 1: start the engine (ignored while busy)"),
-    Field("CTRL", "busy", 1, 1, "RO", "the engine is running"),
-    Field("CTRL", "done", 2, 1, "RO", "the descriptor list finished (sticky until start)"),
-    Field("CTRL", "error", 3, 1, "RO", "the engine reported an error (sticky until start)"),
-    Field("GIE", "enable", 0, 1, "RW", "global interrupt enable"),
-    Field("IER", "done", 0, 1, "RW", "interrupt on done"),
-    Field("IER", "error", 1, 1, "RW", "interrupt on error"),
-    Field("ISR", "done", 0, 1, "W1C", "done happened"),
-    Field("ISR", "error", 1, 1, "W1C", "error happened"),
-)
-
-_OFFSETS = {reg.name: reg.offset for reg in REGISTERS}
-_TOP = max(_OFFSETS.values()) + 4
-#: Smallest address width holding the map.
-_MIN_ADDR_WIDTH = (_TOP - 1).bit_length()
-
-
-def offset(name: str) -> int:
-    """Byte offset of register ``name`` (``KeyError`` if there is none)."""
-    return _OFFSETS[name]
-
 
 def _check_int(name: str, value, lo: int, hi: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
@@ -248,10 +183,10 @@ class ControlRegisters(wiring.Component):
         Level-sensitive interrupt request.
     """
 
-    def __init__(self, addr_width: int = 12, *, error_code_width: int = 8,
+    def __init__(self, addr_width: int = CONTROL_ADDR_WIDTH, *, error_code_width: int = 8,
                  error_addr_width: int = 64, ident: int = IDENT, version: int = VERSION):
         with rejecting(self):
-            _check_int("addr_width", addr_width, _MIN_ADDR_WIDTH, 32)
+            _check_int("addr_width", addr_width, MIN_ADDR_WIDTH, 32)
             check_positive("error_code_width", error_code_width, 32)
             check_positive("error_addr_width", error_addr_width, 64)
             _check_int("ident", ident, 0, 2**32 - 1)
@@ -281,7 +216,7 @@ class ControlRegisters(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bus = self.s_axi_control
-        words = {name: off // 4 for name, off in _OFFSETS.items()}
+        words = {reg.name: reg.offset // 4 for reg in REGISTERS}
 
         ctrl_done = Signal()
         ctrl_error = Signal()
