@@ -122,3 +122,21 @@ def test_the_checker_sees_what_it_must():
         t.startswith("fcircnn.models") for t, _ in graph["fcircnn.cli"])
     assert any(t == "fcircnn.hw.accelerator" for t, _ in graph["fcircnn.gen.generate"])
     assert _layer("fcircnn.report") == "cli" and _layer("fcircnn.driver") == "fcircnn.driver"
+
+
+#: Longest function allowed in the hardware (DESIGN.md section 7: an ``elaborate`` past about
+#: 150 lines is several components).
+MAX_HW_FUNCTION_LINES = 160
+
+
+def test_hardware_functions_are_short_enough_to_read_at_once():
+    root = Path(__file__).resolve().parent.parent / "hw"
+    long = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_HW_FUNCTION_LINES:
+                    long.append(f"hw/{path.name}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, "split these into components:\n" + "\n".join(long)
+    assert any(root.glob("engine_*.py"))  # the checker reads the hardware

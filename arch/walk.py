@@ -1,0 +1,173 @@
+"""The layer engine's walk of one layer descriptor, in Python: every DMA box the engine issues
+and every pass it computes, in order.
+
+The RTL walks the same nest (:class:`fcircnn.hw.engine_walk.TileWalk` in each walker); the
+engine's component tests hold each walker's output equal to this. A conv layer (``op`` conv or
+gap) runs the tile loop nest ``mt`` (output-channel tiles) > ``(td, th, tw)`` (output tiles of
+the descriptor's ``tile``, ``w`` fastest, clipped at the map's edge) > ``nt`` (input-channel
+tiles):
+
+* reads (:func:`conv_reads`): per m-tile its post records (before its first tile), per tile the
+  residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
+  (conv padding as the DMA's zero padding) then the ``(mt, nt)`` weight tile;
+* compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
+* writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool).
+
+A pool pass (:func:`pool_boxes`) reads and writes one slot group's whole map at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .descriptor import FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+from .geometry import SLOT_GROUP_CHANNELS, CoreGeometry
+
+#: Slots of one slot group, one 128-bit beat of complex int8 slots.
+SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
+BEAT_BYTES = 2 * SLOTS_PER_BEAT
+
+__all__ = ["Box", "Tile", "conv_passes", "conv_reads", "conv_tiles", "conv_writes", "pool_boxes"]
+
+
+class Box(NamedTuple):
+    """One DMA box, field for field the hardware's ``box_layout``
+    (:mod:`fcircnn.hw.axi_dma_box`): the address of its first in-map voxel, the byte strides of
+    a slot group, a plane and a row, the slot groups, per axis (``d``, ``h``, ``w``) the
+    padding voxels before, the voxels inside the map and the padding after, and the slots of
+    the last group's beats the write keeps."""
+
+    addr: int
+    stride_g: int
+    stride_d: int
+    stride_h: int
+    groups: int
+    pre: tuple[int, int, int]
+    len: tuple[int, int, int]
+    post: tuple[int, int, int]
+    last_lanes: int = SLOTS_PER_BEAT
+
+    @classmethod
+    def block(cls, addr: int, nbytes: int) -> Box:
+        """A contiguous block of ``nbytes`` (a multiple of 16) as one row of beats."""
+        return cls(addr, BEAT_BYTES, BEAT_BYTES, BEAT_BYTES, 1, (0, 0, 0),
+                   (1, 1, nbytes // BEAT_BYTES), (0, 0, 0))
+
+
+class Tile(NamedTuple):
+    """One iteration ``(mt, t)`` of the nest (without ``nt``): the m-tile, the tile index per
+    axis, its first conv voxel and extent per axis, its output slot groups and the slots of
+    the last one."""
+
+    mt: int
+    t: tuple[int, int, int]
+    lo: tuple[int, int, int]
+    ext: tuple[int, int, int]
+    groups: int
+    last_lanes: int
+
+
+def _check(desc: LayerDescriptor, core: CoreGeometry) -> None:
+    if not isinstance(desc, LayerDescriptor) or not isinstance(core, CoreGeometry):
+        raise TypeError("the walk needs a LayerDescriptor and a CoreGeometry")
+    if desc.op == OP_POOL:
+        raise ValueError("a pool descriptor has no tile walk: see pool_boxes")
+
+
+def conv_tiles(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[Tile]:
+    """The tiles of a conv descriptor in the walk's order: ``mt``, then ``td``, ``th``,
+    ``tw`` (fastest)."""
+    _check(desc, core)
+    half = core.tm // 2
+    for mt in range(desc.m_tiles):
+        slots = desc.out_slots - mt * half
+        groups = -(-slots // SLOTS_PER_BEAT) if slots < half else core.out_groups
+        last_lanes = (slots - 1) % SLOTS_PER_BEAT + 1 if slots < half else SLOTS_PER_BEAT
+        for td in range(desc.tiles[0]):
+            for th in range(desc.tiles[1]):
+                for tw in range(desc.tiles[2]):
+                    t = (td, th, tw)
+                    lo = tuple(i * n for i, n in zip(t, desc.tile, strict=True))
+                    ext = tuple(min(n - x, s) for n, x, s in zip(desc.conv_shape, lo, desc.tile,
+                                                                 strict=True))
+                    yield Tile(mt, t, lo, ext, groups, last_lanes)
+
+
+def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
+    return base + tile.mt * desc.out_mt_step + sum(
+        i * s for i, s in zip(tile.t, desc.out_step, strict=True))
+
+
+def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int) -> Box:
+    pre, length, post, addr = [], [], [], desc.in_base
+    addr += (nt // core.subs) * desc.in_nt_step
+    for a in range(3):
+        s, k, pad, size = desc.stride[a], desc.kernel[a], desc.padding[a], desc.in_shape[a]
+        lo = tile.lo[a] * s
+        start = lo - pad
+        end = start + (tile.ext[a] - 1) * s + k
+        pre.append(max(0, -start))
+        post.append(max(0, end - size))
+        length.append(min(end, size) - max(start, 0))
+        if lo > pad:
+            addr += tile.t[a] * desc.in_step[a] - desc.in_pad_bytes[a]
+    rest = -(-desc.in_slots // SLOTS_PER_BEAT) - nt * core.in_groups
+    groups = min(rest, core.in_groups) if core.tn > SLOT_GROUP_CHANNELS else 1
+    return Box(addr, *desc.in_stride, groups, tuple(pre), tuple(length), tuple(post))
+
+
+def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str, Box]]:
+    """The reads of a conv descriptor in the loader's order, each ``(kind, box)`` with kind
+    ``"params"``, ``"residual"``, ``"input"`` or ``"weights"``."""
+    weight_tile = desc.weight_tile_bytes
+    for tile in conv_tiles(desc, core):
+        for nt in range(desc.n_tiles):
+            if tile.t == (0, 0, 0) and nt == 0:
+                yield "params", Box.block(desc.post_base + tile.mt * core.tm * 16,
+                                          core.tm * BEAT_BYTES)
+            if desc.flags & FLAG_RESIDUAL and nt == 0:
+                yield "residual", Box(_out_addr(desc, tile, desc.res_base), *desc.out_stride,
+                                      tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
+            yield "input", _input_box(desc, core, tile, nt)
+            w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
+            yield "weights", Box.block(w_addr, weight_tile)
+
+
+def conv_passes(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[Tile, int]]:
+    """The compute passes of a conv descriptor in order: ``(tile, nt)``."""
+    for tile in conv_tiles(desc, core):
+        for nt in range(desc.n_tiles):
+            yield tile, nt
+
+
+def halved_axes(desc: LayerDescriptor, fused_pool: bool) -> tuple[bool, bool, bool]:
+    """Per axis, whether a pool fused into the drain halves the tile (``FLAG_POOL`` on a conv
+    descriptor of a core built with a fused pool, a 2-wide window)."""
+    fused = fused_pool and desc.op != OP_POOL and bool(desc.flags & FLAG_POOL)
+    return tuple(fused and w == 2 for w in desc.pool_window)
+
+
+def conv_writes(desc: LayerDescriptor, core: CoreGeometry, *, fused_pool: bool = False
+                ) -> Iterator[Box]:
+    """The write boxes of a conv descriptor in order, one per tile; ``fused_pool``: the core
+    is built with a pool fused into its drain
+    (:attr:`~fcircnn.arch.geometry.EngineGeometry.fused_pool`)."""
+    halved = halved_axes(desc, fused_pool)
+    for tile in conv_tiles(desc, core):
+        ext = tuple(e >> 1 if h else e for e, h in zip(tile.ext, halved, strict=True))
+        yield Box(_out_addr(desc, tile, desc.out_base), *desc.out_stride, tile.groups,
+                  (0, 0, 0), ext, (0, 0, 0), tile.last_lanes)
+
+
+def pool_boxes(desc: LayerDescriptor) -> Iterator[tuple[Box, Box]]:
+    """The ``(read, write)`` boxes of a pool descriptor, one pair per input slot group."""
+    if not isinstance(desc, LayerDescriptor) or desc.op != OP_POOL:
+        raise ValueError("pool_boxes needs a pool descriptor")
+    groups = -(-desc.in_slots // SLOTS_PER_BEAT)
+    for g in range(groups):
+        last = desc.out_slots - g * SLOTS_PER_BEAT if g == groups - 1 else SLOTS_PER_BEAT
+        yield (Box(desc.in_base + g * desc.in_stride[0], *desc.in_stride, 1, (0, 0, 0),
+                   desc.in_shape, (0, 0, 0)),
+               Box(desc.out_base + g * desc.out_stride[0], *desc.out_stride, 1, (0, 0, 0),
+                   desc.out_shape, (0, 0, 0), last))

@@ -1,0 +1,237 @@
+"""The layer engine's loader: every read of a conv layer, issued as far ahead as the buffers
+allow."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Shape, Signal, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
+from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
+from fcircnn.models.layout import SLOTS_PER_BEAT
+
+from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
+from .axi_dma_read import read_beat_layout
+from .common import rejecting
+from .engine_walk import TileWalk, control_signature, fail_signature
+
+__all__ = ["POST_RECORD_BITS", "EngineLoader", "params_signature"]
+
+#: Bits of one post record (see :mod:`fcircnn.gen.compiler`).
+POST_RECORD_BITS = 256
+#: AXI data-bus bits (one read beat).
+_BEAT_BITS = 128
+
+
+def params_signature(core: CoreGeometry) -> memory.WritePort.Signature:
+    """The post-parameter memory's write port: two halves (m-tile parity) of ``Tm/16`` words,
+    a word the 8 post records of one slot group, written a 128-bit beat at a time."""
+    G = core.out_groups
+    return memory.WritePort.Signature(addr_width=(2 * G - 1).bit_length() or 1,
+                                      shape=unsigned(SLOTS_PER_BEAT * POST_RECORD_BITS),
+                                      granularity=_BEAT_BITS)
+
+
+class EngineLoader(wiring.Component):
+    """Walks a conv layer's tile loop nest ``mt > (td, th, tw) > nt`` (:class:`TileWalk`) and
+    issues its reads on ``rd_cmd``, routing the beats of ``rd_data`` to their buffer.
+
+    Per m-tile the post records go to the parameter memory (``params``, the half of the
+    m-tile's parity, once the drain has left the m-tile two back: ``drain_mt``); per tile the
+    residual box (``FLAG_RESIDUAL``) to ``res_o``; per ``(tile, nt)`` the input box (conv
+    padding as DMA zero padding; its size on ``in_box``) to ``in_o`` and the ``(mt, nt)``
+    weight tile to ``w_o``. Each transfer waits until its buffer is free (the stream's
+    ``ready``), so the loader runs ahead of compute as far as the ping-pong buffers allow.
+
+    Contract
+    --------
+    * ``ctl.start`` with a conv descriptor starts the walk; it ends after the last weight tile
+      (back to idle, ``idle`` high) or at ``ctl.failed``.
+    * One transfer at a time: the command, then its beats, then its status. A status other
+      than OK pulses ``fail`` (code = the status) and ends the walk.
+    * ``params_ready[h]``: the records of the m-tile of parity ``h`` are loaded.
+
+    Parameters
+    ----------
+    core : CoreGeometry
+    geometry : EngineGeometry
+    in_box : data.Layout
+        The input buffer's box layout (:func:`~fcircnn.hw.buffer_input.input_box_layout`).
+    res_box : data.Layout or None
+        The residual buffer's box layout, ``None`` if the core runs no residual layer.
+    addr_width : int
+    """
+
+    def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
+                 res_box: data.Layout | None, addr_width: int = 40):
+        with rejecting(self):
+            if not isinstance(core, CoreGeometry) or not isinstance(geometry, EngineGeometry):
+                raise TypeError("core must be a CoreGeometry and geometry an EngineGeometry")
+            check_addr_width(addr_width)
+            if (res_box is not None) != geometry.residual:
+                raise ValueError("res_box must be given exactly when the core has residuals")
+        self.core, self.geometry, self.addr_width = core, geometry, addr_width
+        self.in_box_layout, self.res_box_layout = in_box, res_box
+        beat = stream.Signature(read_beat_layout())
+        ports = {
+            "ctl": In(control_signature()),
+            "fail": Out(fail_signature(addr_width)),
+            "idle": Out(1),
+            "rd_cmd": Out(stream.Signature(box_layout(addr_width))),
+            "rd_data": In(beat),
+            "rd_status": In(stream.Signature(status_layout(addr_width))),
+            "in_o": Out(beat),
+            "in_box": Out(in_box),
+            "in_stride_d": Out(range(1, geometry.stride[0] + 1), init=geometry.stride[0]),
+            "w_o": Out(beat),
+            "params": In(params_signature(core)),
+            "params_ready": Out(2),
+            "drain_mt": In(16),
+        }
+        if res_box is not None:
+            ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        core, aw = self.core, self.addr_width
+        G, Tm = core.out_groups, core.tm
+        ctl = self.ctl
+        d = ctl.desc
+        residual = (d.flags & FLAG_RESIDUAL).bool()
+        has_res = self.res_box_layout is not None
+        ld = TileWalk(m, "ld", d, core, self.geometry.stride, with_nt=True)
+        params_ready = Signal(2)  # per half: the records of that half's m-tile are loaded
+        m.d.comb += self.params_ready.eq(params_ready)
+        with m.If(ctl.start):
+            m.d.sync += params_ready.eq(0)
+            ld.reset(ctl.new_desc)
+
+        rd_box = Signal(box_layout(aw))
+        m.d.comb += self.rd_cmd.payload.eq(rd_box)
+        DEST_NONE, DEST_PARAM, DEST_RES, DEST_IN, DEST_W = range(5)
+        dest = Signal(range(5))
+        ld_phase = Signal(range(4))  # 0 params, 1 residual, 2 input, 3 weights
+        in_box = Signal(box_layout(aw))
+        in_span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld_in_span{f}")
+                   for f in "dhw"]
+        res_box = Signal(box_layout(aw))
+        # Only the input slot groups the layer has (a PE input without a loaded group reads
+        # whatever its bank holds, times the zero weights of the absent channels).
+        in_groups = ld.groups_n if core.tn > 16 else 1
+        ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
+        ld.out_box(res_box, d.res_base, write=False)
+        # The input buffer's box: latched with the command, constant while its beats arrive.
+        in_size = Signal.like(self.in_box)
+        m.d.comb += [self.in_stride_d.eq(d.stride[0]), self.in_box.eq(in_size)]
+        if has_res:
+            m.d.comb += [self.res_box.groups.eq(ld.groups_m), self.res_box.d.eq(ld.ext[0]),
+                         self.res_box.h.eq(ld.ext[1]), self.res_box.w.eq(ld.ext[2])]
+        ld_mt_half = ld.mt[0]
+
+        # Routing of read beats.
+        beat = self.rd_data.payload
+        m.d.comb += [self.in_o.payload.eq(beat), self.w_o.payload.eq(beat)]
+        if has_res:
+            m.d.comb += self.res_o.payload.eq(beat)
+        with m.Switch(dest):
+            with m.Case(DEST_PARAM):
+                m.d.comb += self.rd_data.ready.eq(1)
+            with m.Case(DEST_RES):
+                if has_res:
+                    m.d.comb += [self.res_o.valid.eq(self.rd_data.valid),
+                                 self.rd_data.ready.eq(self.res_o.ready)]
+            with m.Case(DEST_IN):
+                m.d.comb += [self.in_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.in_o.ready)]
+            with m.Case(DEST_W):
+                m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.w_o.ready)]
+        # Parameter beats: 16 beats per group word; word index = half * G + group.
+        beats_per_word = SLOTS_PER_BEAT * POST_RECORD_BITS // _BEAT_BITS
+        p_beat = Signal(range(beats_per_word))
+        p_group = Signal(range(G + 1))
+        p_wr = self.params
+        with m.If((dest == DEST_PARAM) & self.rd_data.valid):
+            m.d.comb += [p_wr.addr.eq(ld_mt_half * G + p_group), p_wr.data.eq(
+                beat.data.replicate(beats_per_word)), p_wr.en.eq(1 << p_beat)]
+            with m.If(p_beat == beats_per_word - 1):
+                m.d.sync += [p_beat.eq(0), p_group.eq(p_group + 1)]
+            with m.Else():
+                m.d.sync += p_beat.eq(p_beat + 1)
+
+        ld_cmd_valid = Signal()
+        m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
+        with m.FSM(name="loader") as loader_fsm:
+            with m.State("IDLE"):
+                with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
+                    m.d.sync += ld_phase.eq(0)
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                # Decide the next transfer of the nest; wait until its buffer is free.
+                with m.If(ctl.failed | ld.done):
+                    m.next = "IDLE"
+                with m.Elif(ld_phase == 0):
+                    # Post records of m-tile ld.mt, once the drain no longer needs that half.
+                    with m.If((ld.t[0] == 0) & (ld.t[1] == 0) & (ld.t[2] == 0) & (ld.nt == 0)):
+                        with m.If(ld.mt <= self.drain_mt + 1):
+                            m.d.sync += [dest.eq(DEST_PARAM), p_group.eq(0), p_beat.eq(0),
+                                         rd_box.eq(0), ld_phase.eq(1)]
+                            m.d.sync += [rd_box.addr.eq(d.post_base + ld.mt_post),
+                                         rd_box.stride_g.eq(16), rd_box.stride_d.eq(16),
+                                         rd_box.stride_h.eq(16), rd_box.groups.eq(1),
+                                         rd_box.d_len.eq(1), rd_box.h_len.eq(1),
+                                         rd_box.w_len.eq(Tm), rd_box.last_lanes.eq(8)]
+                            m.d.sync += params_ready.bit_select(ld_mt_half, 1).eq(0)
+                            m.next = "CMD"
+                    with m.Else():
+                        m.d.sync += ld_phase.eq(1)
+                with m.Elif(ld_phase == 1):
+                    with m.If(residual & (ld.nt == 0)):
+                        if has_res:
+                            with m.If(self.res_o.ready):
+                                m.d.sync += [dest.eq(DEST_RES), rd_box.eq(res_box),
+                                             ld_phase.eq(2)]
+                                m.next = "CMD"
+                    with m.Else():
+                        m.d.sync += ld_phase.eq(2)
+                with m.Elif(ld_phase == 2):
+                    # (in_box: two cycles after the loader's step, by the time it gets here)
+                    with m.If(self.in_o.ready & ld.settled):
+                        m.d.sync += [dest.eq(DEST_IN), rd_box.eq(in_box), ld_phase.eq(3),
+                                     in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
+                                     in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
+                        m.next = "CMD"
+                with m.Else():
+                    with m.If(self.w_o.ready):
+                        m.d.sync += [dest.eq(DEST_W), rd_box.eq(0), ld_phase.eq(0)]
+                        m.d.sync += [rd_box.addr.eq(d.weight_base + ld.w_mt + ld.w_nt),
+                                     rd_box.stride_g.eq(16), rd_box.stride_d.eq(16),
+                                     rd_box.stride_h.eq(16), rd_box.groups.eq(1),
+                                     rd_box.d_len.eq(1), rd_box.h_len.eq(1),
+                                     rd_box.w_len.eq(d.weight_tile_bytes >> 4),
+                                     rd_box.last_lanes.eq(8)]
+                        m.next = "CMD"
+            with m.State("CMD"):
+                m.d.comb += ld_cmd_valid.eq(1)
+                with m.If(self.rd_cmd.ready):
+                    m.next = "DATA"
+            with m.State("DATA"):
+                status = self.rd_status.payload
+                m.d.comb += self.rd_status.ready.eq(1)
+                with m.If(self.rd_status.valid):
+                    m.d.sync += dest.eq(DEST_NONE)
+                    with m.If(status.code != Status.OK):
+                        m.d.comb += [self.fail.valid.eq(1),
+                                     self.fail.code.eq(status.code.as_value()),
+                                     self.fail.addr.eq(status.addr)]
+                        m.next = "IDLE"
+                    with m.Else():
+                        with m.If(dest == DEST_PARAM):
+                            m.d.sync += params_ready.bit_select(ld_mt_half, 1).eq(1)
+                        with m.If(dest == DEST_W):
+                            ld.advance()
+                        m.next = "NEXT"
+        m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
+        return m

@@ -1,0 +1,129 @@
+"""The layer engine's walk in Python (:mod:`fcircnn.arch.walk`) against what the compiler's
+descriptors mean: the tiles cover every output voxel once, the input boxes are the conv's input
+ranges, the reads load every weight tile once per tile, the pool boxes cover every group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
+from fcircnn.arch.geometry import CoreGeometry, engine_geometry
+from fcircnn.arch.walk import (
+    Box,
+    conv_passes,
+    conv_reads,
+    conv_tiles,
+    conv_writes,
+    halved_axes,
+    pool_boxes,
+)
+from fcircnn.gen.compiler import plan_network
+from fcircnn.gen.dma_plan import conv_input_range
+from fcircnn.models.config import builtin_path, load_config
+
+CONFIGS = Path(__file__).resolve().parent.parent / "hw" / "configs"
+
+
+def descriptors():
+    """``(descriptor, core geometry, fused pool)`` of every layer of the two-core test
+    accelerator (every C3D and ResNet-18 layer kind) and of C3D on the ZCU102."""
+    out = []
+    for config in (CONFIGS / "two_core.yaml", builtin_path("c3d_zcu102")):
+        acc = load_config(config)
+        for desc in plan_network(acc).descriptors:
+            core = acc.cores[desc.core]
+            out.append((desc, CoreGeometry.of(core, acc.block_size),
+                        engine_geometry(acc, core).fused_pool))
+    return out
+
+
+CASES = descriptors()
+CONV = [c for c in CASES if c[0].op != OP_POOL]
+POOL = [c for c in CASES if c[0].op == OP_POOL]
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_the_tiles_cover_every_output_voxel_of_every_m_tile_once(desc, core, fused):
+    seen = np.zeros((desc.m_tiles, *desc.conv_shape), dtype=int)
+    for tile in conv_tiles(desc, core):
+        (d0, h0, w0), (d, h, w) = tile.lo, tile.ext
+        seen[tile.mt, d0:d0 + d, h0:h0 + h, w0:w0 + w] += 1
+    assert (seen == 1).all()
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_input_boxes_are_the_conv_input_ranges(desc, core, fused):
+    reads = [box for kind, box in conv_reads(desc, core) if kind == "input"]
+    passes = list(conv_passes(desc, core))
+    assert len(reads) == len(passes) == desc.m_tiles * desc.n_tiles * int(np.prod(desc.tiles))
+    for box, (tile, nt) in zip(reads, passes, strict=True):
+        for a in range(3):
+            start, count = conv_input_range(tile.lo[a], tile.ext[a], desc.kernel[a],
+                                            desc.stride[a], desc.padding[a])
+            assert box.pre[a] == max(0, -start)
+            assert box.pre[a] + box.len[a] + box.post[a] == count
+            assert box.post[a] == max(0, start + count - desc.in_shape[a])
+        assert box.stride_g == desc.in_stride[0]
+        # The box's first in-map voxel, from the map's base and the strides.
+        first = [max(0, tile.lo[a] * desc.stride[a] - desc.padding[a]) for a in range(3)]
+        group = (nt // core.subs) * desc.in_nt_step // desc.in_stride[0] * desc.in_stride[0]
+        expect = (desc.in_base + group + first[0] * desc.in_stride[1]
+                  + first[1] * desc.in_stride[2] + first[2] * 16)
+        assert box.addr == expect
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_reads_come_in_the_loaders_order_with_every_weight_tile_per_tile(desc, core, fused):
+    kinds = [kind for kind, _ in conv_reads(desc, core)]
+    tiles = int(np.prod(desc.tiles))
+    assert kinds.count("params") == desc.m_tiles
+    assert kinds.count("residual") == (desc.m_tiles * tiles
+                                       if desc.flags & FLAG_RESIDUAL else 0)
+    weights = [box for kind, box in conv_reads(desc, core) if kind == "weights"]
+    assert len(weights) == desc.m_tiles * tiles * desc.n_tiles
+    per_tile = {box.addr for box in weights[:desc.n_tiles]}
+    assert len(per_tile) == desc.n_tiles  # every n-tile's weights, once per tile
+    assert all(box.len[2] * 16 == desc.weight_tile_bytes for box in weights)
+    end = max(box.addr for box in weights) + desc.weight_tile_bytes
+    assert end - desc.weight_base == desc.m_tiles * desc.n_tiles * desc.weight_tile_bytes
+    # Each (tile, nt): [params] [residual] input weights.
+    order = "".join({"params": "p", "residual": "r", "input": "i", "weights": "w"}[k]
+                    for k in kinds)
+    assert order.replace("p", "").replace("r", "") == "iw" * len(weights)
+    assert order.startswith("p") and "rp" not in order  # records before the residual
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_write_boxes_are_the_tiles_pooled_where_the_pool_is_fused(desc, core, fused):
+    halved = halved_axes(desc, fused)
+    for box, tile in zip(conv_writes(desc, core, fused_pool=fused), conv_tiles(desc, core),
+                         strict=True):
+        assert box.len == tuple(e // 2 if h else e for e, h in zip(tile.ext, halved,
+                                                                   strict=True))
+        assert box.pre == box.post == (0, 0, 0)
+        slots = min(core.tm // 2, desc.out_slots - tile.mt * core.tm // 2)
+        assert (box.groups - 1) * 8 + box.last_lanes == slots
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), POOL)
+def test_pool_boxes_cover_every_slot_group(desc, core, fused):
+    pairs = list(pool_boxes(desc))
+    assert len(pairs) == -(-desc.in_slots // 8)
+    assert sum(w.last_lanes for _, w in pairs) == desc.out_slots
+    for g, (r, w) in enumerate(pairs):
+        assert r.addr == desc.in_base + g * desc.in_stride[0] and r.len == desc.in_shape
+        assert w.addr == desc.out_base + g * desc.out_stride[0] and w.len == desc.out_shape
+
+
+def test_the_walk_refuses_what_it_cannot_walk():
+    pool = POOL[0]
+    with pytest.raises(ValueError, match="pool"):
+        list(conv_tiles(pool[0], pool[1]))
+    with pytest.raises(ValueError, match="pool descriptor"):
+        list(pool_boxes(CONV[0][0]))
+    with pytest.raises(TypeError):
+        list(conv_tiles(CONV[0][0], None))
+    assert Box.block(0x100, 64).len == (1, 1, 4)

@@ -1,0 +1,164 @@
+"""What the layer engine's component tests share: the descriptors they run (the compiler's, for
+the two-core test accelerator with every C3D and ResNet-18 layer kind, and the fused-pool test
+core), the descriptor as a signal value, boxes read off the simulator, and a DMA model."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from fcircnn.arch.descriptor import OP_POOL, LayerDescriptor
+from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
+from fcircnn.arch.walk import Box
+from fcircnn.gen.compiler import plan_network
+from fcircnn.hw.axi_dma_box import Status
+from fcircnn.models.config import load_config
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+#: AXI address width of the test accelerator.
+AW = 32
+
+
+@dataclass(frozen=True)
+class Case:
+    """One descriptor with the core that runs it."""
+
+    name: str
+    desc: LayerDescriptor
+    core: CoreGeometry
+    geometry: EngineGeometry
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _fused_accelerator() -> Path:
+    """The fused-pool test accelerator of ``tests/conftest.py``, written to a temporary
+    folder."""
+    spec = importlib.util.spec_from_file_location("_engine_conftest", CONFIGS.parent.parent
+                                                  / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    return conftest.write_fused_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-fused-")))
+
+
+@cache
+def cases() -> tuple[Case, ...]:
+    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core."""
+    out = []
+    for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator())):
+        acc = load_config(path)
+        for lp in plan_network(acc).layers:
+            core = acc.cores[lp.core_index]
+            for k, desc in enumerate(lp.descriptors):
+                name = f"{label}:{lp.layer.name}{'.pool' if k else ''}"
+                out.append(Case(name, desc, CoreGeometry.of(core, acc.block_size),
+                                engine_geometry(acc, core)))
+    return tuple(out)
+
+
+def conv_cases() -> list[Case]:
+    return [c for c in cases() if c.desc.op != OP_POOL]
+
+
+def pool_cases() -> list[Case]:
+    return [c for c in cases() if c.desc.op == OP_POOL]
+
+
+def desc_value(desc: LayerDescriptor) -> int:
+    """The descriptor as the value of a ``descriptor_layout()`` signal."""
+    return int.from_bytes(desc.pack(), "little")
+
+
+def box_of(v) -> Box:
+    """A :class:`~fcircnn.arch.walk.Box` from a ``box_layout`` value read off the simulator."""
+    return Box(int(v.addr), int(v.stride_g), int(v.stride_d), int(v.stride_h), int(v.groups),
+               (int(v.d_pre), int(v.h_pre), int(v.w_pre)),
+               (int(v.d_len), int(v.h_len), int(v.w_len)),
+               (int(v.d_post), int(v.h_post), int(v.w_post)), int(v.last_lanes))
+
+
+def box_beats(box: Box) -> int:
+    """Beats a read box delivers (padding included) or a write box takes."""
+    n = box.groups
+    for a in range(3):
+        n *= box.pre[a] + box.len[a] + box.post[a]
+    return n
+
+
+async def start(ctx, ctl, desc: LayerDescriptor) -> None:
+    """Pulse ``ctl.start`` with ``desc`` (as :class:`~fcircnn.hw.engine_control.EngineControl`
+    does: ``new_desc`` in the start cycle, ``desc`` latched from the next one on)."""
+    value = desc_value(desc)
+    ctx.set(ctl.new_desc.as_value(), value)
+    ctx.set(ctl.start, 1)
+    await ctx.tick()
+    ctx.set(ctl.start, 0)
+    ctx.set(ctl.desc.as_value(), value)
+
+
+class Dma:
+    """One direction of the DMA as the engine sees it: takes commands with random ready,
+    then delivers the box's beats on ``data`` (a read) or takes them from ``sink`` (a write)
+    and, after them, a status; ``fail_at``: the
+    command whose status is ``fail_status`` instead of OK (with its address)."""
+
+    def __init__(self, cmd, status, *, data=None, sink=None, rng: random.Random,
+                 stall: float = 0.3, fail_at: int | None = None,
+                 fail_status: Status = Status.BUS_ERROR, beat=lambda n, k: 0):
+        self.cmd, self.status, self.data, self.sink = cmd, status, data, sink
+        #: Per write box, the data of the beats taken from ``sink``.
+        self.written: list[list[int]] = []
+        self.rng, self.stall, self.fail_at, self.fail_status = rng, stall, fail_at, fail_status
+        self.beat = beat
+        self.boxes: list[Box] = []
+
+    async def run(self, ctx) -> None:
+        rng = self.rng
+        while True:
+            ready = rng.random() >= self.stall
+            ctx.set(self.cmd.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(self.cmd.valid, self.cmd.payload)
+            if not (valid and ready):
+                continue
+            ctx.set(self.cmd.ready, 0)
+            box = box_of(payload)
+            n = len(self.boxes)
+            self.boxes.append(box)
+            if self.data is not None:
+                for k in range(box_beats(box)):
+                    ctx.set(self.data.payload, {"data": self.beat(n, k),
+                                                "last": int(k == box_beats(box) - 1)})
+                    while True:
+                        valid = rng.random() >= self.stall
+                        ctx.set(self.data.valid, valid)
+                        _, _, ready = await ctx.tick().sample(self.data.ready)
+                        if valid and ready:
+                            break
+                    ctx.set(self.data.valid, 0)
+            if self.sink is not None:
+                self.written.append(await self._take(ctx, box_beats(box)))
+            for _ in range(rng.randrange(3)):
+                await ctx.tick()
+            failed = n == self.fail_at
+            code = self.fail_status if failed else Status.OK
+            ctx.set(self.status.payload, {"code": code, "addr": box.addr + 16 * failed})
+            ctx.set(self.status.valid, 1)
+            await ctx.tick().until(self.status.ready)
+            ctx.set(self.status.valid, 0)
+
+    async def _take(self, ctx, n: int) -> list[int]:
+        """Take ``n`` beats from ``sink`` with random ready."""
+        got = []
+        while len(got) < n:
+            ready = self.rng.random() >= self.stall
+            ctx.set(self.sink.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(self.sink.valid, self.sink.payload)
+            if valid and ready:
+                got.append(int(payload.data))
+        ctx.set(self.sink.ready, 0)
+        return got

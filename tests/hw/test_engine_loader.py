@@ -1,0 +1,118 @@
+"""The layer engine's loader (:mod:`fcircnn.hw.engine_loader`) on Amaranth's simulator against
+the Python walk (:func:`fcircnn.arch.walk.conv_reads`): the same reads in the same order, every
+beat routed to its buffer, with random DMA and buffer back-pressure; a failing read ends the
+walk with its status."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+from engine_bench import AW, Dma, box_beats, conv_cases, start
+
+from fcircnn.arch.walk import conv_reads
+from fcircnn.hw.axi_dma_box import Status
+from fcircnn.hw.buffer_input import input_box_layout
+from fcircnn.hw.engine_loader import EngineLoader
+
+#: A box layout large enough for every test layer's input box.
+IN_BOX = input_box_layout(4, 64, 64, 64)
+
+
+def loader(case):
+    res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
+    return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW)
+
+
+def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
+    """Run ``case``'s descriptor through a loader; return the boxes read, the beats each sink
+    took (per transfer, in order), the failure reported and whether the loader ended idle."""
+    dut = loader(case)
+    rng = random.Random(seed)
+    dma = Dma(dut.rd_cmd, dut.rd_status, data=dut.rd_data, rng=rng, stall=stall,
+              fail_at=fail_at, fail_status=fail_status, beat=lambda n, k: (n << 16) | k)
+    taken = []  # (sink, transfer, beat index)
+    fails = []
+
+    async def sinks(ctx):
+        sink_ports = {"input": dut.in_o, "weights": dut.w_o}
+        if case.geometry.residual:
+            sink_ports["residual"] = dut.res_o
+        while True:
+            for port in sink_ports.values():
+                ctx.set(port.ready, rng.random() >= stall)
+            await ctx.tick()
+
+    async def monitor(ctx):
+        ports = [dut.params.en, dut.in_o.valid, dut.in_o.ready, dut.w_o.valid, dut.w_o.ready,
+                 dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
+        if case.geometry.residual:
+            ports += [dut.res_o.valid, dut.res_o.ready]
+        async for _, _, en, iv, ir, wv, wr, beat, fv, fc, fa, *res in ctx.tick().sample(*ports):
+            data = int(beat.data)
+            if en:
+                taken.append(("params", data >> 16, data & 0xFFFF))
+            if iv and ir:
+                taken.append(("input", data >> 16, data & 0xFFFF))
+            if wv and wr:
+                taken.append(("weights", data >> 16, data & 0xFFFF))
+            if res and res[0] and res[1]:
+                taken.append(("residual", data >> 16, data & 0xFFFF))
+            if fv:
+                fails.append((int(fc), int(fa)))
+
+    idle = []
+
+    async def bench(ctx):
+        ctx.set(dut.drain_mt, 0xFFFF)  # no drain to wait for
+        await start(ctx, dut.ctl, case.desc)
+        for _ in range(200_000):
+            await ctx.tick()
+            if ctx.get(dut.idle):
+                break
+        idle.append(bool(ctx.get(dut.idle)))
+        idle.append(int(ctx.get(dut.params_ready)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_process(dma.run)
+    sim.add_process(sinks)
+    sim.add_process(monitor)
+    sim.add_testbench(bench)
+    sim.run()
+    return dma.boxes, taken, fails, idle
+
+
+@pytest.mark.parametrize("case", conv_cases(), ids=str)
+def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case):
+    reads = list(conv_reads(case.desc, case.core))
+    boxes, taken, fails, (idle, params_ready) = run(case, seed=hash(case.name) % 1000)
+    assert idle and not fails
+    assert boxes == [box for _, box in reads]
+    for n, (kind, box) in enumerate(reads):
+        beats = [k for sink, t, k in taken if t == n]
+        sinks = {sink for sink, t, _ in taken if t == n}
+        assert sinks == {kind}, (n, kind)
+        # Every beat once, in order (a parameter beat is written in one cycle).
+        assert beats == list(range(box_beats(box)))
+    assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
+
+
+@pytest.mark.parametrize("status", [Status.BAD_COMMAND, Status.OVERFLOW, Status.BUS_ERROR])
+def test_a_failing_read_ends_the_walk_with_its_status(status):
+    case = max(conv_cases(), key=lambda c: len(list(conv_reads(c.desc, c.core))))
+    reads = list(conv_reads(case.desc, case.core))
+    at = len(reads) // 2
+    boxes, _, fails, (idle, _) = run(case, fail_at=at, fail_status=status)
+    assert idle
+    assert len(boxes) == at + 1  # nothing issued after the failure
+    assert fails == [(status.value, reads[at][1].addr + 16)]
+
+
+def test_the_loader_refuses_a_residual_box_for_a_core_without_residuals():
+    case = next(c for c in conv_cases() if not c.geometry.residual)
+    with pytest.raises(ValueError, match="res_box"):
+        EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=IN_BOX, addr_width=AW)
+    with pytest.raises(TypeError):
+        EngineLoader(None, case.geometry, in_box=IN_BOX, res_box=None)
