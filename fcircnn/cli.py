@@ -407,6 +407,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.on == "sim":
         _needs("sim", "fcircnn run --on sim (cocotb on Verilator or Icarus)")
         _output_dir(args.build_dir, "--build-dir")
+    if args.on == "board":
+        bit = Path(args.bitstream or "")
+        if args.bitstream is None:
+            raise UserError("--on board needs --bitstream (the overlay's .bit, its .hwh "
+                            "beside it)")
+        if not bit.is_file() or not bit.with_suffix(".hwh").is_file():
+            raise UserError(f"--bitstream {bit}: the .bit and its .hwh are not both there")
     acc = _accelerator(args.config)
     net = acc.network
     clips = _load_array("--input", load_clips, net, args.input)
@@ -419,11 +426,13 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{how if calibration is not None else how.replace('the input clip', 'the clips')}",
           file=sys.stderr)
     bar = None if args.quiet else _Progress()
+    backend = _board_backend(acc, args) if args.on == "board" else None
     try:
         result = predict(acc, clips, on=args.on, weights=weights, seed=args.seed,
                          calibration=calibration, statistic=args.calibration_statistic,
                          simulator=args.simulator, build_dir=args.build_dir,
-                         backpressure=args.backpressure,
+                         backpressure=args.backpressure, backend=backend,
+                         timeout_s=args.timeout,
                          progress=None if bar is None else (lambda d, t: bar("clips", d, t)))
     except CompileError as exc:
         raise UserError(str(exc)) from None
@@ -432,17 +441,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     except sim.SimulationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if backend is not None:
+            backend.close()
     top = min(5, net.classes)
     rows = []
     for i, clip in enumerate(result.clips):
         best = np.argsort(clip.scores)[::-1][:top]
         row = [i, clip.top1, " ".join(f"{int(k)}:{clip.scores[k]:.3g}" for k in best)]
-        if args.on == "sim":
+        if args.on != "golden":
             row += [clip.cycles, "PASS" if not clip.mismatched else
                     "FAIL: " + ", ".join(clip.mismatched)]
         rows.append(row)
     header = ["clip", "top-1", f"top-{top} class:score"]
-    if args.on == "sim":
+    if args.on != "golden":
         header += ["cycles", "bit-exact vs golden"]
     print("\n".join(format_table(header, rows)))
     if args.save:
@@ -451,6 +463,63 @@ def cmd_run(args: argparse.Namespace) -> int:
         atomic_write(args.save, lambda f: np.save(f, result.scores))
         print(f"saved scores [{len(clips)}, {net.classes}] to {args.save}", file=sys.stderr)
     return 0 if result.bit_exact else 1
+
+
+def _board_backend(acc, args: argparse.Namespace):
+    """``--on board``: the accelerator behind the overlay ``--bitstream`` (PYNQ), with a DDR
+    buffer as large as the accelerator's image."""
+    from fcircnn.driver import DriverError, PynqBackend
+    from fcircnn.gen.compiler import plan_network
+
+    plan = plan_network(acc)
+    size = -(-(plan.end - plan.base) // (1 << 20)) * (1 << 20)
+    try:
+        return PynqBackend(str(args.bitstream), mem_size=size)
+    except DriverError as exc:
+        raise UserError(f"--on board: {exc}") from None
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from fcircnn.gen.compiler import CompileError
+    from fcircnn.gen.deploy import deploy
+    from fcircnn.models.network import load_clips, load_weights, random_input, random_weights
+
+    _output_dir(args.output, "-o")
+    if Path(args.output).is_dir() and any(Path(args.output).iterdir()) and not args.force:
+        raise UserError(f"-o {args.output}: the folder is not empty (--force writes into it)")
+    if args.vivado is not None and not Path(args.vivado).is_dir():
+        raise UserError(f"--vivado {args.vivado}: no such folder (the Vivado build's "
+                        "vivado/out, with fcircnn_accel.bit and .hwh)")
+    acc = _accelerator(args.config)
+    net = acc.network
+    weights = _load_array("--weights", load_weights, net, args.weights)
+    clips = _load_array("--input", load_clips, net, args.input)
+    calibration, how = _load_calibration(net, args)
+    if clips is None:
+        clips = random_input(net, args.seed)[None]
+    if calibration is None:
+        calibration = clips
+        how = how.replace("the input clip", "the clips")
+    weights = random_weights(net, args.seed) if weights is None else weights
+    _check_memory(net, ("float", "int"), len(clips) + len(calibration))
+    print(f"fcircnn deploy: {acc.name} ({acc.path or args.config}) -> {args.output}, "
+          f"{len(clips)} clip(s); {how}", file=sys.stderr)
+    try:
+        result = deploy(acc, args.output, weights=weights, calibration=calibration,
+                        clips=clips, statistic=args.calibration_statistic,
+                        vivado=args.vivado, config=args.config)
+    except CompileError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"-o: cannot write {args.output}: {exc}") from None
+    print(f"wrote {', '.join(result.files)} in {result.folder}")
+    if not result.overlay:
+        print(f"note: no overlay yet: {result.folder}/BITSTREAM.md says how to make "
+              "fcircnn_accel.bit and .hwh and bring them in (--vivado)", file=sys.stderr)
+    print(f"on the board: pip install fcircnn (its core, from a copy of the source), then "
+          f"sudo -E python3 {result.folder.name}/run.py",
+          file=sys.stderr)
+    return 0
 
 
 def _address(text: str) -> int:
@@ -931,8 +1000,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
     run.add_argument("--input", required=True, metavar="CLIPS.npy",
                      help="clips [N, C, D, H, W] (float, time domain)")
-    run.add_argument("--on", choices=("golden", "sim"), default="golden",
-                     help="target (default: golden)")
+    run.add_argument("--on", choices=("golden", "sim", "board"), default="golden",
+                     help="target (default: golden); board: on this board's PYNQ overlay")
+    run.add_argument("--bitstream", metavar="BIT",
+                     help="--on board: the overlay's .bit (its .hwh beside it)")
+    run.add_argument("--timeout", default=10.0, metavar="S", type=_ranged(
+                         float, lambda v: 0 < v <= 86400, "must be seconds in (0, 86400]"),
+                     help="--on board: seconds one clip may run (default 10)")
     run.add_argument("--weights", metavar="W.npz", help="weights (default: random from --seed)")
     _calibration_flags(run)
     run.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
@@ -945,6 +1019,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--save", metavar="SCORES.npy", help="save the scores [N, classes]")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
+    dep = sub.add_parser(
+        "deploy", help="write the folder to copy to a ZCU102 with PYNQ (overlay, images, "
+                       "run.py)",
+        description="Write everything a ZCU102 running PYNQ needs to run the accelerator: the "
+                    "overlay (fcircnn_accel.bit/.hwh/.xsa from the Vivado build given with "
+                    "--vivado, else BITSTREAM.md saying how to make them), the accelerator "
+                    "with its network, the weights, the calibration set, clips, the first "
+                    "clip's compiled image, and run.py, which on the board loads the overlay, "
+                    "runs every clip, prints the class scores, the cycles per layer and the "
+                    "bit-exact check of every layer. Exit code 2 on bad input.",
+    )
+    dep.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    dep.add_argument("-o", "--output", required=True, metavar="DIR",
+                     help="the deployment folder (new or empty)")
+    dep.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    dep.add_argument("--vivado", metavar="DIR",
+                     help="the Vivado build's output (vivado/out of fcircnn generate)")
+    dep.add_argument("--weights", metavar="W.npz", help="weights (default: random from --seed)")
+    dep.add_argument("--input", metavar="CLIPS.npy",
+                     help="clips [N, C, D, H, W] run.py runs by default (default: one random "
+                          "clip from --seed)")
+    _calibration_flags(dep)
+    dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
+    dep.set_defaults(func=cmd_deploy)
     sw = sub.add_parser(
         "sweep", help="design-space exploration of core configurations for a network",
         description="Enumerate core configurations (Tn, Tm, Td, Tr, Tc, B, an unrolled depth "

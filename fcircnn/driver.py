@@ -564,7 +564,7 @@ class PynqBackend:
         if self._interrupt is not None:
             try:
                 await asyncio.wait_for(self._interrupt.wait(), timeout_s)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
                 return await self._level()
             return True
         deadline = time.monotonic() + timeout_s

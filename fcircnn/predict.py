@@ -5,9 +5,11 @@ the accelerator's calibration (a calibration set, or the clips themselves), runs
 the chosen target, reads the network's int8 output slots, dequantizes them and takes the
 inverse transform: the class scores (the network's last layer, in the time domain). On
 ``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` each clip is compiled into
-an image and run on the accelerator's RTL (cocotb on Verilator or Icarus), every layer's
-output checked bit for bit against the contract, and the scores are computed from the output
-the RTL wrote to memory.
+an image and run on the accelerator's RTL (cocotb on Verilator or Icarus), on ``"board"`` on
+the accelerator behind a :class:`fcircnn.driver.Backend` (the board's
+:class:`~fcircnn.driver.PynqBackend`); on both every layer's output is checked bit for bit
+against the contract, and the scores are computed from the output the accelerator wrote to
+memory.
 """
 
 from __future__ import annotations
@@ -24,17 +26,20 @@ import numpy as np
 __all__ = ["TARGETS", "ClipResult", "Prediction", "predict"]
 
 #: Where :func:`predict` can run.
-TARGETS = ("golden", "sim")
+TARGETS = ("golden", "sim", "board")
 
 
 @dataclass(frozen=True)
 class ClipResult:
-    """One clip on a target: its class ``scores``, and on ``"sim"`` the per-layer bit-exact
-    check (``mismatched``: layers whose RTL output differs from the contract) and cycles."""
+    """One clip on a target: its class ``scores``, and on ``"sim"`` and ``"board"`` the
+    per-layer bit-exact check (``mismatched``: layers whose output differs from the contract,
+    or the run's failure) and cycles; on ``"board"`` also every layer's
+    :class:`~fcircnn.driver.LayerResult`."""
 
     scores: np.ndarray
     mismatched: tuple[str, ...] = ()
     cycles: int | None = None
+    layers: tuple[Any, ...] = ()
 
     @property
     def top1(self) -> int:
@@ -69,10 +74,12 @@ def _scores(net: Any, qnet: Any, re: np.ndarray, im: np.ndarray) -> np.ndarray:
     return spectral.from_slots(slots, last.block_size)[: last.out_channels].reshape(-1)
 
 
-def predict(acc: Any, clips: np.ndarray, *, on: Literal["golden", "sim"] = "golden",
-            weights: Any = None, seed: int = 0, calibration: np.ndarray | None = None,
-            statistic: str = "max", granularity: str = "tensor", simulator: str = "verilator",
+def predict(acc: Any, clips: np.ndarray, *,
+            on: Literal["golden", "sim", "board"] = "golden", weights: Any = None,
+            seed: int = 0, calibration: np.ndarray | None = None, statistic: str = "max",
+            granularity: str = "tensor", simulator: str = "verilator",
             build_dir: str | os.PathLike[str] | None = None, backpressure: float = 0.0,
+            backend: Any = None, timeout_s: float = 10.0,
             progress: Callable[[int, int], None] | None = None) -> Prediction:
     """Class scores of ``clips`` ``[N, C, D, H, W]`` on ``acc``'s network, on target ``on``.
 
@@ -88,6 +95,11 @@ def predict(acc: Any, clips: np.ndarray, *, on: Literal["golden", "sim"] = "gold
         As for :func:`fcircnn.models.network.calibrate`.
     simulator, build_dir, backpressure
         For ``on="sim"``, as ``fcircnn sim``.
+    backend : fcircnn.driver.Backend
+        For ``on="board"`` (required there): the accelerator, e.g.
+        ``PynqBackend("fcircnn_accel.bit")``; each clip's image is placed in its memory.
+    timeout_s : float
+        For ``on="board"``: the longest a clip may run (backend clock).
     progress : callable ``(done, total)``, optional
         Called after each clip.
 
@@ -104,6 +116,8 @@ def predict(acc: Any, clips: np.ndarray, *, on: Literal["golden", "sim"] = "gold
 
     if on not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {on!r}")
+    if on == "board" and backend is None:
+        raise ValueError("on='board' needs the accelerator's backend (backend=PynqBackend(...))")
     net = acc.network
     expected = (net.input.channels, *net.input.shape)
     clips = np.asarray(clips, dtype=np.float64)
@@ -121,6 +135,9 @@ def predict(acc: Any, clips: np.ndarray, *, on: Literal["golden", "sim"] = "gold
         if on == "golden":
             out = run_int(net, qnet, qnet.quantize_input(net, clip))[last]
             results.append(ClipResult(_scores(net, qnet, out.re, out.im)))
+        elif on == "board":
+            results.append(_on_backend(acc, clip, weights, qnet, calibration, statistic,
+                                       granularity, backend, timeout_s))
         else:
             results.append(_on_rtl(acc, clip, weights, qnet, calibration, statistic,
                                    granularity, simulator, build_dir, backpressure, i))
@@ -153,3 +170,32 @@ def _on_rtl(acc, clip, weights, qnet, calibration, statistic, granularity, simul
     if sim.failed(outcome, names) and not mismatched:
         mismatched = (f"run {outcome.status}",)
     return ClipResult(_scores(acc.network, qnet, re, im), mismatched, outcome.total_cycles)
+
+
+def _on_backend(acc, clip, weights, qnet, calibration, statistic, granularity, backend,
+                timeout_s) -> ClipResult:
+    """One clip compiled into an image and run through the driver on ``backend``; scores from
+    what the accelerator wrote, every layer checked against the contract."""
+    import asyncio
+
+    from fcircnn.driver import Driver
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.gen.image import CompiledImage
+
+    image = CompiledImage.from_ddr_image(compile_network(
+        acc, weights=weights, x=clip, calibration=calibration, statistic=statistic,
+        granularity=granularity))
+    last = image.layer_names()[-1]
+
+    async def run():
+        driver = Driver(backend)
+        placed = driver.place(image)
+        report = await driver.run(placed, timeout_s)
+        return report, await driver.read_output(placed, last)
+
+    report, (re, im) = asyncio.run(run())
+    mismatched = tuple(layer.name for layer in report.layers if not layer.passed)
+    if not (report.status.done and not report.status.error) and not mismatched:
+        mismatched = (f"run {report.status.state}",)
+    return ClipResult(_scores(acc.network, qnet, re.astype(np.int64), im.astype(np.int64)),
+                      mismatched, report.counters.cycles, report.layers)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"fcircnn": "fcircnn", "fcircnn.arch": "arch", "fcircnn.hw": "hw",
             "fcircnn.gen": "gen", "fcircnn.sim": "sim", "fcircnn.models": "models"}
 #: What a board run imports first.
-BOARD_ENTRY = ("fcircnn.driver", "fcircnn.gen.image", "fcircnn.predict")
+BOARD_ENTRY = ("fcircnn.driver", "fcircnn.gen.image", "fcircnn.predict", "fcircnn.board")
 #: Standard-library names added after 3.10 (module, name or ``None`` for the module).
 NEWER = {("tomllib", None), ("typing", "Self"), ("typing", "LiteralString"),
          ("typing", "Never"), ("typing", "assert_never"), ("typing", "reveal_type"),
@@ -113,6 +113,12 @@ def test_a_board_module_is_python_3_10(module):
             used.add((aliases.get(node.value.id, node.value.id), node.attr))
         elif isinstance(node, ast.Name) and node.id in BUILTINS_NEWER:
             used.add(("builtins", node.id))
+    # asyncio.wait_for raises asyncio.TimeoutError, the builtin only from 3.11 on.
+    if ("asyncio", "wait_for") in used:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name):
+                assert node.type.id != "TimeoutError", (
+                    f"{path}:{node.lineno}: catch asyncio.TimeoutError (Python 3.10)")
     newer = sorted(f"{m}.{n}" if n else m for m, n in used & NEWER)
     newer += sorted(n for m, n in used if m == "builtins")
     assert not newer, f"{path}: not in Python 3.10: {', '.join(newer)}"

@@ -1,0 +1,161 @@
+"""The board side of a deployment folder (``fcircnn deploy``): what its ``run.py`` runs.
+
+:func:`main` reads the folder's manifest, loads the overlay through
+:class:`~fcircnn.driver.PynqBackend`, runs :func:`~fcircnn.predict.predict` on the board for
+every clip (each clip's image compiled, placed in the board's DDR buffer, run, every layer read
+back and checked bit for bit against the golden integer contract), and prints the class scores,
+the cycles per layer and the checks. Runs on PYNQ's Python 3.10 with the core install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_MISMATCH", "BoardError", "main", "read_manifest"]
+
+#: Exit codes of run.py.
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+#: What a manifest must hold.
+_MANIFEST_KEYS = ("tool_version", "accelerator", "ip_name", "bitstream", "config", "weights",
+                  "calibration", "statistic", "granularity", "clips", "mem_size", "clock_mhz")
+
+
+class BoardError(ValueError):
+    """Bad input to run.py: a missing or malformed file of the folder, a bad flag."""
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The folder's ``deploy.json``, checked for every key run.py needs."""
+    path = folder / "deploy.json"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise BoardError(f"{path}: cannot read the manifest ({exc.strerror}); is this a "
+                         "folder written by fcircnn deploy?") from None
+    except ValueError as exc:
+        raise BoardError(f"{path}: not JSON ({exc})") from None
+    missing = [k for k in _MANIFEST_KEYS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise BoardError(f"{path}: missing {', '.join(missing)}")
+    return data
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run.py", description=(
+        "Run the deployed accelerator on this board: class scores, cycles per layer and "
+        "bit-exact checks of every clip."))
+    p.add_argument("--clips", type=Path, help="clips [N, C, D, H, W] (.npy; default: the "
+                   "folder's clips.npy)")
+    p.add_argument("--bitstream", type=Path, help="the overlay's .bit, its .hwh beside it "
+                   "(default: the folder's)")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds one clip may run (default 10)")
+    p.add_argument("--mem-size", type=int, help="bytes of the DDR buffer (default: the "
+                   "manifest's, what the image needs)")
+    p.add_argument("--top", type=int, default=5, help="classes to print per clip (default 5)")
+    p.add_argument("--json", type=Path, help="also write the results to this file")
+    return p
+
+
+def _load(folder: Path, manifest: dict[str, Any], clips_path: Path | None):
+    from fcircnn.models.config import ConfigError, load_config
+    from fcircnn.models.files import ArrayFileError, read_npy
+    from fcircnn.models.network import load_weights
+
+    try:
+        acc = load_config(folder / manifest["config"])
+    except ConfigError as exc:
+        raise BoardError(str(exc)) from None
+    net = acc.network
+    shape = (net.input.channels, *net.input.shape)
+    try:
+        weights = load_weights(net, str(folder / manifest["weights"]))
+        calibration = read_npy(folder / manifest["calibration"])
+        clips = read_npy(clips_path or folder / manifest["clips"])
+    except (ArrayFileError, OSError, ValueError) as exc:
+        raise BoardError(str(exc)) from None
+    for what, array in (("calibration set", calibration), ("clips", clips)):
+        if array.ndim != 5 or array.shape[1:] != shape or not len(array) or not np.isfinite(
+                array).all():
+            raise BoardError(f"the {what} must be finite [N, {', '.join(map(str, shape))}], "
+                             f"not {list(array.shape)}")
+    return acc, weights, calibration, clips
+
+
+def _report(pred, acc, top: int) -> list[dict[str, Any]]:
+    """Print each clip's top classes and per-layer cycles and checks; return them as JSON."""
+    out = []
+    clock = float(acc.clock_mhz)
+    for i, clip in enumerate(pred.clips):
+        order = np.argsort(clip.scores)[::-1][:top]
+        best = ", ".join(f"{int(k)}: {clip.scores[k]:.4f}" for k in order)
+        state = "bit-exact" if not clip.mismatched else f"MISMATCH in {', '.join(clip.mismatched)}"
+        us = clip.cycles / clock if clip.cycles else 0.0
+        print(f"clip {i}: top-{len(order)} [{best}]  {clip.cycles} cycles ({us:.1f} us at "
+              f"{clock:g} MHz)  {state}")
+        layers = []
+        for layer in clip.layers:
+            busy = 100.0 * layer.pe_busy / layer.cycles if layer.cycles else 0.0
+            check = "ok" if layer.passed else (
+                f"{layer.mismatches} slots differ, first {layer.first_mismatch}")
+            print(f"  {layer.name:<16} {layer.cycles:>12} cycles  PE busy {busy:5.1f}%  "
+                  f"{check}")
+            layers.append(layer.as_dict())
+        out.append({"clip": i, "scores": [float(s) for s in clip.scores],
+                    "top": [int(k) for k in order], "cycles": clip.cycles,
+                    "mismatched": list(clip.mismatched), "layers": layers})
+    return out
+
+
+def main(folder: Path, argv: Sequence[str] | None = None) -> int:
+    """run.py: returns the exit code (0 every clip bit-exact, 1 a mismatch or failed run, 2 bad
+    input)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.timeout <= 0 or args.top < 1 or (args.mem_size is not None
+                                                 and args.mem_size <= 0):
+            raise BoardError("--timeout, --top and --mem-size must be positive")
+        manifest = read_manifest(folder)
+        bitstream = args.bitstream or folder / manifest["bitstream"]
+        if not bitstream.is_file() or not bitstream.with_suffix(".hwh").is_file():
+            raise BoardError(f"{bitstream}: the overlay's .bit and .hwh are not both there "
+                             "(see BITSTREAM.md in the folder)")
+        acc, weights, calibration, clips = _load(folder, manifest, args.clips)
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    from fcircnn.driver import DriverError, PynqBackend
+    from fcircnn.predict import predict
+
+    print(f"{manifest['accelerator']}: loading {bitstream.name}", flush=True)
+    try:
+        backend = PynqBackend(str(bitstream), manifest["ip_name"],
+                              mem_size=args.mem_size or int(manifest["mem_size"]))
+    except DriverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        pred = predict(acc, clips, on="board", weights=weights, calibration=calibration,
+                       statistic=manifest["statistic"], granularity=manifest["granularity"],
+                       backend=backend, timeout_s=args.timeout,
+                       progress=lambda done, total: print(f"clip {done}/{total} run",
+                                                          file=sys.stderr, flush=True))
+    finally:
+        backend.close()
+    print(f"{len(clips)} clip(s), int8 scales: {pred.calibration}")
+    results = _report(pred, acc, args.top)
+    ok = pred.bit_exact
+    print("PASS: every layer of every clip bit-exact" if ok else "FAIL: see the mismatches above")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"accelerator": manifest["accelerator"], "passed": ok,
+                                         "clips": results}, indent=2) + "\n")
+    return 0 if ok else EXIT_MISMATCH

@@ -1,0 +1,219 @@
+"""The deployment folder: everything to copy to a ZCU102 running PYNQ to run an accelerator.
+
+:func:`deploy` writes, into one folder::
+
+    fcircnn_accel.bit, .hwh, .xsa   the overlay (copied from the Vivado build's vivado/out/),
+                                    or BITSTREAM.md saying which commands make them
+    accelerator.yaml                the accelerator, its network written into it
+    weights.npz                     the network's weights (fcircnn golden/compile --weights)
+    calibration.npy                 the calibration set [M, C, D, H, W] of the int8 scales
+    clips.npy                       clips to run [N, C, D, H, W]
+    image/                          the compiled image of the first clip (image.bin,
+                                    memory_map.json, expected.npz), for the driver alone
+    deploy.json                     the manifest run.py reads (names, statistic, sizes)
+    run.py                          loads the overlay, runs predict() on the board, prints the
+                                    class scores, per-layer cycles and bit-exact checks
+    README.md                       how to run it on the board
+
+The board needs the core install (``pip install fcircnn``: numpy, pyyaml, pydantic) on PYNQ's
+Python 3.10, and ``run.py`` (:func:`fcircnn.board.main`) does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fcircnn.models.config import AcceleratorConfig
+from fcircnn.models.files import atomic_write
+
+from . import TOOL_VERSION
+from .compiler import compile_network
+from .image import CompiledImage
+
+__all__ = ["BOARD_FILES", "MANIFEST", "OVERLAY_FILES", "DeployResult", "deploy",
+           "image_bytes_needed"]
+
+#: The manifest's name in the folder.
+MANIFEST = "deploy.json"
+#: The overlay's files as the Vivado flow writes them (gen/vivado.py), the first two required.
+OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
+#: The files every deployment folder has.
+BOARD_FILES = ("accelerator.yaml", "weights.npz", "calibration.npy", "clips.npy", MANIFEST,
+               "run.py", "README.md")
+#: Name of the accelerator IP in the block design (gen/vivado.py).
+IP_NAME = "fcircnn_accel_0"
+
+_RUN_PY = '''#!/usr/bin/env python3
+"""Run {name} on this board: the overlay, then every clip through the accelerator.
+
+Usage: python3 run.py [--clips clips.npy] [--bitstream fcircnn_accel.bit] [--timeout S]
+                      [--top K] [--json results.json]
+
+Prints each clip's top classes, the accelerator's cycles per layer and whether every layer's
+output equals the golden integer contract bit for bit; exit code 1 on a mismatch or a failed
+run, 2 on bad input. Needs the core fcircnn package ({version}) on the board
+(pip install ./fcircnn from a copy of its source: numpy, pyyaml, pydantic).
+"""
+
+import sys
+from pathlib import Path
+
+try:
+    from fcircnn.board import main
+except ImportError as exc:
+    sys.exit(f"run.py needs the fcircnn package {version} on the board ({{exc}}): "
+             "pip install ./fcircnn from a copy of its source")
+
+if __name__ == "__main__":
+    sys.exit(main(Path(__file__).resolve().parent, sys.argv[1:]))
+'''
+
+_README = '''# {name} on a ZCU102 with PYNQ
+
+Made by fcircnn {version} (`fcircnn deploy`). Copy this folder to the board, then on the board:
+
+```sh
+pip install ./fcircnn                # fcircnn {version} (a copy of its source): the core install
+sudo -E python3 run.py              # the clips in clips.npy
+sudo -E python3 run.py --clips my_clips.npy --json results.json
+```
+
+(`sudo -E`: PYNQ needs root to load an overlay and map memory.)
+
+| file | what it is |
+|---|---|
+| `fcircnn_accel.bit`, `.hwh` (`.xsa`) | the overlay: {overlay} |
+| `accelerator.yaml` | the accelerator, its network inside |
+| `weights.npz`, `calibration.npy` | the weights; the calibration set of the int8 scales |
+| `clips.npy` | {clips} clip(s) `{shape}` to run by default |
+| `image/` | the first clip's compiled image, for `fcircnn.driver.Driver` alone |
+| `deploy.json` | what `run.py` reads |
+
+`run.py` loads the overlay, allocates a {mem_mib} MiB DDR buffer (`pynq.allocate`), and for
+each clip compiles its image, places it in the buffer, runs it (interrupt, or polling without an
+interrupt controller), reads every layer's output back and compares it with the golden integer
+contract, and prints the class scores and the per-layer cycles. Exit code 0: every clip ran and
+every layer was bit-exact; 1: a mismatch or a failed run (the layer and first differing slot
+are printed); 2: bad input.
+'''
+
+_BITSTREAM_MD = '''# The overlay is not here yet
+
+`fcircnn deploy` found no Vivado build output ({where}). Make it on a machine with Vivado
+(2019.2 or newer), then deploy again with `--vivado DIR`:
+
+```sh
+fcircnn generate {config} -o build/{name}
+cd build/{name}/vivado && vivado -mode batch -source build.tcl
+fcircnn deploy {config} -o {out} --vivado build/{name}/vivado/out
+```
+
+or copy `fcircnn_accel.bit` and `fcircnn_accel.hwh` from `vivado/out/` into this folder.
+'''
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    """What :func:`deploy` wrote: the folder, its files, and whether the overlay is in it."""
+
+    folder: Path
+    files: tuple[str, ...]
+    overlay: bool
+
+
+def image_bytes_needed(image: CompiledImage) -> int:
+    """DDR bytes the board must allocate for ``image`` (from its base), rounded up to 1 MiB."""
+    size = image.end - image.base
+    return -(-size // (1 << 20)) * (1 << 20)
+
+
+def _accelerator_yaml(acc: AcceleratorConfig) -> str:
+    import yaml
+
+    data = acc.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    data["network"] = acc.network.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return (f"# {acc.name}, written by fcircnn {TOOL_VERSION} (fcircnn deploy), network "
+            "inside\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=None,
+                                        width=100))
+
+
+def _copy_overlay(vivado: Path | None, out: Path) -> bool:
+    """Copy the overlay's files from ``vivado`` into ``out``; ``False`` if there is none."""
+    if vivado is None or not all((vivado / f).is_file() for f in OVERLAY_FILES[:2]):
+        return False
+    for name in OVERLAY_FILES:
+        if (vivado / name).is_file():
+            shutil.copyfile(vivado / name, out / name)
+    return True
+
+
+def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
+           calibration: np.ndarray, clips: np.ndarray, statistic: str = "max",
+           granularity: str = "tensor", vivado: str | os.PathLike[str] | None = None,
+           config: str = "ACCEL") -> DeployResult:
+    """Write the deployment folder of ``acc`` into ``out`` (created; must be empty or absent).
+
+    Parameters
+    ----------
+    acc : AcceleratorConfig
+        Validated (:func:`fcircnn.gen.validate.validate_accelerator`).
+    weights : NetworkWeights
+        The network's weights.
+    calibration, clips : ndarray ``[M, C, D, H, W]``, ``[N, C, D, H, W]``
+        The calibration set and the clips ``run.py`` runs by default (already checked).
+    statistic, granularity
+        Of the calibration (:func:`fcircnn.models.network.calibrate`).
+    vivado : path, optional
+        The Vivado build's output folder (``vivado/out`` of ``fcircnn generate``) holding
+        ``fcircnn_accel.bit`` and ``.hwh``; without it the folder gets ``BITSTREAM.md``.
+    config : str
+        How the user named the accelerator (for the commands in ``BITSTREAM.md``).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    image = compile_network(acc, weights=weights, x=clips[0], calibration=calibration,
+                            statistic=statistic, granularity=granularity)
+    compiled = CompiledImage.from_ddr_image(image)
+    image.save(out / "image")
+    weights.save(str(out / "weights.npz"))
+    for name, array in (("calibration.npy", calibration), ("clips.npy", clips)):
+        atomic_write(out / name, lambda f, a=array: np.save(f, np.asarray(a, dtype=np.float64)))
+    atomic_write(out / "accelerator.yaml", lambda f: f.write(_accelerator_yaml(acc)),
+                 binary=False)
+    vivado = Path(vivado) if vivado is not None else None
+    overlay = _copy_overlay(vivado, out)
+    mem = image_bytes_needed(compiled)
+    manifest = {
+        "tool_version": TOOL_VERSION, "accelerator": acc.name, "ip_name": IP_NAME,
+        "bitstream": OVERLAY_FILES[0], "config": "accelerator.yaml", "weights": "weights.npz",
+        "calibration": "calibration.npy", "statistic": statistic, "granularity": granularity,
+        "clips": "clips.npy", "image": "image", "mem_size": mem,
+        "clock_mhz": acc.clock_mhz,
+    }
+    atomic_write(out / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=2) + "\n"),
+                 binary=False)
+    atomic_write(out / "run.py", lambda f: f.write(
+        _RUN_PY.format(name=acc.name, version=TOOL_VERSION)), binary=False)
+    os.chmod(out / "run.py", 0o755)
+    overlay_text = ("copied from the Vivado build" if overlay else
+                    "NOT HERE YET: see BITSTREAM.md")
+    atomic_write(out / "README.md", lambda f: f.write(_README.format(
+        name=acc.name, version=TOOL_VERSION, overlay=overlay_text, clips=len(clips),
+        shape=list(clips.shape[1:]), mem_mib=mem >> 20)), binary=False)
+    files = [*BOARD_FILES, "image"]
+    if overlay:
+        files += [f for f in OVERLAY_FILES if (out / f).is_file()]
+        (out / "BITSTREAM.md").unlink(missing_ok=True)
+    else:
+        where = f"no fcircnn_accel.bit and .hwh in {vivado}" if vivado else "no --vivado"
+        atomic_write(out / "BITSTREAM.md", lambda f: f.write(_BITSTREAM_MD.format(
+            where=where, config=config, name=acc.name, out=out)), binary=False)
+        files.append("BITSTREAM.md")
+    return DeployResult(out, tuple(files), overlay)

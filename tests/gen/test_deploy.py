@@ -1,0 +1,151 @@
+"""The deployment folder (:mod:`fcircnn.gen.deploy`, ``fcircnn deploy``) and its ``run.py``
+(:mod:`fcircnn.board`) run end to end on the simulated accelerator through a fake ``pynq``
+(:mod:`fcircnn.sim.tb_deploy`): class scores equal to the golden contract's, every layer
+bit-exact, per-layer cycles printed; and the folder's failures: no overlay, bad clips."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fcircnn.cli import main
+from fcircnn.gen.deploy import BOARD_FILES, OVERLAY_FILES
+from fcircnn.gen.image import CompiledImage
+from fcircnn.models.config import load_accelerator
+from fcircnn.models.network import load_weights
+from fcircnn.predict import predict
+from fcircnn.sim.runner import PARAMS_ENV, find_simulator, run_cocotb
+
+
+@pytest.fixture
+def acc_path(tmp_path, small_accelerator):
+    return small_accelerator(tmp_path / "acc")
+
+
+def _clips(acc, n, seed):
+    net = acc.network
+    return np.random.default_rng(seed).standard_normal((n, net.input.channels,
+                                                        *net.input.shape))
+
+
+def _deploy(tmp_path, acc_path, *extra):
+    out = tmp_path / "deploy"
+    assert main(["deploy", str(acc_path), "-o", str(out), *extra]) == 0
+    return out
+
+
+def test_the_folder_holds_what_the_board_needs(tmp_path, acc_path, capsys):
+    acc = load_accelerator(acc_path)
+    clips = _clips(acc, 2, 3)
+    np.save(tmp_path / "clips.npy", clips)
+    out = _deploy(tmp_path, acc_path, "--input", str(tmp_path / "clips.npy"), "--seed", "4")
+    err = capsys.readouterr().err
+    assert "BITSTREAM.md" in err and "run.py" in err
+    for name in (*BOARD_FILES, "BITSTREAM.md"):
+        assert (out / name).is_file(), name
+    assert os.access(out / "run.py", os.X_OK)
+    manifest = json.loads((out / "deploy.json").read_text())
+    assert manifest["accelerator"] == acc.name and manifest["mem_size"] % (1 << 20) == 0
+    # The accelerator file stands alone (its network inside) and is the same accelerator.
+    copy = load_accelerator(out / "accelerator.yaml")
+    assert copy.cores == acc.cores and copy.network.resolved == acc.network.resolved
+    np.testing.assert_array_equal(np.load(out / "clips.npy"), clips)
+    np.testing.assert_array_equal(np.load(out / "calibration.npy"), clips)
+    image = CompiledImage.load(out / "image")
+    assert image.layer_names() == [layer.name for layer in acc.network.resolved]
+    weights = load_weights(acc.network, str(out / "weights.npz"))
+    # The first clip's image is what predict's golden target computes with those files.
+    pred = predict(copy, clips[:1], weights=weights, calibration=clips)
+    last = image.layer_names()[-1]
+    assert pred.bit_exact and image.expected[last][0].shape
+
+
+def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
+    vivado = tmp_path / "vivado" / "out"
+    vivado.mkdir(parents=True)
+    for name in OVERLAY_FILES:
+        (vivado / name).write_bytes(name.encode())
+    out = _deploy(tmp_path, acc_path, "--vivado", str(vivado))
+    for name in OVERLAY_FILES:
+        assert (out / name).read_bytes() == name.encode()
+    assert not (out / "BITSTREAM.md").exists()
+    assert "copied from the Vivado build" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-o", "{out}", "--vivado", "{tmp}/nowhere"], "--vivado"),
+    (["-o", "{full}"], "not empty"),
+    (["-o", "{out}", "--input", "{tmp}/bad.npy"], "--input"),
+])
+def test_bad_deploy_input_is_refused_before_any_work(tmp_path, acc_path, argv, message,
+                                                     capsys):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    np.save(tmp_path / "bad.npy", np.zeros((1, 2, 3)))
+    argv = [a.format(out=tmp_path / "out", tmp=tmp_path, full=tmp_path / "full")
+            for a in argv]
+    assert main(["deploy", str(acc_path), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_py_without_the_overlay_or_with_bad_clips_exits_2(tmp_path, acc_path):
+    out = _deploy(tmp_path, acc_path)
+    run = [sys.executable, str(out / "run.py")]
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "BITSTREAM.md" in proc.stderr
+    (out / "fcircnn_accel.bit").write_bytes(b"bit")
+    (out / "fcircnn_accel.hwh").write_bytes(b"hwh")
+    np.save(tmp_path / "bad.npy", np.zeros((2, 3)))
+    proc = subprocess.run([*run, "--clips", str(tmp_path / "bad.npy")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "clips must be" in proc.stderr
+    # With every file in place, a host without PYNQ says so (exit 2), no traceback.
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "pynq" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def run_on_fake_board(acc, folder, argv, results, *, simulator="verilator"):
+    """run.py of ``folder`` on ``acc``'s RTL through the fake pynq; the results document."""
+    from fcircnn.gen.generate import accelerator_verilog
+
+    params = {"folder": str(folder), "argv": list(argv), "results": str(results)}
+    run_cocotb(accelerator_verilog(acc), "fcircnn_accel", "fcircnn.sim.tb_deploy", simulator,
+               extra_env={PARAMS_ENV: json.dumps(params)}, verilator_opt=None)
+    return json.loads(results.read_text())
+
+
+@pytest.mark.slow
+def test_run_py_on_the_simulated_board_prints_the_golden_scores_bit_exact(tmp_path, acc_path):
+    find_simulator("verilator")
+    acc = load_accelerator(acc_path)
+    clips = _clips(acc, 2, 5)
+    np.save(tmp_path / "clips.npy", clips)
+    vivado = tmp_path / "vivado"
+    vivado.mkdir()
+    for name in OVERLAY_FILES[:2]:
+        (vivado / name).write_bytes(b"overlay")
+    out = _deploy(tmp_path, acc_path, "--input", str(tmp_path / "clips.npy"),
+                  "--vivado", str(vivado), "--calibration-statistic", "p99.9")
+    doc = run_on_fake_board(acc, out, ["--timeout", "600", "--json", str(tmp_path / "r.json")],
+                            tmp_path / "results.json")
+    assert doc["exit_code"] == 0, doc["stdout"] + doc["stderr"]
+    assert "PASS: every layer of every clip bit-exact" in doc["stdout"]
+    assert doc["mmio_writes"] > 0 and doc["mmio_reads"] > 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] and len(report["clips"]) == 2
+    golden = predict(acc, clips, weights=load_weights(acc.network, str(out / "weights.npz")),
+                     calibration=clips, statistic="p99.9")
+    for clip, expect in zip(report["clips"], golden.clips, strict=True):
+        np.testing.assert_array_equal(np.array(clip["scores"]), expect.scores)
+        names = [layer["name"] for layer in clip["layers"]]
+        assert names == [layer.name for layer in acc.network.resolved]
+        assert all(layer["passed"] and layer["cycles"] > 0 for layer in clip["layers"])
+        assert clip["cycles"] >= sum(layer["cycles"] for layer in clip["layers"])
+        for name in names:
+            assert f"  {name}" in doc["stdout"]
