@@ -2,7 +2,9 @@
 and every pass it computes, in order.
 
 The RTL walks the same nest (:class:`fcircnn.hw.engine_walk.TileWalk` in each walker); the
-engine's component tests hold each walker's output equal to this. A conv layer (``op`` conv or
+engine's component tests hold each walker's output equal to this. The performance model
+(:mod:`fcircnn.gen.perf_model`) times the same tiles: it run-length encodes
+:func:`axis_tiles` and :func:`m_tile_slots`. A conv layer (``op`` conv or
 gap) runs the tile loop nest ``mt`` (output-channel tiles) > ``(td, th, tw)`` (output tiles of
 the descriptor's ``tile``, ``w`` fastest, clipped at the map's edge) > ``nt`` (input-channel
 tiles):
@@ -22,13 +24,14 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .descriptor import FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
-from .geometry import SLOT_GROUP_CHANNELS, CoreGeometry
+from .geometry import SLOT_GROUP_CHANNELS, CoreGeometry, box_span
 
 #: Slots of one slot group, one 128-bit beat of complex int8 slots.
 SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
 BEAT_BYTES = 2 * SLOTS_PER_BEAT
 
-__all__ = ["Box", "Tile", "conv_passes", "conv_reads", "conv_tiles", "conv_writes", "pool_boxes"]
+__all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
+           "conv_writes", "halved_axes", "m_tile_slots", "pool_boxes"]
 
 
 class Box(NamedTuple):
@@ -68,6 +71,39 @@ class Tile(NamedTuple):
     last_lanes: int
 
 
+class AxisTile(NamedTuple):
+    """One tile position along an axis: its first conv voxel and extent, and its input
+    box's padding before, voxels inside the map and padding after (the conv's input range,
+    ``box_span(ext, stride, kernel)`` voxels from ``lo * stride - padding``)."""
+
+    lo: int
+    ext: int
+    pre: int
+    len: int
+    post: int
+
+
+def axis_tiles(desc: LayerDescriptor, a: int) -> tuple[AxisTile, ...]:
+    """The tiles of a conv descriptor along axis ``a`` (0 = d, 1 = h, 2 = w), in order."""
+    tile, conv, s, pad, k, size = (desc.tile[a], desc.conv_shape[a], desc.stride[a],
+                                   desc.padding[a], desc.kernel[a], desc.in_shape[a])
+    out = []
+    for i in range(desc.tiles[a]):
+        lo = i * tile
+        ext = min(tile, conv - lo)
+        start = lo * s - pad
+        end = start + box_span(ext, s, k)
+        out.append(AxisTile(lo, ext, max(0, -start), min(end, size) - max(start, 0),
+                            max(0, end - size)))
+    return tuple(out)
+
+
+def m_tile_slots(desc: LayerDescriptor, tm: int) -> tuple[int, ...]:
+    """Output slots of each m-tile of a conv descriptor on a core with ``Tm = tm``."""
+    half = tm // 2
+    return tuple(min(half, desc.out_slots - mt * half) for mt in range(desc.m_tiles))
+
+
 def _check(desc: LayerDescriptor, core: CoreGeometry) -> None:
     if not isinstance(desc, LayerDescriptor) or not isinstance(core, CoreGeometry):
         raise TypeError("the walk needs a LayerDescriptor and a CoreGeometry")
@@ -79,19 +115,15 @@ def conv_tiles(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[Tile]:
     """The tiles of a conv descriptor in the walk's order: ``mt``, then ``td``, ``th``,
     ``tw`` (fastest)."""
     _check(desc, core)
-    half = core.tm // 2
-    for mt in range(desc.m_tiles):
-        slots = desc.out_slots - mt * half
-        groups = -(-slots // SLOTS_PER_BEAT) if slots < half else core.out_groups
-        last_lanes = (slots - 1) % SLOTS_PER_BEAT + 1 if slots < half else SLOTS_PER_BEAT
-        for td in range(desc.tiles[0]):
-            for th in range(desc.tiles[1]):
-                for tw in range(desc.tiles[2]):
-                    t = (td, th, tw)
-                    lo = tuple(i * n for i, n in zip(t, desc.tile, strict=True))
-                    ext = tuple(min(n - x, s) for n, x, s in zip(desc.conv_shape, lo, desc.tile,
-                                                                 strict=True))
-                    yield Tile(mt, t, lo, ext, groups, last_lanes)
+    axes = [axis_tiles(desc, a) for a in range(3)]
+    for mt, slots in enumerate(m_tile_slots(desc, core.tm)):
+        groups = -(-slots // SLOTS_PER_BEAT)
+        last_lanes = (slots - 1) % SLOTS_PER_BEAT + 1
+        for td, d in enumerate(axes[0]):
+            for th, h in enumerate(axes[1]):
+                for tw, w in enumerate(axes[2]):
+                    yield Tile(mt, (td, th, tw), (d.lo, h.lo, w.lo), (d.ext, h.ext, w.ext),
+                               groups, last_lanes)
 
 
 def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
@@ -99,18 +131,16 @@ def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
         i * s for i, s in zip(tile.t, desc.out_step, strict=True))
 
 
-def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int) -> Box:
+def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int,
+               axes: list[tuple[AxisTile, ...]]) -> Box:
     pre, length, post, addr = [], [], [], desc.in_base
     addr += (nt // core.subs) * desc.in_nt_step
     for a in range(3):
-        s, k, pad, size = desc.stride[a], desc.kernel[a], desc.padding[a], desc.in_shape[a]
-        lo = tile.lo[a] * s
-        start = lo - pad
-        end = start + (tile.ext[a] - 1) * s + k
-        pre.append(max(0, -start))
-        post.append(max(0, end - size))
-        length.append(min(end, size) - max(start, 0))
-        if lo > pad:
+        at = axes[a][tile.t[a]]
+        pre.append(at.pre)
+        length.append(at.len)
+        post.append(at.post)
+        if tile.lo[a] * desc.stride[a] > desc.padding[a]:
             addr += tile.t[a] * desc.in_step[a] - desc.in_pad_bytes[a]
     rest = -(-desc.in_slots // SLOTS_PER_BEAT) - nt * core.in_groups
     groups = min(rest, core.in_groups) if core.tn > SLOT_GROUP_CHANNELS else 1
@@ -121,6 +151,7 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
     """The reads of a conv descriptor in the loader's order, each ``(kind, box)`` with kind
     ``"params"``, ``"residual"``, ``"input"`` or ``"weights"``."""
     weight_tile = desc.weight_tile_bytes
+    axes = [axis_tiles(desc, a) for a in range(3)]
     for tile in conv_tiles(desc, core):
         for nt in range(desc.n_tiles):
             if tile.t == (0, 0, 0) and nt == 0:
@@ -129,7 +160,7 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             if desc.flags & FLAG_RESIDUAL and nt == 0:
                 yield "residual", Box(_out_addr(desc, tile, desc.res_base), *desc.out_stride,
                                       tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
-            yield "input", _input_box(desc, core, tile, nt)
+            yield "input", _input_box(desc, core, tile, nt, axes)
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
             yield "weights", Box.block(w_addr, weight_tile)
 

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fcircnn.gen.synth import synthesize
+from fcircnn.hw.common import never_elaborated
 from fcircnn.hw.pe_array import PEArray
 from fcircnn.sim.runner import find_simulator, run_cocotb, to_verilog
 
@@ -89,7 +90,7 @@ def bench(args) -> dict:
         data["build_and_run_seconds"] = total
         result["sim"][sim] = data
         print(f"{sim}: {data}", flush=True)
-    dut._MustUse__silence = True  # only inspected
+    never_elaborated(dut)  # only inspected
     return result
 
 

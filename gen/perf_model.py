@@ -60,7 +60,8 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
     LayerDescriptor,
 )
-from fcircnn.arch.geometry import CoreGeometry, box_span
+from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.walk import axis_tiles, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -361,18 +362,12 @@ class _Axis(Span):
 
 
 def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
-    """Tile classes of axis ``a`` in walk order, run-length encoded; the first tile is always
-    its own run (it may be the first tile of an m-tile)."""
+    """Tile classes of axis ``a`` in walk order (:func:`~fcircnn.arch.walk.axis_tiles`),
+    run-length encoded; the first tile is always its own run (it may be the first tile of an
+    m-tile)."""
     runs: list[tuple[_Axis, int]] = []
-    tile, conv, s, p, k, size = (d.tile[a], d.conv_shape[a], d.stride[a], d.padding[a],
-                                 d.kernel[a], d.in_shape[a])
-    for i in range(d.tiles[a]):
-        lo = i * tile
-        ext = min(tile, conv - lo)
-        start = lo * s - p
-        end = start + box_span(ext, s, k)
-        pre, post = max(0, -start), max(0, end - size)
-        ax = _Axis(pre, end - start - pre - post, post, ext)
+    for i, t in enumerate(axis_tiles(d, a)):
+        ax = _Axis(t.pre, t.len, t.post, t.ext)
         if runs and i > 1 and runs[-1][0] == ax:
             runs[-1] = (ax, runs[-1][1] + 1)
         else:
@@ -381,12 +376,11 @@ def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
 
 
 def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
-    """Output slot groups per m-tile, run-length encoded (first m-tile its own run)."""
+    """Output slot groups per m-tile (:func:`~fcircnn.arch.walk.m_tile_slots`), run-length
+    encoded (first m-tile its own run)."""
     runs: list[tuple[int, int]] = []
-    half = tm // 2
-    for mt in range(d.m_tiles):
-        slots = min(half, d.out_slots - mt * half)
-        groups = -(-slots // 8)
+    for mt, slots in enumerate(m_tile_slots(d, tm)):
+        groups = -(-slots // SLOTS_PER_BEAT)
         if runs and mt > 1 and runs[-1][0] == groups:
             runs[-1] = (groups, runs[-1][1] + 1)
         else:

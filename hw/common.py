@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 import contextlib
+import re
+import warnings
 from collections.abc import Iterator
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
 from fcircnn.models.spectral import BLOCK_SIZES
 
-__all__ = ["check_block_size", "check_positive", "mul_small", "rejecting", "stall_pipeline"]
+__all__ = ["check_block_size", "check_positive", "mul_small", "never_elaborated", "rejecting",
+           "stall_pipeline"]
 
 
 @contextlib.contextmanager
 def rejecting(component) -> Iterator[None]:
     """Wrap a constructor's parameter checks.
 
-    When a check raises ``TypeError`` or ``ValueError`` the half-built component is marked so
-    that Amaranth does not also warn that it was "created but never used"; the exception
-    propagates unchanged.
+    When a check raises ``TypeError`` or ``ValueError`` the exception propagates unchanged,
+    and Amaranth's "created but never used" warning (:class:`~amaranth.hdl.UnusedElaboratable`,
+    emitted when the half-built component is collected) is filtered out for this object alone:
+    a ``warnings`` filter on its message, which names the object.
     """
     try:
         yield
     except (TypeError, ValueError):
-        component._MustUse__silence = True
+        never_elaborated(component)
         raise
+
+
+def never_elaborated(*components) -> None:
+    """Say that ``components`` are not meant to be elaborated (half-built, or built only to
+    be inspected): Amaranth's "created but never used" warning
+    (:class:`~amaranth.hdl.UnusedElaboratable`) is filtered out for these objects alone, by
+    a ``warnings`` filter on its message, which names the object."""
+    for component in components:
+        warnings.filterwarnings("ignore", category=UnusedElaboratable,
+                                message=re.escape(f"{component!r} created but never used"))
 
 
 def check_positive(name: str, value, maximum: int | None = None) -> None:

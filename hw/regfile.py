@@ -1,42 +1,11 @@
 """AXI4-Lite control register file of the accelerator (``s_axi_control``).
 
-The host starts the engine, polls or waits for its interrupt, and reads its error report and
-performance counters through 32-bit registers in a ``2**addr_width``-byte window:
+Implements the register map of :mod:`fcircnn.arch.registers` (offsets, fields, access
+rules, the unmapped offsets answered ``SLVERR``), which states it once for the hardware, the
+generators and the host driver.
 
-======  ===============  ======  ==========================================================
-offset  name             access  contents
-======  ===============  ======  ==========================================================
-0x00    CTRL             RW      bit0 ``start`` (write 1: one-cycle ``start`` pulse, ignored
-                                 while ``busy``; reads 0), bit1 ``busy`` (RO), bit2 ``done``
-                                 (RO, sticky until the next start), bit3 ``error`` (RO,
-                                 sticky until the next start)
-0x04    GIE              RW      bit0 global interrupt enable
-0x08    IER              RW      interrupt enables: bit0 done, bit1 error
-0x0C    ISR              W1C     interrupt status: bit0 done, bit1 error; set by the event
-                                 (whatever IER holds), cleared by writing 1
-0x10    ERROR_CODE       RO      ``error_code`` captured at the last ``error`` pulse
-0x14    ERROR_ADDR_LO    RO      ``error_addr`` bits 31..0 captured at the last ``error`` pulse
-0x18    ERROR_ADDR_HI    RO      ``error_addr`` bits 63..32
-0x20    DESC_PTR_LO      RW      descriptor-list pointer bits 31..0 (``desc_ptr`` output)
-0x24    DESC_PTR_HI      RW      descriptor-list pointer bits 63..32
-0x28    CYCLES_LO        RO      cycles with ``busy`` high since the last start, bits 31..0
-0x2C    CYCLES_HI        RO      bits 63..32, as latched by the last read of CYCLES_LO
-0x30    PE_BUSY_LO       RO      cycles with ``busy`` and ``pe_busy`` high, bits 31..0
-0x34    PE_BUSY_HI       RO      bits 63..32, as latched by the last read of PE_BUSY_LO
-0x38    DMA_STALL_LO     RO      cycles with ``busy`` and ``dma_stall`` high, bits 31..0
-0x3C    DMA_STALL_HI     RO      bits 63..32, as latched by the last read of DMA_STALL_LO
-0x40    ID               RO      design identifier (parameter ``ident``, default "FCIR")
-0x44    VERSION          RO      register-map version (parameter ``version``, major << 16 |
-                                 minor)
-======  ===============  ======  ==========================================================
-
-Every register resets to 0 except ID and VERSION. Bits not listed read 0 and ignore writes.
-Any other offset in the window (0x1C, 0x48 and up) is unmapped: a write there is ignored and
-answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address
-bits 1..0 are ignored (AXI4-Lite accesses are word-aligned).
-
-The map itself (:data:`REGISTERS`, :data:`FIELDS`, :data:`IDENT`, :data:`VERSION`) is stated
-in :mod:`fcircnn.arch.registers`, where generators and the host driver take it from.
+(:data:`~fcircnn.arch.registers.REGISTERS`, :data:`~fcircnn.arch.registers.FIELDS`,
+:data:`~fcircnn.arch.registers.IDENT`, :data:`~fcircnn.arch.registers.VERSION`.)
 """
 
 from __future__ import annotations

@@ -101,6 +101,21 @@ async def start(ctx, ctl, desc: LayerDescriptor) -> None:
     ctx.set(ctl.desc.as_value(), value)
 
 
+def reports(dut, fails: list, done: list):
+    """A simulator process that records ``dut``'s failure reports (``fail``: ``(code,
+    addr)``) and ``done`` pulses into the two lists."""
+
+    async def monitor(ctx):
+        async for _, _, fv, fc, fa, dn in ctx.tick().sample(dut.fail.valid, dut.fail.code,
+                                                           dut.fail.addr, dut.done):
+            if fv:
+                fails.append((int(fc), int(fa)))
+            if dn:
+                done.append(1)
+
+    return monitor
+
+
 class Dma:
     """One direction of the DMA as the engine sees it: takes commands with random ready,
     then delivers the box's beats on ``data`` (a read) or takes them from ``sink`` (a write)

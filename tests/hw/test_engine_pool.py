@@ -12,7 +12,7 @@ from collections import deque
 import pytest
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
-from engine_bench import AW, Dma, box_beats, pool_cases, start
+from engine_bench import AW, Dma, box_beats, pool_cases, reports, start
 
 from fcircnn.arch.walk import pool_boxes
 from fcircnn.hw.axi_dma_box import Status
@@ -73,13 +73,7 @@ def run(case, *, seed=0, stall=0.3, fail=None):
                 if k == n_in:
                     k, group = 0, group + 1
 
-    async def monitor(ctx):
-        async for _, _, fv, fc, fa, dn in ctx.tick().sample(dut.fail.valid, dut.fail.code,
-                                                           dut.fail.addr, dut.done):
-            if fv:
-                fails.append((int(fc), int(fa)))
-            if dn:
-                done.append(1)
+    monitor = reports(dut, fails, done)
 
     cfg = []
 

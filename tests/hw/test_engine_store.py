@@ -9,7 +9,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from engine_bench import AW, Dma, box_beats, conv_cases, start
+from engine_bench import AW, Dma, box_beats, conv_cases, reports, start
 
 from fcircnn.arch.walk import conv_writes
 from fcircnn.hw.axi_dma_box import Status
@@ -38,13 +38,7 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
                         break
         ctx.set(dut.out_o.valid, 0)
 
-    async def monitor(ctx):
-        async for _, _, fv, fc, fa, dn in ctx.tick().sample(dut.fail.valid, dut.fail.code,
-                                                           dut.fail.addr, dut.done):
-            if fv:
-                fails.append((int(fc), int(fa)))
-            if dn:
-                done.append(1)
+    monitor = reports(dut, fails, done)
 
     state = []
 
