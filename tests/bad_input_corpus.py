@@ -303,7 +303,7 @@ def _cases() -> list[Case]:
     add("flags", "project-out", ("project", "{d}/tiny.yaml", "--dense", "{d}/w_nan.npz", "-o",
                                  "{d}/no/p.npz"), "-o", "does not exist")
     add("flags", "run-target", ("run", "{d}/acc.yaml", "--input", "{d}/c_nan.npy", "--on",
-                                "board"), "--on", "invalid choice")
+                                "fpga"), "--on", "invalid choice")
     add("agree", "network-file-run", ("run", "{d}/tiny.yaml", "--input", "{d}/c_nan.npy"),
         "tiny.yaml", "a network file, not an accelerator file")
     # 3. Sizes beyond reason; 4. every command refuses what one would.
