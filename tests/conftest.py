@@ -5,7 +5,9 @@ with a (2,2,2) pool, a stride-(1,2,2) conv with a partial output-channel tile, g
 pooling, FC); the accelerator is one small core (Tn = Tm = 16 by default, Td = 2, Tr = Tc = 4).
 """
 
+import gc
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,19 @@ def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "t
     path.write_text(path.read_text().replace("unroll: [tn, tm]",
                                              f"unroll: [{', '.join(unroll)}]"))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _collect_hardware_never_elaborated():
+    """Hardware a test marks :func:`~fcircnn.hw.common.never_elaborated` (or a constructor
+    rejects: ``rejecting``) is collected before the test ends: the per-object filter of
+    Amaranth's "created but never used" warning lives in the test's own warning filters, which
+    pytest drops after the test."""
+    yield
+    from amaranth.hdl import UnusedElaboratable
+
+    if any(f[2] is UnusedElaboratable for f in warnings.filters):
+        gc.collect()
 
 
 @pytest.fixture(scope="session")
