@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "BEAT_BYTES",
     "MAX_CHANNEL_TILE",
     "MAX_KERNEL",
     "MAX_MAP_SIZE",
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_POOL_WINDOW",
     "MAX_TAPS",
     "MAX_TILE",
+    "SLOTS_PER_BEAT",
     "SLOT_GROUP_CHANNELS",
     "CoreGeometry",
     "EngineGeometry",
@@ -41,7 +43,9 @@ __all__ = [
 #: Channels of one slot group: the 8 complex slots of a 128-bit beat (NC/8DHW8).
 SLOT_GROUP_CHANNELS = 16
 #: Slots per 128-bit beat.
-_SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
+#: Slots in one 128-bit beat (one slot group: 8 complex int8 slots) and its bytes.
+SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
+BEAT_BYTES = 2 * SLOTS_PER_BEAT
 #: Kernel and conv stride per axis: the input buffer's absolute limit.
 MAX_KERNEL = 64
 #: Kernel taps (``Kd*Kr*Kc``) of a weight tile: the weight buffer's absolute limit.
@@ -82,7 +86,7 @@ def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
 def weight_image_beats(Tn: int, Tm: int, B: int, taps: int) -> int:
     """128-bit beats of one ``(Tm, Tn)`` weight tile of ``taps`` kernel taps: every block pair
     ``(Tm/B) * (Tn/B)`` holds ``B/2`` slots per tap."""
-    return taps * (Tm // B) * (Tn // B) * (B // 2) // _SLOTS_PER_BEAT
+    return taps * (Tm // B) * (Tn // B) * (B // 2) // SLOTS_PER_BEAT
 
 
 def box_span(tile: int, stride: int, kernel: int) -> int:

@@ -24,11 +24,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .descriptor import FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
-from .geometry import SLOT_GROUP_CHANNELS, CoreGeometry, box_span
-
-#: Slots of one slot group, one 128-bit beat of complex int8 slots.
-SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
-BEAT_BYTES = 2 * SLOTS_PER_BEAT
+from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
            "conv_writes", "halved_axes", "m_tile_slots", "pool_boxes"]

@@ -470,11 +470,10 @@ def _board_backend(acc, args: argparse.Namespace):
     buffer as large as the accelerator's image."""
     from fcircnn.driver import DriverError, PynqBackend
     from fcircnn.gen.compiler import plan_network
+    from fcircnn.gen.deploy import image_bytes_needed
 
-    plan = plan_network(acc)
-    size = -(-(plan.end - plan.base) // (1 << 20)) * (1 << 20)
     try:
-        return PynqBackend(str(args.bitstream), mem_size=size)
+        return PynqBackend(str(args.bitstream), mem_size=image_bytes_needed(plan_network(acc)))
     except DriverError as exc:
         raise UserError(f"--on board: {exc}") from None
 

@@ -128,8 +128,10 @@ class DeployResult:
     overlay: bool
 
 
-def image_bytes_needed(image: CompiledImage) -> int:
-    """DDR bytes the board must allocate for ``image`` (from its base), rounded up to 1 MiB."""
+def image_bytes_needed(image: Any) -> int:
+    """DDR bytes the board must allocate for ``image`` (a compiled image or its
+    :class:`~fcircnn.gen.compiler.NetworkPlan`: anything with ``base`` and ``end``), from its
+    base, rounded up to 1 MiB."""
     size = image.end - image.base
     return -(-size // (1 << 20)) * (1 << 20)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fcircnn.arch.geometry import BEAT_BYTES, SLOTS_PER_BEAT
+
 __all__ = [
     "BEAT_BYTES",
     "SLOTS_PER_BEAT",
@@ -23,10 +25,7 @@ __all__ = [
     "unpack_ncdhw8",
 ]
 
-SLOTS_PER_BEAT = 8
-"""Slots in one 128-bit beat."""
-BEAT_BYTES = 16
-"""Bytes in one 128-bit beat."""
+# Slots and bytes in one 128-bit beat: the architecture's (fcircnn.arch.geometry).
 
 
 def _groups(slots: int) -> int:
