@@ -88,6 +88,11 @@ class EnginePoolPass(wiring.Component):
             self.conv_post_i.ready.eq(self.post_i.ready & ~pool_mode),
             self.conv_post_o.valid.eq(self.post_o.valid & ~pool_mode),
             self.conv_post_o.payload.eq(self.post_o.payload),
+            # The drain's post-chain input as it is; a pool pass overrides the fields it uses
+            # (acc, shift) and leaves the rest, which CBN's bypass ignores: no 2016-bit
+            # multiplexer, and a core without residual layers keeps its constant-zero
+            # residual slots (no residual multipliers).
+            self.post_i.payload.eq(self.conv_post_i.payload),
         ]
         with m.If(~pool_mode):
             m.d.comb += [
@@ -101,7 +106,6 @@ class EnginePoolPass(wiring.Component):
                 self.wr_data.payload.eq(self.conv_wr_data.payload),
                 self.wr_status.ready.eq(self.conv_wr_status.ready),
                 self.post_i.valid.eq(self.conv_post_i.valid),
-                self.post_i.payload.eq(self.conv_post_i.payload),
                 self.post_o.ready.eq(self.conv_post_o.ready),
                 self.post_cfg.eq(self.conv_post_cfg),
             ]
@@ -161,8 +165,9 @@ class EnginePoolPass(wiring.Component):
             m.d.comb += [self.post_i.valid.eq(rd_data.valid | (pp_read_failed & ~pp_wr_ok)),
                          rd_data.ready.eq(self.post_i.ready)]
             for lane in range(SLOTS_PER_BEAT):
-                m.d.comb += [self.post_i.payload[lane].acc.re.eq(beat[lane].re),
-                             self.post_i.payload[lane].acc.im.eq(beat[lane].im)]
+                pl = self.post_i.payload[lane]
+                m.d.comb += [pl.acc.re.eq(beat[lane].re), pl.acc.im.eq(beat[lane].im),
+                             pl.shift.re.eq(0), pl.shift.im.eq(0)]
             m.d.comb += [wr_data.valid.eq(self.post_o.valid),
                          wr_data.payload.data.eq(self.post_o.payload),
                          self.post_o.ready.eq(wr_data.ready)]
