@@ -32,10 +32,12 @@ __all__ = [
     "SLOT_GROUP_CHANNELS",
     "CoreGeometry",
     "EngineGeometry",
+    "InputBufferGeometry",
     "box_span",
     "channel_tile_problems",
     "core_lanes",
     "engine_geometry",
+    "input_buffer_geometry",
     "pool_fuses",
     "weight_image_beats",
 ]
@@ -219,6 +221,39 @@ class EngineGeometry:
         return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
                    top("pool_size"), any(g.residual for g in geometries),
                    any(g.fused_pool for g in geometries))
+
+
+@dataclass(frozen=True)
+class InputBufferGeometry:
+    """The input buffer a core's engine builds (:func:`input_buffer_geometry`).
+
+    ``lanes`` read lanes (the PE lanes); lane ``v`` holds ``kernel[0]`` planes of
+    ``height x width`` words per slot group (``kernel``/``stride`` as the buffer's
+    constructor takes them). ``depth``: words of one half of one bank.
+    """
+
+    lanes: int
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    height: int
+    width: int
+
+    @property
+    def depth(self) -> int:
+        return self.kernel[0] * self.height * self.width
+
+
+def input_buffer_geometry(core: CoreGeometry, geometry: EngineGeometry) -> InputBufferGeometry:
+    """The input buffer of a core built for ``geometry``.
+
+    With ``lanes = Td`` bank ``(v, g)`` holds lane ``v``'s ``Kd`` planes; with one lane its
+    bank per group holds all ``(Td-1)*sd + Kd`` planes of the tile, output depth ``v`` reading
+    planes ``v*sd + kd``. A plane is the input box of a ``Tr x Tc`` tile (:func:`box_span`).
+    """
+    (kd, kr, kc), (sd, sr, sc) = geometry.kernel, geometry.stride
+    planes = kd if core.lanes == core.td else box_span(core.td, sd, kd)
+    return InputBufferGeometry(core.lanes, (planes, kr, kc), geometry.stride,
+                               box_span(core.tr, sr, kr), box_span(core.tc, sc, kc))
 
 
 def pool_fuses(layer: Any, core: Any) -> bool:

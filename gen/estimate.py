@@ -79,7 +79,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fcircnn.arch.geometry import CoreGeometry, box_span, engine_geometry
+from fcircnn.arch.geometry import (
+    CoreGeometry,
+    EngineGeometry,
+    engine_geometry,
+    input_buffer_geometry,
+)
 
 __all__ = [
     "CALIBRATION_FILE",
@@ -396,12 +401,9 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     cg = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, L)
     G, Gin, subs = cg.out_groups, cg.in_groups, cg.subs  # slot groups; n-tiles per group
     vox = Tr * Tc
-    (kd, kr, kc), (sd, sr, sc) = c.kernel, c.stride
-    hin, win = box_span(Tr, sr, kr), box_span(Tc, sc, kc)
-    # L = Td lanes: bank (v, g) holds lane v's Kd planes; one lane: one bank per group holds
-    # all (Td-1)*sd + Kd planes of the tile.
-    in_planes = kd if L == Td else box_span(Td, sd, kd)
-    in_depth = in_planes * hin * win
+    # One bank per lane and input slot group, each a ping-pong pair of the buffer's depth.
+    in_depth = input_buffer_geometry(cg, EngineGeometry(
+        c.kernel, c.stride, c.taps, c.pool_size, c.residual)).depth
     pairs = L * Tm * Tn // (4 * B)
     pes = L * Tm // 2
     q = Tn // B

@@ -1,10 +1,19 @@
 """Input (activation) tile buffer: DMA beats in, ``Td`` voxels x ``Tn/2`` slots out per cycle."""
 
+from __future__ import annotations
+
 from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.geometry import MAX_KERNEL, box_span
+from fcircnn.arch.geometry import (
+    MAX_KERNEL,
+    CoreGeometry,
+    EngineGeometry,
+    box_span,
+    engine_geometry,
+    input_buffer_geometry,
+)
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -12,7 +21,7 @@ from .buffer_pingpong import PingPongBanks
 from .common import check_block_size, check_positive, mul_small, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
-__all__ = ["InputBuffer", "core_needs", "input_box_layout"]
+__all__ = ["InputBuffer", "input_box_layout"]
 
 
 def _vec3(name, value):
@@ -119,16 +128,22 @@ class InputBuffer(wiring.Component):
         })
 
     @classmethod
-    def from_config(cls, accelerator, core) -> "InputBuffer":
-        """Size the buffer for ``core`` of an accelerator and the layers it runs.
+    def of(cls, core: CoreGeometry, geometry: EngineGeometry) -> InputBuffer:
+        """The input buffer of a core's engine built for ``geometry``
+        (:func:`~fcircnn.arch.geometry.input_buffer_geometry`: ``Td`` lanes of ``Kd``
+        planes, or one lane of the tile's whole depth span)."""
+        ib = input_buffer_geometry(core, geometry)
+        return cls(core.tn, ib.lanes, core.tr, core.tc, B=core.B, kernel=ib.kernel,
+                   stride=ib.stride)
 
-        ``kernel``/``stride`` are the largest among the layers
-        :meth:`~fcircnn.models.config.AcceleratorConfig.core_for` assigns to the core (FC and
-        GAP layers are 1x1x1 stride 1), not the core's ``max_kernel``.
-        """
-        kernel, stride = core_needs(accelerator, core)
-        return cls(core.tn, core.td, core.tr, core.tc, B=accelerator.block_size, kernel=kernel,
-                   stride=stride)
+    @classmethod
+    def from_config(cls, accelerator, core) -> InputBuffer:
+        """The input buffer the engine of ``core`` of an accelerator builds: sized for the
+        layers the accelerator places on the core
+        (:func:`~fcircnn.arch.geometry.engine_geometry`, FC and GAP layers reading their
+        whole input map as one box)."""
+        return cls.of(CoreGeometry.of(core, accelerator.block_size),
+                      engine_geometry(accelerator, core))
 
     def lanes_of_plane(self, d: int, stride_d: int | None = None) -> list[tuple[int, int]]:
         """``(lane, kd)`` pairs that store tile plane ``d`` for a layer of depth stride
@@ -232,16 +247,3 @@ class InputBuffer(wiring.Component):
                 else:
                     m.d.comb += self.act[v][s].eq(words[s // SLOTS_PER_BEAT][s % SLOTS_PER_BEAT])
         return m
-
-
-def core_needs(accelerator, core) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """Largest ``(kernel, stride)`` per axis among the conv layers ``core`` runs, as the engine
-    runs them (``accelerator.engine_layer``)."""
-    kernel, stride = [1, 1, 1], [1, 1, 1]
-    for original in accelerator.network.resolved:
-        if original.kind != "conv" or accelerator.core_for(original).name != core.name:
-            continue
-        layer = accelerator.engine_layer(original)
-        kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
-        stride = [max(a, b) for a, b in zip(stride, layer.stride, strict=True)]
-    return tuple(kernel), tuple(stride)

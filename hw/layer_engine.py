@@ -17,7 +17,6 @@ from fcircnn.arch.descriptor import descriptor_layout
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
-    box_span,
     core_lanes,
     engine_geometry,
 )
@@ -177,14 +176,7 @@ class LayerEngine(wiring.Component):
         """The core's buffers, PE array and post chain, as submodules of ``m``."""
         geo, core = self.geometry, self.core
         Tn, Tm, Td, Tr, Tc, B, L = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.lanes
-        if L == Td:
-            inbuf = InputBuffer(Tn, Td, Tr, Tc, B=B, kernel=geo.kernel, stride=geo.stride)
-        else:
-            # One lane reads every output depth: it holds all (Td-1)*sd + Kd planes of the tile,
-            # output depth v reading planes v*sd + kd.
-            inbuf = InputBuffer(Tn, 1, Tr, Tc, B=B, stride=geo.stride, kernel=(
-                box_span(Td, geo.stride[0], geo.kernel[0]), geo.kernel[1], geo.kernel[2]))
-        m.submodules.inbuf = inbuf
+        m.submodules.inbuf = InputBuffer.of(core, geo)
         m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps)
         m.submodules.pe = PEArray(Tn, Tm, B, L)
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...

@@ -166,16 +166,18 @@ def test_conflict_flag_on_read_without_tile():
 def test_sizes_from_config():
     acc = load_accelerator(builtin_path("c3d_zcu102"))
     buf = InputBuffer.from_config(acc, acc.cores[0])
-    # C3D: 3x3x3 stride 1, Td = 2, Tr = Tc = 7: planes of 9x9, 2 lanes x 2 groups.
-    assert (buf.kernel, buf.stride) == ((3, 3, 3), (1, 1, 1))
-    assert (buf.height, buf.width, buf.depth) == (9, 9, 243)
-    assert len(buf.banks) == 4
-    assert buf.lanes_of_plane(0) == [(0, 0)] and buf.lanes_of_plane(3) == [(1, 2)]
-    assert buf.lanes_of_plane(2) == [(0, 2), (1, 1)]
+    # C3D's core (Td = 2, not unrolled: one lane) also runs fc6, whose 1x4x4 input map is one
+    # box: kernel (3, 4, 4), one lane holding the tile's (2-1)*1 + 3 = 4 planes of 10x10.
+    assert (buf.Td, buf.kernel, buf.stride) == (1, (4, 4, 4), (1, 1, 1))
+    assert (buf.height, buf.width, buf.depth) == (10, 10, 400)
+    assert len(buf.banks) == 2
+    assert buf.lanes_of_plane(3) == [(0, 3)]
     r3d = load_accelerator(builtin_path("r3d18_zcu102"))
     spatial = InputBuffer.from_config(r3d, r3d.cores[1])
-    # conv1's 7x7x7 runs folded (1x7x7): the depth needs only the other layers' 3
-    assert spatial.kernel == (3, 7, 7) and spatial.height == 6 * 2 + 7
+    # conv1's 7x7x7 runs folded (1x7x7): the depth needs only the other layers' 3; Td = 2
+    # unrolled: two lanes of 3 planes, lane 1 starting at plane sd = 2
+    assert (spatial.Td, spatial.kernel) == (2, (3, 7, 7)) and spatial.height == 6 * 2 + 7
+    assert spatial.lanes_of_plane(2) == [(0, 2), (1, 0)]
     for b in (buf, spatial):
         Fragment.get(b, None)  # elaborates
 
