@@ -4,9 +4,10 @@
 the accelerator's calibration (a calibration set, or the clips themselves), runs it through
 the chosen target, reads the network's int8 output slots, dequantizes them and takes the
 inverse transform: the class scores (the network's last layer, in the time domain). On
-``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` each clip is compiled into
-an image and run on the accelerator's RTL (cocotb on Verilator or Icarus), on ``"board"`` on
-the accelerator behind a :class:`fcircnn.driver.Backend` (the board's
+``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` and ``"board"`` the network
+is compiled into an image once (calibrated once), each clip written into its input region
+(:func:`~fcircnn.gen.compiler.image_for_clip`) and run on the accelerator's RTL (cocotb on
+Verilator or Icarus) or on the accelerator behind a :class:`fcircnn.driver.Backend` (the board's
 :class:`~fcircnn.driver.PynqBackend`); on both every layer's output is checked bit for bit
 against the contract, and the scores are computed from the output the accelerator wrote to
 memory.
@@ -131,30 +132,40 @@ def predict(acc: Any, clips: np.ndarray, *,
     how = f"{statistic} over {len(calibration)} calibration clip(s)"
     last = net.resolved[-1].name
     results = []
+    image = None
     for i, clip in enumerate(clips):
         if on == "golden":
             out = run_int(net, qnet, qnet.quantize_input(net, clip))[last]
             results.append(ClipResult(_scores(net, qnet, out.re, out.im)))
-        elif on == "board":
-            results.append(_on_backend(acc, clip, weights, qnet, calibration, statistic,
-                                       granularity, backend, timeout_s))
+            continue
+        image = _image(acc, image, clip, weights, calibration, statistic, granularity)
+        if on == "board":
+            results.append(_on_backend(acc, image, qnet, backend, timeout_s))
         else:
-            results.append(_on_rtl(acc, clip, weights, qnet, calibration, statistic,
-                                   granularity, simulator, build_dir, backpressure, i))
+            results.append(_on_rtl(acc, image, qnet, simulator, build_dir, backpressure, i))
         if progress is not None:
             progress(i + 1, len(clips))
     return Prediction(on, tuple(results), how)
 
 
-def _on_rtl(acc, clip, weights, qnet, calibration, statistic, granularity, simulator,
-            build_dir, backpressure, index) -> ClipResult:
-    """One clip compiled into an image and run on the RTL; scores from what it wrote."""
+def _image(acc, previous, clip, weights, calibration, statistic, granularity):
+    """The image of ``clip``: the first clip's is compiled (and calibrated on the set), the
+    others only change its input region and expected outputs
+    (:func:`~fcircnn.gen.compiler.image_for_clip`; the same bytes, since the scales come from
+    the calibration set)."""
+    from fcircnn.gen.compiler import compile_network, image_for_clip
+
+    if previous is None:
+        return compile_network(acc, weights=weights, x=clip, calibration=calibration,
+                               statistic=statistic, granularity=granularity)
+    return image_for_clip(acc, previous, clip)
+
+
+def _on_rtl(acc, image, qnet, simulator, build_dir, backpressure, index) -> ClipResult:
+    """One clip's image run on the RTL; scores from what it wrote."""
     from fcircnn import simulate as sim
-    from fcircnn.gen.compiler import compile_network
     from fcircnn.sim.tb_accelerator import output_path
 
-    image = compile_network(acc, weights=weights, x=clip, calibration=calibration,
-                            statistic=statistic, granularity=granularity)
     with sim.build_dir_env(build_dir) as build:
         image_dir = sim.save_image(image, build)
         with tempfile.TemporaryDirectory(dir=build, prefix=f"predict-{index}-") as tmp:
@@ -172,19 +183,15 @@ def _on_rtl(acc, clip, weights, qnet, calibration, statistic, granularity, simul
     return ClipResult(_scores(acc.network, qnet, re, im), mismatched, outcome.total_cycles)
 
 
-def _on_backend(acc, clip, weights, qnet, calibration, statistic, granularity, backend,
-                timeout_s) -> ClipResult:
-    """One clip compiled into an image and run through the driver on ``backend``; scores from
-    what the accelerator wrote, every layer checked against the contract."""
+def _on_backend(acc, ddr_image, qnet, backend, timeout_s) -> ClipResult:
+    """One clip's image run through the driver on ``backend``; scores from what the
+    accelerator wrote, every layer checked against the contract."""
     import asyncio
 
     from fcircnn.driver import Driver
-    from fcircnn.gen.compiler import compile_network
     from fcircnn.gen.image import CompiledImage
 
-    image = CompiledImage.from_ddr_image(compile_network(
-        acc, weights=weights, x=clip, calibration=calibration, statistic=statistic,
-        granularity=granularity))
+    image = CompiledImage.from_ddr_image(ddr_image)
     last = image.layer_names()[-1]
 
     async def run():

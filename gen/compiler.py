@@ -70,7 +70,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +124,7 @@ __all__ = [
     "Region",
     "compile_network",
     "gap_weight_slots",
+    "image_for_clip",
     "pack_network_input",
     "pack_post_table",
     "pack_weight_image",
@@ -771,3 +772,40 @@ def compile_network(
                 for name, t in ints.items() if name}
     return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
                     expected, net.name, acc.name)
+
+
+def image_for_clip(acc: AcceleratorConfig, image: DdrImage, x: np.ndarray) -> DdrImage:
+    """``image`` with clip ``x`` in its ``input`` region and the contract's outputs for it.
+
+    Weights, post tables, descriptors and the int8 scales stay those of ``image`` (the input
+    is quantized with its input scale), so running many clips costs one compilation and one
+    calibration, not one each. For an image compiled with a calibration set the result equals
+    ``compile_network`` of the same arguments with ``x`` (the scales do not depend on ``x``).
+
+    Raises
+    ------
+    CompileError
+        If ``x`` does not have the network's input shape or ``image`` is of another network.
+    """
+    net = acc.network
+    if image.network != net.name or image.accelerator != acc.name:
+        raise CompileError(f"image is of {image.accelerator}/{image.network}, not "
+                           f"{acc.name}/{net.name}")
+    inp = net.input
+    expected_shape = (inp.channels, inp.depth, inp.height, inp.width)
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != expected_shape:
+        raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
+                           f"{expected_shape}")
+    qnet = image.quantized
+    xq = qnet.quantize_input(net, x)
+    ints = run_int(net, qnet, xq)
+    data = bytearray(image.data)
+    blob = pack_network_input(image.plan, *xq)
+    start = image.plan.region("input").base - image.plan.base
+    data[start:start + len(blob)] = blob
+    expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))
+                for name, t in ints.items() if name}
+    return replace(image, data=bytes(data),
+                   input_parts=(xq[0].astype(np.int8), xq[1].astype(np.int8)),
+                   expected=expected)

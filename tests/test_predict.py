@@ -10,6 +10,7 @@ import pytest
 
 from fcircnn import simulate as sim
 from fcircnn.cli import main
+from fcircnn.gen import compiler
 from fcircnn.gen.image import CompiledImage
 from fcircnn.models import quant, spectral
 from fcircnn.models.config import load_accelerator
@@ -86,10 +87,15 @@ class _Rtl:
 
 
 def test_sim_scores_come_from_the_output_the_rtl_wrote(acc, monkeypatch, tmp_path):
-    clips = _clips(acc, 2, 3)
+    clips = _clips(acc, 3, 3)
     monkeypatch.setattr(sim, "run_rtl", _Rtl())
+    compiled = []
+    real = compiler.compile_network
+    monkeypatch.setattr(compiler, "compile_network",
+                        lambda *a, **k: compiled.append(1) or real(*a, **k))
     ok = predict(acc, clips, on="sim", build_dir=tmp_path)
-    assert ok.bit_exact and [c.cycles for c in ok.clips] == [1000, 1000]
+    assert ok.bit_exact and [c.cycles for c in ok.clips] == [1000, 1000, 1000]
+    assert len(compiled) == 1  # compiled and calibrated once, each clip written into it
     np.testing.assert_array_equal(ok.scores, predict(acc, clips).scores)
     last = acc.network.resolved[-1].name
     monkeypatch.setattr(sim, "run_rtl", _Rtl(wrong=last))

@@ -34,6 +34,7 @@ from fcircnn.gen.compiler import (
     CompileError,
     compile_network,
     gap_weight_slots,
+    image_for_clip,
     plan_network,
 )
 from fcircnn.models import spectral
@@ -237,6 +238,32 @@ def test_calibration_set_and_percentile(acc):
     for layer in net.resolved:
         for c in (0, 1):
             np.testing.assert_array_equal(outputs[layer.index][c], golden[layer.name][c])
+
+
+def test_image_for_clip_is_the_compilation_of_that_clip(acc):
+    """With a calibration set the scales do not depend on the clip: writing another clip into
+    a compiled image gives exactly the image compiled for it, and its expected outputs."""
+    net = acc.network
+    rng = np.random.default_rng(11)
+    clips = rng.standard_normal((3, 3, 4, 8, 8)) * 2
+    x0, x1 = rng.standard_normal((2, 3, 4, 8, 8))
+    w = random_weights(net, 5)
+    first = compile_network(acc, weights=w, x=x0, calibration=clips)
+    direct = compile_network(acc, weights=w, x=x1, calibration=clips)
+    again = image_for_clip(acc, first, x1)
+    assert again.data == direct.data and again.data != first.data
+    assert again.plan == direct.plan
+    for part in (0, 1):
+        np.testing.assert_array_equal(again.input_parts[part], direct.input_parts[part])
+    assert again.expected.keys() == direct.expected.keys()
+    for name, (re, im) in direct.expected.items():
+        np.testing.assert_array_equal(again.expected[name][0], re)
+        np.testing.assert_array_equal(again.expected[name][1], im)
+    with pytest.raises(CompileError, match="input has shape"):
+        image_for_clip(acc, first, x1[:, :2])
+    other = load_accelerator(builtin_path("c3d_zcu102"))
+    with pytest.raises(CompileError, match="image is of"):
+        image_for_clip(other, first, x1)
 
 
 def test_gap_lowered_to_a_conv_is_the_voxel_sum():
