@@ -110,6 +110,11 @@ class MemoryModel:
     efficiency : float
         Fraction of the ports' 16 bytes/cycle a long transfer reaches (measured on the RTL DMA:
         1.0, bench/README.md "Memory system"); beats take ``1 / efficiency`` cycles.
+    weight_engine : bool
+        What-if, not in the RTL (issue 16, lever 1): the weight tiles are read by a read engine
+        of their own on an AXI port of their own, so a weight tile no longer waits for the
+        loader's other transfers, nor they for it (default ``False``: the RTL, one loader that
+        issues every read in turn).
     """
 
     read_latency: int = 2
@@ -117,6 +122,7 @@ class MemoryModel:
     write_response: int = 2
     axi_ports: int = 1
     efficiency: float = 1.0
+    weight_engine: bool = False
 
     def __post_init__(self) -> None:
         _check_int("read_latency", self.read_latency, 0, 100_000)
@@ -125,6 +131,8 @@ class MemoryModel:
         _check_int("axi_ports", self.axi_ports, 1, 64)
         if not isinstance(self.efficiency, (int, float)) or not 0 < self.efficiency <= 1:
             raise ValueError(f"efficiency must be in (0, 1], not {self.efficiency!r}")
+        if not isinstance(self.weight_engine, bool):
+            raise TypeError(f"weight_engine must be a bool, not {self.weight_engine!r}")
 
     def beats(self, n: int) -> float:
         """Cycles to move ``n`` beats at the ports' rate."""
@@ -398,8 +406,9 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _SR1, _SR2,                       # output-buffer releases (store) of the last two tiles
  _MD1, _MD2,                       # drain finished m-tile mt-1 / mt-2 (params gating)
  _PRM,                             # post records of the current m-tile loaded
- _LAST) = range(14)                # last event (engine done candidate)
-_NSTATE = 14
+ _LAST,                            # last event (engine done candidate)
+ _WL) = range(15)                  # weight engine's next decision (what-if weight_engine)
+_NSTATE = 15
 
 
 class _Conv:
@@ -483,11 +492,14 @@ class _Conv:
             in_ready = last + 1
             ld = last + t.read_status
             acc[2] += in_bus_rows * aw.length * _BEAT
-            # phase 3: weight tile
-            cmd = max(ld, free) + 1
+            # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
+            cmd = max(s[_WL] if mem.weight_engine else ld, free) + 1
             last = _read_last(mem, t, cmd, self.w_beats, 1, 1, 1)
             w_ready = last + 1
-            ld = last + t.read_status
+            if mem.weight_engine:
+                s[_WL] = last + t.read_status
+            else:
+                ld = last + t.read_status
             acc[2] += self.w_beats * _BEAT
             # compute
             ready = max(s[_CPW], in_ready, w_ready)
@@ -588,7 +600,7 @@ class _Conv:
     def _clamp(s: list) -> None:
         # Event times older than every walker's position can no longer bind: raise them to
         # that floor so a steady state shifts the whole state uniformly.
-        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW])
+        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL])
         for i in range(_NSTATE):
             if s[i] < floor:
                 s[i] = floor

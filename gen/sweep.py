@@ -319,15 +319,17 @@ class Evaluation:
 
 
 def evaluate(acc: AcceleratorConfig, device: Device, cap: float, *, label: str = "",
-             reference: str = "", point: Point | None = None) -> Evaluation:
-    """Check, size and time one accelerator (see the module docstring)."""
+             reference: str = "", point: Point | None = None, memory=None) -> Evaluation:
+    """Check, size and time one accelerator (see the module docstring); ``memory`` is the
+    performance model's :class:`~fcircnn.gen.perf_model.MemoryModel` (default: the RTL's)."""
     from fcircnn.gen.compiler import CompileError
     from fcircnn.gen.estimate import estimate_resources
     from fcircnn.gen.perf_model import model_network
 
     label = label or acc.name
     try:
-        perf = model_network(acc)  # compiles the network first: CompileError if it cannot run
+        # compiles the network first: CompileError if it cannot run
+        perf = model_network(acc, memory=memory)
     except CompileError as exc:
         return Evaluation(label, "illegal", reason=str(exc), reference=reference, point=point)
     total = estimate_resources(acc).total
@@ -350,9 +352,9 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(net_data: dict[str, Any], device: Device, clock_mhz: float,
-                 cap: float) -> None:
+                 cap: float, memory=None) -> None:
     net = NetworkConfig.model_validate(net_data)
-    _WORKER.update(net=net, device=device, clock=clock_mhz, cap=cap)
+    _WORKER.update(net=net, device=device, clock=clock_mhz, cap=cap, memory=memory)
 
 
 def _evaluate_point(point: Point) -> Evaluation:
@@ -361,7 +363,8 @@ def _evaluate_point(point: Point) -> Evaluation:
         acc = accelerator_for(point, w["net"], w["device"], w["clock"])
     except (ConfigError, SweepError) as exc:
         return Evaluation(point.label, "illegal", reason=str(exc), point=point)
-    return evaluate(acc, w["device"], w["cap"], label=point.label, point=point)
+    return evaluate(acc, w["device"], w["cap"], label=point.label, point=point,
+                    memory=w["memory"])
 
 
 @dataclass(frozen=True)
@@ -464,9 +467,12 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
               cap: float = DEFAULT_CAP, jobs: int = 1,
               references: Sequence[AcceleratorConfig] = (),
               progress: Callable[[int, int], None] | None = None,
-              objective: Objective | None = None) -> SweepResult:
+              objective: Objective | None = None, memory=None) -> SweepResult:
     """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes); the
     result ranks them by ``objective`` (default: the most GOP/s).
+
+    ``memory`` (a :class:`~fcircnn.gen.perf_model.MemoryModel`, default the RTL's) times every
+    point and reference: a what-if of the memory system sweeps under it.
 
     ``references`` (e.g. the paper's accelerator files) are evaluated with the same model,
     clock and cap and returned separately. ``progress(done, total)`` is called as points finish.
@@ -487,7 +493,7 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
     evaluations: list[Evaluation] = []
     total = len(points)
     if jobs == 1:
-        _init_worker(net_data, device, clock_mhz, cap)
+        _init_worker(net_data, device, clock_mhz, cap, memory)
         for point in points:
             evaluations.append(_evaluate_point(point))
             if progress:
@@ -495,12 +501,13 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
     else:
         chunk = max(1, min(64, total // (8 * jobs) or 1))
         with ProcessPoolExecutor(jobs, initializer=_init_worker,
-                                 initargs=(net_data, device, clock_mhz, cap)) as pool:
+                                 initargs=(net_data, device, clock_mhz, cap, memory)) as pool:
             for ev in pool.map(_evaluate_point, points, chunksize=chunk):
                 evaluations.append(ev)
                 if progress:
                     progress(len(evaluations), total)
-    refs = [evaluate(acc, device, cap, label=acc.name, reference="paper") for acc in references]
+    refs = [evaluate(acc, device, cap, label=acc.name, reference="paper", memory=memory)
+            for acc in references]
     return SweepResult(net, device, cap, evaluations, refs, objective or Objective())
 
 

@@ -154,6 +154,19 @@ def test_more_bandwidth_never_slows_down():
     assert two.layers[0].cycles < one.layers[0].cycles  # fc6 is weight-bound
 
 
+def test_own_weight_engine_what_if():
+    """Weights on a read engine of their own: never slower, and a weight-bound layer (fc6,
+    whose input and weight reads take turns on the one loader) gains."""
+    acc = load_accelerator(MODELS / "c3d_zcu102.yaml")
+    names = ["conv1a", "conv5a", "fc6"]
+    one = model_network(acc, layers=names)
+    own = model_network(acc, layers=names, memory=MemoryModel(weight_engine=True))
+    for a, b in zip(one.layers, own.layers, strict=True):
+        assert b.cycles <= a.cycles
+        assert b.ddr_bytes == a.ddr_bytes and b.pe_busy_cycles == a.pe_busy_cycles
+    assert own.layers[2].cycles < 0.9 * one.layers[2].cycles
+
+
 def test_gops_per_dsp():
     acc = load_accelerator(MODELS / "c3d_zcu102.yaml")
     perf = model_network(acc, layers=["conv5a", "fc8"], dsp=400)
@@ -169,9 +182,10 @@ def test_gops_per_dsp():
     ({"axi_ports": 0}, "axi_ports must be in 1..64, not 0"),
     ({"read_latency": -1}, "read_latency must be in"),
     ({"efficiency": 1.5}, "efficiency must be in"),
+    ({"weight_engine": 1}, "weight_engine must be a bool"),
 ])
 def test_memory_model_rejects_bad_parameters(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((TypeError, ValueError), match=message):
         MemoryModel(**kwargs)
 
 

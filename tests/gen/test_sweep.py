@@ -151,6 +151,22 @@ def test_small_sweep_end_to_end(tmp_path, capsys, c3d):
     assert int(big["dsp"]) > int(small["dsp"])
 
 
+def test_sweep_times_points_and_references_with_the_given_memory(c3d):
+    """A what-if memory system reaches every point and the references."""
+    from fcircnn.gen.perf_model import MemoryModel
+
+    space = SweepSpace(tn=(32,), tm=(64,), td=(2,), tr=(8,), tc=(8,), cores=(1,),
+                       unroll_td=(True,))
+    refs = [load_accelerator(builtin_path("c3d_zcu102"))]
+    rtl = sweep.run_sweep(c3d, space, ZCU102, references=refs)
+    wide = sweep.run_sweep(c3d, space, ZCU102, references=refs,
+                           memory=MemoryModel(axi_ports=4))
+    for a, b in zip([*rtl.evaluations, *rtl.references], [*wide.evaluations, *wide.references],
+                    strict=True):
+        assert a.label == b.label and a.dsp == b.dsp
+        assert b.cycles < a.cycles
+
+
 def test_sweep_with_no_fitting_point_names_the_resource(tmp_path, capsys):
     code = main(["sweep", "c3d", "-q", "--tn", "128", "--tm", "256", "--td", "8",
                  "--unroll-td", "yes", "--tr", "7", "--tc", "7", "--cores", "1", "--cap", "0.1",
