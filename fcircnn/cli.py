@@ -37,12 +37,9 @@ class Unavailable(Exception):
 
 
 def _resolve_config_path(name: str) -> Path:
-    from fcircnn.models.config import builtin_path
+    from fcircnn.models.config import config_path
 
-    path = Path(name)
-    if path.exists() or path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
-        return path  # a missing file is reported by the loader, with its name
-    return builtin_path(name)
+    return config_path(name)
 
 
 def _load(name: str):

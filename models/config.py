@@ -32,6 +32,7 @@ from .errors import ConfigError, Problem
 from .loading import (
     bind_accelerator,
     builtin_path,
+    config_path,
     is_accelerator_data,
     load_accelerator,
     load_config,
@@ -94,6 +95,7 @@ __all__ = [
     "bind_accelerator",
     "builtin_path",
     "channel_tile_problems",
+    "config_path",
     "is_accelerator_data",
     "load_accelerator",
     "load_config",

@@ -19,8 +19,8 @@ from .errors import ConfigError, Problem, allowed_keys, describe_value, validate
 from .schema import INLINE_NETWORK, AcceleratorConfig, NetworkConfig
 from .yaml_doc import DocumentError, read_document
 
-__all__ = ["bind_accelerator", "builtin_path", "is_accelerator_data", "load_accelerator",
-           "load_config", "load_network"]
+__all__ = ["bind_accelerator", "builtin_path", "config_path", "is_accelerator_data",
+           "load_accelerator", "load_config", "load_network"]
 
 
 def _read_yaml(path: Path, file: str, top_keys: Sequence[str]) -> dict[str, Any]:
@@ -181,3 +181,21 @@ def builtin_path(name: str) -> Path:
     available = sorted(p.stem for p in here.glob("*.yaml"))
     raise ConfigError(name, [Problem("", f"no built-in configuration of that name; available: "
                                          f"{', '.join(available)}")])
+
+
+def config_path(name: str | os.PathLike[str]) -> Path:
+    """The file a configuration argument names (every command's, ``fcircnn.torch.build``'s).
+
+    An existing path, or anything that looks like one (a ``.yaml``/``.yml`` suffix, a folder
+    part), is taken as given (a missing file is then reported by the loader, with its name);
+    anything else is a built-in name (:func:`builtin_path`).
+
+    Raises
+    ------
+    ConfigError
+        For a name that is neither a path nor a built-in configuration.
+    """
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        return path
+    return builtin_path(os.fspath(name))

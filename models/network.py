@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -54,6 +54,7 @@ __all__ = [
     "QuantizedNetwork",
     "RunResult",
     "calibrate",
+    "check_weights",
     "load_clips",
     "load_input",
     "load_weights",
@@ -63,6 +64,7 @@ __all__ = [
     "run_int",
     "run_memory_bytes",
     "run_network",
+    "weight_arrays",
 ]
 
 Mode = Literal["float", "slots", "int"]
@@ -143,16 +145,34 @@ def weight_arrays(net: NetworkConfig) -> dict[str, tuple[tuple[int, ...], bool]]
 
 
 def load_weights(net: NetworkConfig, path: str) -> NetworkWeights:
-    """Read weights from ``.npz`` and check every array against the network once: the names
-    (every layer's generators; CBN gain and offset together or not at all; nothing else), the
-    shapes, real finite values within :data:`MAX_WEIGHT_ABS`.
+    """Read weights from ``.npz`` and check every array against the network once
+    (:func:`check_weights`).
 
     Raises
     ------
     ArrayFileError
         Naming the file, the array and what was expected.
     """
-    data = read_npz(path)
+    return check_weights(net, read_npz(path), path)
+
+
+def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
+                  where: str) -> NetworkWeights:
+    """Check arrays ``data`` (by weights-file name) against the network once: the names
+    (every layer's generators; CBN gain and offset together or not at all; nothing else), the
+    shapes, real finite values within :data:`MAX_WEIGHT_ABS`.
+
+    Parameters
+    ----------
+    where : str
+        Where the arrays come from, for messages (the file name).
+
+    Raises
+    ------
+    ArrayFileError
+        Naming ``where``, the array and what was expected.
+    """
+    path = where
     expected = weight_arrays(net)
     unknown = sorted(set(data) - set(expected))
     if unknown:
@@ -171,7 +191,7 @@ def load_weights(net: NetworkConfig, path: str) -> NetworkWeights:
             key = f"{layer.name}.{part}"
             shape, required = expected[key]
             if key in data:
-                checked[part] = check_array(data[key], f"{path}: '{key}'", shape,
+                checked[part] = check_array(np.asarray(data[key]), f"{path}: '{key}'", shape,
                                             max_abs=MAX_WEIGHT_ABS)
             elif required:
                 raise ArrayFileError(f"{path}: missing array '{key}' of shape {shape}")

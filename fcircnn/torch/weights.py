@@ -1,0 +1,141 @@
+"""The weights file in and out of a :class:`~fcircnn.torch.model.SlotNetwork`.
+
+The file is the one ``fcircnn golden|compile|run --weights`` read
+(:func:`fcircnn.models.network.load_weights`): ``<layer>.generators`` ``[M'/B, N'/B, B, Kd, Kr,
+Kc]`` for every conv and fc layer and, for the layers with CBN, ``<layer>.bn_gain`` and
+``<layer>.bn_offset`` ``[2, M'/2]``, the inference form of :class:`~fcircnn.torch.post.CBN`
+(its running statistics folded in). The activation scales of quantization-aware training are
+not part of it: the golden model and the compiler calibrate them again, on the input or a
+calibration set (the same maximum rule as :meth:`~fcircnn.torch.model.SlotNetwork.calibrate`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from fcircnn.models.config import AcceleratorConfig, NetworkConfig
+from fcircnn.models.files import ArrayFileError, check_array
+from fcircnn.models.network import (
+    MAX_WEIGHT_ABS,
+    LayerWeights,
+    NetworkWeights,
+    check_weights,
+    load_weights,
+)
+
+from .model import SlotNetwork, build
+
+__all__ = ["export", "from_weights", "load", "network_weights"]
+
+
+def network_weights(model: SlotNetwork) -> NetworkWeights:
+    """The model's float parameters as the golden model's :class:`NetworkWeights` (float64
+    copies; CBN in its inference form), e.g. for
+    :func:`fcircnn.models.network.run_network` ``(weights=...)``.
+
+    Raises
+    ------
+    fcircnn.models.files.ArrayFileError
+        If a value is not finite or beyond :data:`~fcircnn.models.network.MAX_WEIGHT_ABS`
+        (the weights file would be refused), naming the layer's array.
+    """
+    layers = {}
+    for name, layer in model.layers.items():
+        if layer.conv is None:
+            layers[name] = LayerWeights(None)
+            continue
+        arrays = {"generators": layer.conv.generators.detach()}
+        if layer.cbn is not None:
+            arrays["bn_gain"], arrays["bn_offset"] = layer.cbn.gain, layer.cbn.offset
+        checked = {part: check_array(value.cpu().double().numpy(), f"'{name}.{part}'",
+                                     tuple(value.shape), max_abs=MAX_WEIGHT_ABS)
+                   for part, value in arrays.items()}
+        layers[name] = LayerWeights(checked["generators"], checked.get("bn_gain"),
+                                    checked.get("bn_offset"))
+    return NetworkWeights(layers)
+
+
+def export(model: SlotNetwork, path: str | os.PathLike[str]) -> None:
+    """Write the model's weights file (``.npz``, written whole or not at all).
+
+    Raises
+    ------
+    fcircnn.models.files.ArrayFileError
+        As :func:`network_weights`.
+    """
+    network_weights(model).save(os.fspath(path))
+
+
+def load(model: SlotNetwork,
+         source: str | os.PathLike[str] | Mapping[str, np.ndarray] | NetworkWeights
+         ) -> SlotNetwork:
+    """Load weights into ``model``; returns it.
+
+    Parameters
+    ----------
+    source : path, mapping or NetworkWeights
+        A weights file (``.npz``), or its arrays by name, checked as
+        :func:`fcircnn.models.network.load_weights` checks a file: every layer's generators
+        of the right shape, CBN gain and offset together or not at all, no other array, real
+        finite values within :data:`~fcircnn.models.network.MAX_WEIGHT_ABS`. A CBN layer
+        without gain and offset in ``source`` becomes the identity; an array of a layer that
+        has no CBN in the network file is refused.
+
+    Raises
+    ------
+    fcircnn.models.files.ArrayFileError
+        Naming the file (or ``<arrays>``), the array and the shape expected.
+    """
+    net = model.config
+    if isinstance(source, NetworkWeights):
+        weights = source
+        arrays = {}
+        for name, lw in weights.layers.items():
+            if lw.generators is not None:
+                arrays[f"{name}.generators"] = lw.generators
+            if lw.bn_gain is not None:
+                arrays[f"{name}.bn_gain"] = lw.bn_gain
+                arrays[f"{name}.bn_offset"] = lw.bn_offset
+        weights = check_weights(net, arrays, "<weights>")
+        where = "<weights>"
+    elif isinstance(source, Mapping):
+        where = "<arrays>"
+        weights = check_weights(net, source, where)
+    else:
+        where = os.fspath(source)
+        weights = load_weights(net, where)
+    for name, layer in model.layers.items():
+        if layer.conv is None:
+            continue
+        lw = weights.layers[name]
+        if lw.bn_gain is not None and layer.cbn is None:
+            raise ArrayFileError(f"{where}: '{name}.bn_gain' and '{name}.bn_offset' for layer "
+                                 f"{name!r}, which has no CBN in network {net.name} "
+                                 "(cbn: false)")
+    with torch.no_grad():
+        for name, layer in model.layers.items():
+            if layer.conv is None:
+                continue
+            lw = weights.layers[name]
+            gen = layer.conv.generators
+            gen.copy_(torch.from_numpy(lw.generators).to(gen))
+            if layer.cbn is not None:
+                like = layer.cbn.weight
+                if lw.bn_gain is None:
+                    layer.cbn.set_affine(torch.ones_like(like), torch.zeros_like(like))
+                else:
+                    layer.cbn.set_affine(torch.from_numpy(lw.bn_gain).to(like),
+                                         torch.from_numpy(lw.bn_offset).to(like))
+    return model
+
+
+def from_weights(network: str | os.PathLike[str] | NetworkConfig | AcceleratorConfig,
+                 source: str | os.PathLike[str] | Mapping[str, np.ndarray] | NetworkWeights,
+                 *, qat: bool = False, dtype: torch.dtype = torch.float32) -> SlotNetwork:
+    """:func:`~fcircnn.torch.model.build` the model of ``network`` and :func:`load`
+    ``source`` into it."""
+    return load(build(network, seed=None, qat=qat, dtype=dtype), source)
