@@ -93,8 +93,9 @@ class NetworkWeights:
 
     layers: dict[str, LayerWeights]
 
-    def save(self, path: str) -> None:
-        """Write the weights in the ``.npz`` format :func:`load_weights` reads."""
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The weights as the named arrays of the ``.npz`` format :func:`load_weights` reads
+        (``<layer>.generators``, ``<layer>.bn_gain``, ``<layer>.bn_offset``)."""
         arrays = {}
         for name, lw in self.layers.items():
             if lw.generators is not None:
@@ -102,6 +103,11 @@ class NetworkWeights:
             if lw.bn_gain is not None:
                 arrays[f"{name}.bn_gain"] = lw.bn_gain
                 arrays[f"{name}.bn_offset"] = lw.bn_offset
+        return arrays
+
+    def save(self, path: str) -> None:
+        """Write the weights in the ``.npz`` format :func:`load_weights` reads."""
+        arrays = self.arrays()
         atomic_write(path, lambda f: np.savez(f, **arrays))
 
 

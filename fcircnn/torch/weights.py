@@ -92,15 +92,7 @@ def load(model: SlotNetwork,
     """
     net = model.config
     if isinstance(source, NetworkWeights):
-        weights = source
-        arrays = {}
-        for name, lw in weights.layers.items():
-            if lw.generators is not None:
-                arrays[f"{name}.generators"] = lw.generators
-            if lw.bn_gain is not None:
-                arrays[f"{name}.bn_gain"] = lw.bn_gain
-                arrays[f"{name}.bn_offset"] = lw.bn_offset
-        weights = check_weights(net, arrays, "<weights>")
+        weights = check_weights(net, source.arrays(), "<weights>")
         where = "<weights>"
     elif isinstance(source, Mapping):
         where = "<arrays>"
