@@ -77,6 +77,23 @@ def report() -> str:
     return "\n".join(lines)
 
 
+def replace_readme_block(name: str, text: str, *, heading: str | None = None) -> None:
+    """Put ``text`` between the ``<!-- name:start -->`` and ``<!-- name:end -->`` markers of
+    bench/README.md; without the markers, append it under ``## heading`` (or refuse when no
+    heading is given)."""
+    readme = Path(__file__).with_name("README.md")
+    body = readme.read_text()
+    block = f"<!-- {name}:start -->\n{text}\n<!-- {name}:end -->"
+    pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.S)
+    if pattern.search(body):
+        body = pattern.sub(lambda _: block, body)
+    elif heading is not None:
+        body += f"\n## {heading}\n\n{block}\n"
+    else:
+        raise SystemExit(f"bench/README.md has no {name} block (<!-- {name}:start -->)")
+    readme.write_text(body)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readme", action="store_true",
@@ -85,15 +102,7 @@ def main() -> None:
     text = report()
     print(text)
     if args.readme:
-        readme = Path(__file__).with_name("README.md")
-        body = readme.read_text()
-        block = f"<!-- headline:start -->\n{text}\n<!-- headline:end -->"
-        pattern = re.compile(r"<!-- headline:start -->.*?<!-- headline:end -->", re.S)
-        if pattern.search(body):
-            body = pattern.sub(lambda _: block, body)
-        else:
-            body += f"\n## Headline (issue 6)\n\n{block}\n"
-        readme.write_text(body)
+        replace_readme_block("headline", text, heading="Headline (issue 6)")
 
 
 if __name__ == "__main__":

@@ -24,16 +24,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import re
-from pathlib import Path
+
+from bench_headline import PAPER, replace_readme_block
 
 from fcircnn.gen import sweep
 from fcircnn.gen.perf_model import MemoryModel
 from fcircnn.models.config import builtin_path, load_accelerator, load_network
 from fcircnn.report import format_table
-
-#: The paper's published results on the ZCU102 at 200 MHz: (GOP/s, GOP/s per DSP).
-PAPER = {"c3d": (2692.81, 3.349), "r3d18": (1591.52, 1.677)}
 
 #: The memory systems compared: (label, model).
 SYSTEMS = (
@@ -97,13 +94,7 @@ def main() -> None:
     text = report(args.jobs)
     print(text)
     if args.readme:
-        readme = Path(__file__).with_name("README.md")
-        body = readme.read_text()
-        block = f"<!-- levers:start -->\n{text}\n<!-- levers:end -->"
-        pattern = re.compile(r"<!-- levers:start -->.*?<!-- levers:end -->", re.S)
-        if not pattern.search(body):
-            raise SystemExit("bench/README.md has no levers block (<!-- levers:start -->)")
-        readme.write_text(pattern.sub(lambda _: block, body))
+        replace_readme_block("levers", text)
 
 
 if __name__ == "__main__":
