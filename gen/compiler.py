@@ -680,6 +680,23 @@ def pack_network_input(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray) 
     return pack_ncdhw8(xq_re, xq_im)
 
 
+def _clip(net, x) -> np.ndarray:
+    """``x`` as a float clip of the network's input shape (:class:`CompileError` if not)."""
+    inp = net.input
+    expected_shape = (inp.channels, inp.depth, inp.height, inp.width)
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != expected_shape:
+        raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
+                           f"{expected_shape}")
+    return x
+
+
+def _expected(ints) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per layer, the int8 output slot parts of the contract's run."""
+    return {name: (t.re.astype(np.int8), t.im.astype(np.int8))
+            for name, t in ints.items() if name}
+
+
 def compile_network(
     acc: AcceleratorConfig,
     *,
@@ -730,12 +747,7 @@ def compile_network(
     """
     plan = plan_network(acc, base=base, geometry=geometry)
     net = acc.network
-    inp = net.input
-    expected_shape = (inp.channels, inp.depth, inp.height, inp.width)
-    x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
-    if x.shape != expected_shape:
-        raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
-                           f"{expected_shape}")
+    x = _clip(net, random_input(net, seed) if x is None else x)
     try:
         weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity,
                                   clips=calibration, statistic=statistic)
@@ -768,8 +780,7 @@ def compile_network(
             put(d.post_base, pack_post_table(ql.post, records=d.m_tiles * lp.core.tm // 2))
         except OverflowError as exc:
             raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
-    expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))
-                for name, t in ints.items() if name}
+    expected = _expected(ints)
     return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
                     expected, net.name, acc.name)
 
@@ -791,12 +802,7 @@ def image_for_clip(acc: AcceleratorConfig, image: DdrImage, x: np.ndarray) -> Dd
     if image.network != net.name or image.accelerator != acc.name:
         raise CompileError(f"image is of {image.accelerator}/{image.network}, not "
                            f"{acc.name}/{net.name}")
-    inp = net.input
-    expected_shape = (inp.channels, inp.depth, inp.height, inp.width)
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape != expected_shape:
-        raise CompileError(f"input has shape {x.shape}, network {net.name} expects "
-                           f"{expected_shape}")
+    x = _clip(net, x)
     qnet = image.quantized
     xq = qnet.quantize_input(net, x)
     ints = run_int(net, qnet, xq)
@@ -804,8 +810,7 @@ def image_for_clip(acc: AcceleratorConfig, image: DdrImage, x: np.ndarray) -> Dd
     blob = pack_network_input(image.plan, *xq)
     start = image.plan.region("input").base - image.plan.base
     data[start:start + len(blob)] = blob
-    expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))
-                for name, t in ints.items() if name}
+    expected = _expected(ints)
     return replace(image, data=bytes(data),
                    input_parts=(xq[0].astype(np.int8), xq[1].astype(np.int8)),
                    expected=expected)
