@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CLASSES", "motion_clips", "motion_network_yaml"]
+__all__ = ["CLASSES", "motion_accelerator_yaml", "motion_clips", "motion_network_yaml"]
 
 #: The classes, by label: eight directions of straight motion (0 = +x, counter-clockwise in
 #: steps of 45 degrees, y growing downwards), circles both ways, no motion, and a
@@ -123,4 +123,26 @@ layers:
      crelu: true, pool: {{window: 2}}}}
   - {{name: fc4, type: fc, out_channels: {f4}, cbn: true, crelu: true}}
   - {{name: fc5, type: fc, out_channels: {len(CLASSES)}}}
+"""
+
+
+def motion_accelerator_yaml(block_size: int, network: str = "net.yaml") -> str:
+    """An accelerator file for :func:`motion_network_yaml`'s network (the file ``network``,
+    relative to the accelerator file): the project's small test accelerator, one core with
+    ``Tn = 16``, ``Tm = 16`` (32 at ``block_size`` 16: whole DSP pairs of ``2B`` outputs),
+    ``Td = 2``, ``Tr = Tc = 4`` and 3x3x3 kernels on the ZCU102, small enough that a clip runs
+    through ``fcircnn run --on sim`` in seconds (about 81,000 cycles at ``block_size`` 8)."""
+    tm = max(16, 2 * block_size)
+    return f"""\
+name: motion_acc
+network: {network}
+device:
+  part: xczu9eg-ffvb1156-2-e
+  resources: {{dsp: 2520, bram36: 912, lut: 274080, ff: 548160}}
+clock_mhz: 200
+block_size: {block_size}
+address_width: 32
+cores:
+  - {{name: main, tn: 16, tm: {tm}, td: 2, tr: 4, tc: 4, unroll: [tn, tm],
+     max_kernel: [3, 3, 3]}}
 """

@@ -1,5 +1,6 @@
 """The motion data set, the dense twin and the training loop; the slow end-to-end accuracy
-check of the int8 contract against float (issue 17, item 6)."""
+check of the int8 contract against float and of the RTL against the contract (issue 17, item
+6)."""
 
 import numpy as np
 import pytest
@@ -7,16 +8,24 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch front end needs the [torch] extra")
 torch.set_num_threads(1)
 
-from fcircnn.models.config import load_network  # noqa: E402
+from fcircnn.models.config import load_accelerator, load_network  # noqa: E402
+from fcircnn.predict import predict  # noqa: E402
+from fcircnn.sim.runner import find_simulator  # noqa: E402
 from fcircnn.torch import build  # noqa: E402
 from fcircnn.torch.dense import DenseNetwork  # noqa: E402
-from fcircnn.torch.motion import CLASSES, motion_clips, motion_network_yaml  # noqa: E402
+from fcircnn.torch.motion import (  # noqa: E402
+    CLASSES,
+    motion_accelerator_yaml,
+    motion_clips,
+    motion_network_yaml,
+)
 from fcircnn.torch.training import (  # noqa: E402
     accuracy,
     fit,
     golden_int_classes,
     predict_classes,
 )
+from fcircnn.torch.weights import network_weights  # noqa: E402
 
 
 def test_clips_are_reproducible_balanced_and_split_by_seed():
@@ -72,11 +81,21 @@ def test_fit_lowers_the_loss_and_the_golden_classes_are_the_qat_models(tmp_path)
     np.testing.assert_array_equal(predict_classes(model, x[:6]), golden)
 
 
+@pytest.mark.parametrize("B", [4, 8, 16])
+def test_the_motion_network_runs_on_the_small_test_accelerator(tmp_path, B):
+    (tmp_path / "net.yaml").write_text(motion_network_yaml(B))
+    (tmp_path / "acc.yaml").write_text(motion_accelerator_yaml(B))
+    acc = load_accelerator(tmp_path / "acc.yaml")  # validated: every layer placed
+    assert acc.network.name == "motion_c3d" and acc.cores[0].tm == max(16, 2 * B)
+
+
 @pytest.mark.slow
 def test_a_trained_network_keeps_its_accuracy_on_the_int8_contract(tmp_path):
     """Trains a small motion network (B = 4) for a minute on 2 cores: its float accuracy is far
     above chance and the int8 contract (golden model, scales from 48 training clips) stays
-    within 5 points of it."""
+    within 5 points of it; three test clips with the trained weights through the small test
+    accelerator's RTL (``fcircnn run --on sim``, random back-pressure) are bit-exact at every
+    layer and give the golden int classes."""
     path = tmp_path / "m.yaml"
     path.write_text(motion_network_yaml(4, widths=(8, 16, 32, 32)))
     train, test = motion_clips(40, seed=0), motion_clips(15, seed=1000)
@@ -84,7 +103,14 @@ def test_a_trained_network_keeps_its_accuracy_on_the_int8_contract(tmp_path):
     model = build(load_network(path), seed=0)
     fit(model, *train, epochs=10, batch_size=32, lr=3e-3)
     float_acc = accuracy(model, *test)
-    int_acc = float(np.mean(golden_int_classes(model.eval(), test[0], train[0][:48])
-                            == test[1]))
+    golden = golden_int_classes(model.eval(), test[0], train[0][:48])
+    int_acc = float(np.mean(golden == test[1]))
     assert float_acc > 0.6, float_acc  # chance is 1/12
     assert int_acc >= float_acc - 0.05, (float_acc, int_acc)
+    find_simulator("verilator")
+    (tmp_path / "acc.yaml").write_text(motion_accelerator_yaml(4, "m.yaml"))
+    rtl = predict(load_accelerator(tmp_path / "acc.yaml"), test[0][:3], on="sim",
+                  weights=network_weights(model), calibration=train[0][:48],
+                  backpressure=0.3, build_dir=tmp_path / "build")
+    assert rtl.bit_exact, [c.mismatched for c in rtl.clips]
+    np.testing.assert_array_equal([c.top1 for c in rtl.clips], golden[:3])
