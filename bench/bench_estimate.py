@@ -55,8 +55,8 @@ def component_of(name: str, cores: list[str]) -> str:
     if head.startswith("core") and head[4:].isdigit() and int(head[4:]) < len(cores):
         part = rest.partition(".")[0]
         return f"{cores[int(head[4:])]}/{ENGINE_PARTS.get(part, 'control')}"
-    if head == "dma" and rest:
-        return "dma"
+    if head in ("dma", "dma1") and rest:
+        return head
     if head == "regs" and rest:
         return "regfile"
     return "sequencer"

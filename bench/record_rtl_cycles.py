@@ -50,17 +50,24 @@ class Case:
     #: The Verilator optimisation of the build (``None``: ``-Os``, the build ``fcircnn sim``
     #: and ``tests/hw/test_accelerator_layers.py`` share).
     verilator_opt: str | None = "-O0"
+    #: The accelerator's ``axi_ports`` instead of its file's.
+    axi_ports: int | None = None
 
 
 #: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
 #: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network; ``kinds``: the two-core test
 #: accelerator of ``tests/hw/test_accelerator_layers.py`` on its network with every C3D and
 #: ResNet-18 layer kind (seed 5, as there); ``fused``: the pools fused into the drain
-#: (``tests/hw/test_accelerator_fused_pool.py``, two PE lanes).
+#: (``tests/hw/test_accelerator_fused_pool.py``, two PE lanes); ``small_2ports`` and
+#: ``kinds_2ports``: ``small`` and ``kinds`` with two AXI ports (the weight loader on its own
+#: read engine).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
     Case("fused", "write_fused_accelerator", seed=5),
+    Case("small_2ports", "write_small_accelerator", axi_ports=2),
+    Case("kinds_2ports", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None,
+         axi_ports=2),
 )
 
 
@@ -82,13 +89,17 @@ def hw_source_hash() -> str:
 
 
 def load_case(case: Case, folder: Path):
-    """Write the case's accelerator into ``folder`` and load it (validated)."""
+    """Write the case's accelerator into ``folder`` and load it (validated), with the case's
+    ``axi_ports``."""
     from fcircnn.models.config import load_accelerator
 
     if case.config is not None:
-        return load_accelerator(ROOT / case.config)
-    writer = getattr(_conftest(), case.writer)
-    return load_accelerator(writer(folder, **case.kwargs))
+        acc = load_accelerator(ROOT / case.config)
+    else:
+        acc = load_accelerator(getattr(_conftest(), case.writer)(folder, **case.kwargs))
+    if case.axi_ports is not None:
+        acc = acc.model_copy(update={"axi_ports": case.axi_ports})
+    return acc
 
 
 def record_case(case: Case, *, simulator: str = "verilator") -> dict:

@@ -722,7 +722,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         space = sweep.SweepSpace(
             tn=args.tn, tm=args.tm, td=args.td, tr=args.tr, tc=args.tc,
             unroll_td={"both": (False, True), "yes": (True,), "no": (False,)}[args.unroll_td],
-            cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size)
+            cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size,
+            axi_ports=args.axi_ports)
         space.check(net.block_size)
         objective = sweep.Objective(args.maximise.replace("-", "_"), args.floor)
     except sweep.SweepError as exc:
@@ -1082,6 +1083,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--pointwise", type=_pair_list, default=space.pointwise, metavar="PAIRS",
                     help="(Tn, Tm) of the pointwise core of two-core points (default: "
                          + ",".join(f"{a}x{b}" for a, b in space.pointwise) + ")")
+    sw.add_argument("--axi-ports", type=_int_list, default=space.axi_ports, metavar="LIST",
+                    help="AXI ports, 1 and/or 2 (2: the weight tiles on a port of their own; "
+                         "default: 1)")
     sw.add_argument("--reference", action="append", metavar="ACC.yaml",
                     help="accelerator file(s) to mark as references (default: the built-in "
                          "<network>_zcu102, the paper's configuration)")

@@ -20,7 +20,9 @@ What a descriptor costs
     ``Tm`` beats of post records (only once the drain has left m-tile ``mt - 2``), per tile the
     residual box (``FLAG_RESIDUAL``, once the drain freed that residual half), per pass the
     input box (padding delivered as zero beats at one a cycle) and the ``(mt, nt)`` weight
-    tile, each once compute has released the pass two back;
+    tile, each once compute has released the pass two back; on a two-port accelerator
+    (:func:`memory_of`) the weight tiles have a loader of their own, paced by its own last
+    status and the weight buffer alone, and the input loader steps at its input's status;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -51,7 +53,7 @@ Kd Kr Kc Do Ho Wo`` of the uncompressed layer) over the modelled time at the con
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
@@ -61,6 +63,7 @@ from fcircnn.arch.descriptor import (
     LayerDescriptor,
 )
 from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import axis_tiles, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.layout import SLOTS_PER_BEAT
@@ -73,6 +76,7 @@ __all__ = [
     "MemoryModel",
     "NetworkPerformance",
     "gops_per_dsp",
+    "memory_of",
     "model_descriptor",
     "model_layer",
     "model_network",
@@ -111,10 +115,11 @@ class MemoryModel:
         Fraction of the ports' 16 bytes/cycle a long transfer reaches (measured on the RTL DMA:
         1.0, bench/README.md "Memory system"); beats take ``1 / efficiency`` cycles.
     weight_engine : bool
-        What-if, not in the RTL (issue 16, lever 1): the weight tiles are read by a read engine
-        of their own on an AXI port of their own, so a weight tile no longer waits for the
-        loader's other transfers, nor they for it (default ``False``: the RTL, one loader that
-        issues every read in turn).
+        The weight tiles are read by a loader and read engine of their own on an AXI port of
+        their own, so a weight tile no longer waits for the loader's other transfers, nor they
+        for it: the RTL of a two-port accelerator (``axi_ports: 2``,
+        :class:`~fcircnn.arch.ports.PortMap`), which :func:`memory_of` sets; ``False``: one
+        loader that issues every read in turn.
     """
 
     read_latency: int = 2
@@ -631,6 +636,15 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     return end, groups * (n_in + n_out) * _BEAT
 
 
+def memory_of(acc: AcceleratorConfig, memory: MemoryModel | None = None) -> MemoryModel:
+    """``memory`` (default :class:`MemoryModel`) with ``acc``'s AXI ports: its own weight
+    engine when the accelerator has a weight port (:class:`~fcircnn.arch.ports.PortMap`)."""
+    mem = memory or MemoryModel()
+    if PortMap(acc.axi_ports).weight_loader and not mem.weight_engine:
+        mem = replace(mem, weight_engine=True)
+    return mem
+
+
 def model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int,
                      memory: MemoryModel | None = None,
                      timing: EngineTiming | None = None) -> dict:
@@ -664,7 +678,7 @@ def model_layer(acc: AcceleratorConfig, layer: ResolvedLayer | str, *,
     plan = plan or plan_network(acc)
     for lp in plan.layers:
         if lp.layer.name == name:
-            return _layer_perf(acc, lp, memory or MemoryModel(), timing or EngineTiming())
+            return _layer_perf(acc, lp, memory_of(acc, memory), timing or EngineTiming())
     raise KeyError(f"network {acc.network.name} has no layer {name!r}")
 
 
@@ -693,7 +707,7 @@ def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | 
     """
     from .compiler import plan_network
 
-    mem, t = memory or MemoryModel(), timing or EngineTiming()
+    mem, t = memory_of(acc, memory), timing or EngineTiming()
     plan = plan_network(acc)
     chosen = plan.layers
     if layers is not None:

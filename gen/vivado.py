@@ -70,6 +70,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, REGISTERS
 from fcircnn.gen import TOOL_VERSION
 from fcircnn.models.config import AcceleratorConfig
@@ -134,7 +135,10 @@ class VivadoTarget:
     clock_mhz : float
         ``ap_clk`` = ``pl_clk0`` frequency.
     address_width : int
-        Width of the ``m_axi`` addresses.
+        Width of the ``m_axi`` (and ``m_axi1``) addresses.
+    axi_ports : int
+        AXI4 manager ports (:class:`~fcircnn.arch.ports.PortMap`): ``m_axi`` on HP0 FPD and,
+        with two, the read-only ``m_axi1`` on HP1 FPD.
     """
 
     name: str
@@ -142,6 +146,7 @@ class VivadoTarget:
     board: str
     clock_mhz: float
     address_width: int
+    axi_ports: int = 1
 
     def __post_init__(self) -> None:
         for key, value in (("device.part", self.part), ("device.board", self.board)):
@@ -154,12 +159,19 @@ class VivadoTarget:
                              "(zynq_ultra_ps_e)")
         if not 0 < self.clock_mhz <= 1000:
             raise ValueError(f"clock_mhz must be in (0, 1000], not {self.clock_mhz}")
+        PortMap(self.axi_ports)  # ValueError naming axi_ports and its allowed values
 
     @classmethod
     def from_config(cls, acc: AcceleratorConfig) -> VivadoTarget:
         """The target of ``acc`` (``ValueError`` naming the key if it cannot be built)."""
         return cls(name=acc.name, part=acc.device.part, board=acc.device.board or "",
-                   clock_mhz=float(acc.clock_mhz), address_width=acc.address_width)
+                   clock_mhz=float(acc.clock_mhz), address_width=acc.address_width,
+                   axi_ports=acc.axi_ports)
+
+    @property
+    def memory_ports(self) -> tuple[str, ...]:
+        """The AXI manager interfaces, port ``k`` on ``HPk FPD`` (``S_AXI_GP{k + 2}``)."""
+        return ("m_axi", "m_axi1")[: self.axi_ports]
 
     @property
     def period_ns(self) -> str:
@@ -296,7 +308,7 @@ proc fcircnn_bus_parameter {{busif name value}} {{
     }}
     set_property value $value $parameter
 }}
-foreach fcircnn_busif {{m_axi s_axi_control}} {{
+foreach fcircnn_busif {{{" ".join(t.memory_ports)} s_axi_control}} {{
     if {{[llength [ipx::get_bus_interfaces $fcircnn_busif -of_objects $fcircnn_core]] == 0}} {{
         error "fcircnn: the packager did not infer the AXI interface $fcircnn_busif"
     }}
@@ -304,8 +316,9 @@ foreach fcircnn_busif {{m_axi s_axi_control}} {{
 set fcircnn_clk [fcircnn_interface ap_clk xilinx.com:signal:clock_rtl:1.0]
 set fcircnn_rst [fcircnn_interface ap_rst_n xilinx.com:signal:reset_rtl:1.0]
 set fcircnn_irq [fcircnn_interface interrupt xilinx.com:signal:interrupt_rtl:1.0]
-ipx::associate_bus_interfaces -busif m_axi -clock ap_clk $fcircnn_core
-ipx::associate_bus_interfaces -busif s_axi_control -clock ap_clk $fcircnn_core
+foreach fcircnn_busif {{{" ".join(t.memory_ports)} s_axi_control}} {{
+    ipx::associate_bus_interfaces -busif $fcircnn_busif -clock ap_clk $fcircnn_core
+}}
 ipx::associate_bus_interfaces -clock ap_clk -reset ap_rst_n $fcircnn_core
 fcircnn_bus_parameter $fcircnn_rst POLARITY ACTIVE_LOW
 fcircnn_bus_parameter $fcircnn_irq SENSITIVITY LEVEL_HIGH
@@ -353,6 +366,22 @@ def block_design_tcl(acc: AcceleratorConfig | VivadoTarget,
     docstring)."""
     t = _target(acc)
     ps = "zynq_ultra_ps_e_0"
+    ports = list(enumerate(t.memory_ports))
+    smcs = [f"mem{k or ''}_smc" for k, _ in ports]
+    hp1_text = ",\n# HP1 FPD (S_AXI_GP3, 128 bit) for m_axi1" if t.axi_ports > 1 else ""
+    hp1_seen = ", m_axi1 through HP1" if t.axi_ports > 1 else ""
+    hp_config = "".join(f"    CONFIG.PSU__USE__S_AXI_GP{k + 2} {{1}} \\\n"
+                        f"    CONFIG.PSU__SAXIGP{k + 2}__DATA_WIDTH {{128}} \\\n"
+                        for k, _ in ports)
+    hp_clocks = " ".join(f"[get_bd_pins {ps}/saxihp{k}_fpd_aclk]" for k, _ in ports)
+    smc_clocks = " ".join(f"[get_bd_pins {smc}/aclk]" for smc in smcs)
+    smc_resets = " ".join(f"[get_bd_pins {smc}/aresetn]" for smc in smcs)
+    hp_nets = "".join(
+        f"connect_bd_intf_net [get_bd_intf_pins {TOP_NAME}_0/{bus}] "
+        f"[get_bd_intf_pins {smc}/S00_AXI]\n"
+        f"connect_bd_intf_net [get_bd_intf_pins {smc}/M00_AXI] "
+        f"[get_bd_intf_pins {ps}/S_AXI_HP{k}_FPD]\n"
+        for (k, bus), smc in zip(ports, smcs, strict=True))
     return _banner("#", f"block_design.tcl: block design {BD_NAME} with the MPSoC PS and "
                         f"{TOP_NAME} ({t.name})", banner) + f"""\
 {_ROOT}
@@ -373,46 +402,42 @@ if {{$fcircnn_have_board}} {{
     apply_bd_automation -rule xilinx.com:bd_rule:zynq_ultra_ps_e \\
         -config {{apply_board_preset "1"}} $fcircnn_ps
 }}
-# HPM0 FPD (32 bit) for s_axi_control, HP0 FPD (S_AXI_GP2, 128 bit) for m_axi, the other
-# PL masters off (an enabled port with an unconnected clock fails validation), pl_clk0 at
-# {t.clock_text} MHz, PL-to-PS interrupts (pl_ps_irq0).
+# HPM0 FPD (32 bit) for s_axi_control, HP0 FPD (S_AXI_GP2, 128 bit) for m_axi{hp1_text}, the
+# other PL masters off (an enabled port with an unconnected clock fails validation), pl_clk0
+# at {t.clock_text} MHz, PL-to-PS interrupts (pl_ps_irq0).
 set_property -dict [list \\
     CONFIG.PSU__USE__M_AXI_GP0 {{1}} \\
     CONFIG.PSU__MAXIGP0__DATA_WIDTH {{32}} \\
     CONFIG.PSU__USE__M_AXI_GP1 {{0}} \\
     CONFIG.PSU__USE__M_AXI_GP2 {{0}} \\
-    CONFIG.PSU__USE__S_AXI_GP2 {{1}} \\
-    CONFIG.PSU__SAXIGP2__DATA_WIDTH {{128}} \\
-    CONFIG.PSU__FPGA_PL0_ENABLE {{1}} \\
+{hp_config}    CONFIG.PSU__FPGA_PL0_ENABLE {{1}} \\
     CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {{{t.clock_text}}} \\
     CONFIG.PSU__USE__IRQ0 {{1}} \\
 ] $fcircnn_ps
 
 create_bd_cell -type ip -vlnv {IP_VLNV} {TOP_NAME}_0
 create_bd_cell -type ip -vlnv xilinx.com:ip:proc_sys_reset rst_pl_clk0
-foreach fcircnn_smc {{ctrl_smc mem_smc}} {{
+foreach fcircnn_smc {{ctrl_smc {" ".join(smcs)}}} {{
     create_bd_cell -type ip -vlnv xilinx.com:ip:smartconnect $fcircnn_smc
     set_property -dict [list CONFIG.NUM_SI {{1}} CONFIG.NUM_MI {{1}}] \\
         [get_bd_cells $fcircnn_smc]
 }}
 
 connect_bd_net [get_bd_pins {ps}/pl_clk0] [get_bd_pins {ps}/maxihpm0_fpd_aclk] \\
-    [get_bd_pins {ps}/saxihp0_fpd_aclk] [get_bd_pins rst_pl_clk0/slowest_sync_clk] \\
-    [get_bd_pins ctrl_smc/aclk] [get_bd_pins mem_smc/aclk] [get_bd_pins {TOP_NAME}_0/ap_clk]
+    {hp_clocks} [get_bd_pins rst_pl_clk0/slowest_sync_clk] \\
+    [get_bd_pins ctrl_smc/aclk] {smc_clocks} [get_bd_pins {TOP_NAME}_0/ap_clk]
 connect_bd_net [get_bd_pins {ps}/pl_resetn0] [get_bd_pins rst_pl_clk0/ext_reset_in]
 connect_bd_net [get_bd_pins rst_pl_clk0/peripheral_aresetn] \\
     [get_bd_pins {TOP_NAME}_0/ap_rst_n]
 connect_bd_net [get_bd_pins rst_pl_clk0/interconnect_aresetn] \\
-    [get_bd_pins ctrl_smc/aresetn] [get_bd_pins mem_smc/aresetn]
+    [get_bd_pins ctrl_smc/aresetn] {smc_resets}
 connect_bd_intf_net [get_bd_intf_pins {ps}/M_AXI_HPM0_FPD] [get_bd_intf_pins ctrl_smc/S00_AXI]
 connect_bd_intf_net [get_bd_intf_pins ctrl_smc/M00_AXI] \\
     [get_bd_intf_pins {TOP_NAME}_0/s_axi_control]
-connect_bd_intf_net [get_bd_intf_pins {TOP_NAME}_0/m_axi] [get_bd_intf_pins mem_smc/S00_AXI]
-connect_bd_intf_net [get_bd_intf_pins mem_smc/M00_AXI] [get_bd_intf_pins {ps}/S_AXI_HP0_FPD]
-connect_bd_net [get_bd_pins {TOP_NAME}_0/interrupt] [get_bd_pins {ps}/pl_ps_irq0]
+{hp_nets}connect_bd_net [get_bd_pins {TOP_NAME}_0/interrupt] [get_bd_pins {ps}/pl_ps_irq0]
 
 # s_axi_control gets a {CONTROL_WINDOW_BYTES}-byte window in the HPM0 space; m_axi
-# ({t.address_width}-bit addresses) sees the DDR through HP0.
+# ({t.address_width}-bit addresses) sees the DDR through HP0{hp1_seen}.
 assign_bd_address
 {_address_segments(t)}validate_bd_design
 save_bd_design
@@ -427,16 +452,17 @@ update_compile_order -fileset sources_1
 
 
 def _address_segments(t: VivadoTarget) -> str:
-    """Tcl that leaves ``m_axi`` only the address segments its ``address_width`` reaches (the
-    HP port's DDR_HIGH, at 32 GB, needs 36 bits); nothing for a 36-bit or wider master."""
+    """Tcl that leaves each AXI manager (``m_axi``, ``m_axi1``) only the address segments its
+    ``address_width`` reaches (the HP port's DDR_HIGH, at 32 GB, needs 36 bits); nothing for a
+    36-bit or wider master."""
     if t.address_width >= 36:
         return ""
     limit = 1 << t.address_width
     return f"""\
-# m_axi has {t.address_width}-bit addresses: exclude the HP0 segments that end beyond
-# {limit:#x}.
-foreach fcircnn_seg [get_bd_addr_segs -of_objects \\
-        [get_bd_addr_spaces {TOP_NAME}_0/m_axi]] {{
+# {", ".join(t.memory_ports)}: {t.address_width}-bit addresses: exclude the HP segments that
+# end beyond {limit:#x}.
+foreach fcircnn_seg [get_bd_addr_segs -of_objects [get_bd_addr_spaces [list \\
+        {" ".join(f"{TOP_NAME}_0/{b}" for b in t.memory_ports)}]]] {{
     set fcircnn_end [expr {{[get_property OFFSET $fcircnn_seg] + [get_property RANGE \\
         $fcircnn_seg]}}]
     if {{$fcircnn_end > {limit:#x}}} {{

@@ -11,9 +11,10 @@ from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descri
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
 from fcircnn.models.layout import BEAT_BYTES
 
-from .axi4 import AXI4Signature
+from .axi4 import AXI4ReadSignature, AXI4Signature
 from .axi_dma import AxiDma
 from .axi_dma_box import Status, box_layout
+from .axi_dma_read import AxiDmaRead
 from .common import rejecting
 from .layer_engine import LayerEngine
 from .regfile import AXI4LiteSignature, ControlRegisters
@@ -49,7 +50,12 @@ class Accelerator(wiring.Component):
         :mod:`fcircnn.hw.regfile`.
     ``m_axi_*``
         AXI4 manager, 128-bit data, ``address_width``-bit address: every DDR access (descriptors,
-        weights, post records, feature maps, cycle entries).
+        weights, post records, feature maps, cycle entries), but the weight tiles of a
+        two-port design.
+    ``m_axi1_*``
+        With two AXI ports (``axi_ports: 2``, :class:`~fcircnn.arch.ports.PortMap`): a read-only
+        AXI4 manager (AR and R channels), same widths, that reads the weight tiles, the active
+        engine's weight loader on a read engine of its own.
     ``interrupt``
         Level, active high: ``GIE & (IER & ISR)``.
 
@@ -84,12 +90,19 @@ class Accelerator(wiring.Component):
             if any(e.addr_width != addr_width for e in engines):
                 raise ValueError("every engine must have the accelerator's addr_width "
                                  f"({addr_width})")
+            if len({e.ports for e in engines}) != 1:
+                raise ValueError("every engine must have the same AXI ports (axi_ports)")
         self.engines = engines
         self.addr_width = addr_width
+        #: Which port carries which read (every engine's).
+        self.ports = engines[0].ports
         members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
         members |= _flat_members("s_axi_control",
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
         members |= _flat_members("m_axi", AXI4Signature(addr_width=addr_width), flip=False)
+        if self.ports.weight_loader:
+            members |= _flat_members("m_axi1", AXI4ReadSignature(addr_width=addr_width),
+                                     flip=False)
         super().__init__(members)
 
     @classmethod
@@ -112,22 +125,35 @@ class Accelerator(wiring.Component):
                    for core, geo in zip(cores, geometry, strict=True)]
         return cls(engines, addr_width=accelerator.address_width)
 
+    def _ports(self, m):
+        """The register file and the DMA engines on the flat ports: ``s_axi_control``,
+        ``m_axi`` (read and write engine) and, with a weight port, ``m_axi1`` (read engine;
+        ``None`` without)."""
+        aw = self.addr_width
+        m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
+        m.submodules.dma = dma = AxiDma(aw)
+        dma1 = None
+        buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
+                  regs.s_axi_control), ("m_axi", AXI4Signature(addr_width=aw), dma.m_axi)]
+        if self.ports.weight_loader:
+            m.submodules.dma1 = dma1 = AxiDmaRead(aw)
+            buses.append(("m_axi1", AXI4ReadSignature(addr_width=aw), dma1.m_axi))
+        for prefix, signature, inner in buses:
+            for name, member in signature.members.items():
+                ours, theirs = getattr(self, f"{prefix}_{name}"), getattr(inner, name)
+                # s_axi_control is a subordinate: its Out members are the top's inputs.
+                drives_out = (member.flow == Out) != (prefix == "s_axi_control")
+                m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
+        m.d.comb += self.interrupt.eq(regs.interrupt)
+        return regs, dma, dma1
+
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
 
-        m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
-        m.submodules.dma = dma = AxiDma(aw)
-        for name, member in AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH).members.items():
-            ours, theirs = getattr(self, f"s_axi_control_{name}"), getattr(regs.s_axi_control,
-                                                                          name)
-            m.d.comb += theirs.eq(ours) if member.flow == Out else ours.eq(theirs)
-        for name, member in AXI4Signature(addr_width=aw).members.items():
-            ours, theirs = getattr(self, f"m_axi_{name}"), getattr(dma.m_axi, name)
-            m.d.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
-        m.d.comb += self.interrupt.eq(regs.interrupt)
+        regs, dma, dma1 = self._ports(m)
 
         engine_rst = Signal()
         engines = []
@@ -169,6 +195,10 @@ class Accelerator(wiring.Component):
                 wiring.connect(m, engine.wr_cmd, dma.wr_cmd)
                 wiring.connect(m, engine.wr_data, dma.wr_data)
                 wiring.connect(m, dma.wr_status, engine.wr_status)
+                if self.ports.weight_loader:
+                    wiring.connect(m, engine.rd1_cmd, dma1.cmd)
+                    wiring.connect(m, dma1.o, engine.rd1_data)
+                    wiring.connect(m, dma1.status, engine.rd1_status)
 
         def box(sig, addr, length):
             return [sig.eq(0), sig.addr.eq(addr), sig.stride_g.eq(BEAT_BYTES),

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
+from fcircnn.arch.ports import ALL_READS, READ_KINDS
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
@@ -44,12 +45,20 @@ class EngineLoader(wiring.Component):
     weight tile to ``w_o``. Each transfer waits until its buffer is free (the stream's
     ``ready``), so the loader runs ahead of compute as far as the ping-pong buffers allow.
 
+    A loader issues only the read kinds in ``reads`` (:data:`~fcircnn.arch.ports.READ_KINDS`)
+    and has only their ports: every kind on a one-port design; with a weight port
+    (:class:`~fcircnn.arch.ports.PortMap`) two loaders walk the same nest side by side, one
+    issuing the post records, residual and input boxes, the other the weight tiles, each on
+    its own read engine, each paced only by its own buffers.
+
     Contract
     --------
-    * ``ctl.start`` with a conv descriptor starts the walk; it ends after the last weight tile
-      (back to idle, ``idle`` high) or at ``ctl.failed``.
+    * ``ctl.start`` with a conv descriptor starts the walk; it ends after the last pass (back
+      to idle, ``idle`` high) or at ``ctl.failed``.
     * One transfer at a time: the command, then its beats, then its status. A status other
       than OK pulses ``fail`` (code = the status) and ends the walk.
+    * The walk steps to the next pass with the status of the pass's last read: its weight
+      tile, or its input box for a loader without weights.
     * ``params_ready[h]``: the records of the m-tile of parity ``h`` are loaded.
 
     Parameters
@@ -61,18 +70,31 @@ class EngineLoader(wiring.Component):
     res_box : data.Layout or None
         The residual buffer's box layout, ``None`` if the core runs no residual layer.
     addr_width : int
+    reads : frozenset of str
+        The read kinds this loader issues: every kind (default) or a split of
+        :data:`~fcircnn.arch.ports.READ_KINDS` in which the post records, residual and input
+        boxes stay together (their ports come together).
     """
 
     def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
-                 res_box: data.Layout | None, addr_width: int = 40):
+                 res_box: data.Layout | None, addr_width: int = 40,
+                 reads: frozenset[str] = ALL_READS):
         with rejecting(self):
             if not isinstance(core, CoreGeometry) or not isinstance(geometry, EngineGeometry):
                 raise TypeError("core must be a CoreGeometry and geometry an EngineGeometry")
             check_addr_width(addr_width)
             if (res_box is not None) != geometry.residual:
                 raise ValueError("res_box must be given exactly when the core has residuals")
+            reads = frozenset(reads)
+            inputs = reads & {"params", "residual", "input"}
+            if (not reads or not reads <= ALL_READS
+                    or inputs not in (frozenset(), ALL_READS - {"weights"})):
+                raise ValueError(f"reads must be a non-empty subset of {list(READ_KINDS)} "
+                                 "that keeps params, residual and input together, not "
+                                 f"{sorted(reads)}")
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
         self.in_box_layout, self.res_box_layout = in_box, res_box
+        self.reads = reads
         beat = stream.Signature(read_beat_layout())
         ports = {
             "ctl": In(control_signature()),
@@ -81,38 +103,113 @@ class EngineLoader(wiring.Component):
             "rd_cmd": Out(stream.Signature(box_layout(addr_width))),
             "rd_data": In(beat),
             "rd_status": In(stream.Signature(status_layout(addr_width))),
-            "in_o": Out(beat),
-            "in_box": Out(in_box),
-            "in_stride_d": Out(range(1, geometry.stride[0] + 1), init=geometry.stride[0]),
-            "w_o": Out(beat),
-            "params": In(params_signature(core)),
-            "params_ready": Out(2),
-            "drain_mt": In(16),
         }
-        if res_box is not None:
-            ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
+        if "input" in reads:
+            ports |= {
+                "in_o": Out(beat),
+                "in_box": Out(in_box),
+                "in_stride_d": Out(range(1, geometry.stride[0] + 1), init=geometry.stride[0]),
+                "params": In(params_signature(core)),
+                "params_ready": Out(2),
+                "drain_mt": In(16),
+            }
+            if res_box is not None:
+                ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
+        if "weights" in reads:
+            ports["w_o"] = Out(beat)
         super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
+        loads_in, loads_w = "input" in self.reads, "weights" in self.reads
+        ctl = self.ctl
+        d = ctl.desc
+        ld = TileWalk(m, "ld", d, self.core, self.geometry.stride, with_nt=True)
+        with m.If(ctl.start):
+            ld.reset(ctl.new_desc)
+        rd_box = Signal(box_layout(self.addr_width))
+        m.d.comb += self.rd_cmd.payload.eq(rd_box)
+        dest = Signal(range(5))
+        ld_phase = Signal(range(4))  # 0 params, 1 residual, 2 input, 3 weights
+        # A loader without inputs starts each pass at its weights, one without weights steps
+        # the walk at the input's status.
+        first_phase = 0 if loads_in else 3
+        m.d.comb += self.rd_data.ready.eq(dest == _DEST_PARAM)
+        phases, params_loaded = {}, None
+        if loads_in:
+            phases, params_loaded = self._input_side(m, ld, dest, rd_box, ld_phase,
+                                                     after_input=3 if loads_w else 0)
+        if loads_w:
+            m.d.comb += self.w_o.payload.eq(self.rd_data.payload)
+            with m.If(dest == _DEST_W):
+                m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.w_o.ready)]
+            phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase)
+
+        ld_cmd_valid = Signal()
+        m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
+        with m.FSM(name="loader") as loader_fsm:
+            with m.State("IDLE"):
+                with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
+                    m.d.sync += ld_phase.eq(first_phase)
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                # Decide the next transfer of the nest; wait until its buffer is free.
+                with m.If(ctl.failed | ld.done):
+                    m.next = "IDLE"
+                for phase, issue in sorted(phases.items()):
+                    with m.Elif(ld_phase == phase):
+                        issue()
+            with m.State("CMD"):
+                m.d.comb += ld_cmd_valid.eq(1)
+                with m.If(self.rd_cmd.ready):
+                    m.next = "DATA"
+            with m.State("DATA"):
+                status = self.rd_status.payload
+                m.d.comb += self.rd_status.ready.eq(1)
+                with m.If(self.rd_status.valid):
+                    m.d.sync += dest.eq(_DEST_NONE)
+                    with m.If(status.code != Status.OK):
+                        m.d.comb += [self.fail.valid.eq(1),
+                                     self.fail.code.eq(status.code.as_value()),
+                                     self.fail.addr.eq(status.addr)]
+                        m.next = "IDLE"
+                    with m.Else():
+                        if loads_in:
+                            with m.If(dest == _DEST_PARAM):
+                                m.d.sync += params_loaded.eq(1)
+                        with m.If(dest == (_DEST_W if loads_w else _DEST_IN)):
+                            ld.advance()
+                        m.next = "NEXT"
+        m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
+        return m
+
+    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase):
+        """Phase 3: the pass's ``(mt, nt)`` weight tile, once its buffer half is free."""
+        def issue():
+            with m.If(self.w_o.ready):
+                m.d.sync += [dest.eq(_DEST_W), ld_phase.eq(first_phase),
+                             _linear(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
+                                     d.weight_tile_bytes >> 4)]
+                m.next = "CMD"
+        return issue
+
+    def _input_side(self, m, ld, dest, rd_box, ld_phase, *, after_input):
+        """The post records, residual and input boxes: their boxes, the routing of their
+        beats and the post-parameter writes. Returns the issue logic of phases 0-2 (by phase)
+        and the ``params_ready`` bit of the walk's m-tile."""
         core, aw = self.core, self.addr_width
         G, Tm = core.out_groups, core.tm
         ctl = self.ctl
         d = ctl.desc
         residual = (d.flags & FLAG_RESIDUAL).bool()
         has_res = self.res_box_layout is not None
-        ld = TileWalk(m, "ld", d, core, self.geometry.stride, with_nt=True)
         params_ready = Signal(2)  # per half: the records of that half's m-tile are loaded
         m.d.comb += self.params_ready.eq(params_ready)
         with m.If(ctl.start):
             m.d.sync += params_ready.eq(0)
-            ld.reset(ctl.new_desc)
+        ld_mt_half = ld.mt[0]
 
-        rd_box = Signal(box_layout(aw))
-        m.d.comb += self.rd_cmd.payload.eq(rd_box)
-        DEST_NONE, DEST_PARAM, DEST_RES, DEST_IN, DEST_W = range(5)
-        dest = Signal(range(5))
-        ld_phase = Signal(range(4))  # 0 params, 1 residual, 2 input, 3 weights
         in_box = Signal(box_layout(aw))
         in_span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld_in_span{f}")
                    for f in "dhw"]
@@ -128,32 +225,24 @@ class EngineLoader(wiring.Component):
         if has_res:
             m.d.comb += [self.res_box.groups.eq(ld.groups_m), self.res_box.d.eq(ld.ext[0]),
                          self.res_box.h.eq(ld.ext[1]), self.res_box.w.eq(ld.ext[2])]
-        ld_mt_half = ld.mt[0]
 
         # Routing of read beats.
         beat = self.rd_data.payload
-        m.d.comb += [self.in_o.payload.eq(beat), self.w_o.payload.eq(beat)]
+        m.d.comb += self.in_o.payload.eq(beat)
         if has_res:
             m.d.comb += self.res_o.payload.eq(beat)
-        with m.Switch(dest):
-            with m.Case(DEST_PARAM):
-                m.d.comb += self.rd_data.ready.eq(1)
-            with m.Case(DEST_RES):
-                if has_res:
-                    m.d.comb += [self.res_o.valid.eq(self.rd_data.valid),
-                                 self.rd_data.ready.eq(self.res_o.ready)]
-            with m.Case(DEST_IN):
-                m.d.comb += [self.in_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.in_o.ready)]
-            with m.Case(DEST_W):
-                m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.w_o.ready)]
+            with m.If(dest == _DEST_RES):
+                m.d.comb += [self.res_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.res_o.ready)]
+        with m.If(dest == _DEST_IN):
+            m.d.comb += [self.in_o.valid.eq(self.rd_data.valid),
+                         self.rd_data.ready.eq(self.in_o.ready)]
         # Parameter beats: 16 beats per group word; word index = half * G + group.
         beats_per_word = SLOTS_PER_BEAT * POST_RECORD_BITS // _BEAT_BITS
         p_beat = Signal(range(beats_per_word))
         p_group = Signal(range(G + 1))
         p_wr = self.params
-        with m.If((dest == DEST_PARAM) & self.rd_data.valid):
+        with m.If((dest == _DEST_PARAM) & self.rd_data.valid):
             m.d.comb += [p_wr.addr.eq(ld_mt_half * G + p_group), p_wr.data.eq(
                 beat.data.replicate(beats_per_word)), p_wr.en.eq(1 << p_beat)]
             with m.If(p_beat == beats_per_word - 1):
@@ -161,77 +250,44 @@ class EngineLoader(wiring.Component):
             with m.Else():
                 m.d.sync += p_beat.eq(p_beat + 1)
 
-        ld_cmd_valid = Signal()
-        m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
-        with m.FSM(name="loader") as loader_fsm:
-            with m.State("IDLE"):
-                with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
-                    m.d.sync += ld_phase.eq(0)
-                    m.next = "NEXT"
-            with m.State("NEXT"):
-                # Decide the next transfer of the nest; wait until its buffer is free.
-                with m.If(ctl.failed | ld.done):
-                    m.next = "IDLE"
-                with m.Elif(ld_phase == 0):
-                    # Post records of m-tile ld.mt, once the drain no longer needs that half.
-                    with m.If((ld.t[0] == 0) & (ld.t[1] == 0) & (ld.t[2] == 0) & (ld.nt == 0)):
-                        with m.If(ld.mt <= self.drain_mt + 1):
-                            m.d.sync += [dest.eq(DEST_PARAM), p_group.eq(0), p_beat.eq(0),
-                                         rd_box.eq(0), ld_phase.eq(1)]
-                            m.d.sync += [rd_box.addr.eq(d.post_base + ld.mt_post),
-                                         rd_box.stride_g.eq(16), rd_box.stride_d.eq(16),
-                                         rd_box.stride_h.eq(16), rd_box.groups.eq(1),
-                                         rd_box.d_len.eq(1), rd_box.h_len.eq(1),
-                                         rd_box.w_len.eq(Tm), rd_box.last_lanes.eq(8)]
-                            m.d.sync += params_ready.bit_select(ld_mt_half, 1).eq(0)
-                            m.next = "CMD"
-                    with m.Else():
-                        m.d.sync += ld_phase.eq(1)
-                with m.Elif(ld_phase == 1):
-                    with m.If(residual & (ld.nt == 0)):
-                        if has_res:
-                            with m.If(self.res_o.ready):
-                                m.d.sync += [dest.eq(DEST_RES), rd_box.eq(res_box),
-                                             ld_phase.eq(2)]
-                                m.next = "CMD"
-                    with m.Else():
-                        m.d.sync += ld_phase.eq(2)
-                with m.Elif(ld_phase == 2):
-                    # (in_box: two cycles after the loader's step, by the time it gets here)
-                    with m.If(self.in_o.ready & ld.settled):
-                        m.d.sync += [dest.eq(DEST_IN), rd_box.eq(in_box), ld_phase.eq(3),
-                                     in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
-                                     in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
+        def params():
+            # Post records of m-tile ld.mt, once the drain no longer needs that half.
+            with m.If((ld.t[0] == 0) & (ld.t[1] == 0) & (ld.t[2] == 0) & (ld.nt == 0)):
+                with m.If(ld.mt <= self.drain_mt + 1):
+                    m.d.sync += [dest.eq(_DEST_PARAM), p_group.eq(0), p_beat.eq(0),
+                                 ld_phase.eq(1), _linear(rd_box, d.post_base + ld.mt_post, Tm),
+                                 params_ready.bit_select(ld_mt_half, 1).eq(0)]
+                    m.next = "CMD"
+            with m.Else():
+                m.d.sync += ld_phase.eq(1)
+
+        def residual_box():
+            with m.If(residual & (ld.nt == 0)):
+                if has_res:
+                    with m.If(self.res_o.ready):
+                        m.d.sync += [dest.eq(_DEST_RES), rd_box.eq(res_box), ld_phase.eq(2)]
                         m.next = "CMD"
-                with m.Else():
-                    with m.If(self.w_o.ready):
-                        m.d.sync += [dest.eq(DEST_W), rd_box.eq(0), ld_phase.eq(0)]
-                        m.d.sync += [rd_box.addr.eq(d.weight_base + ld.w_mt + ld.w_nt),
-                                     rd_box.stride_g.eq(16), rd_box.stride_d.eq(16),
-                                     rd_box.stride_h.eq(16), rd_box.groups.eq(1),
-                                     rd_box.d_len.eq(1), rd_box.h_len.eq(1),
-                                     rd_box.w_len.eq(d.weight_tile_bytes >> 4),
-                                     rd_box.last_lanes.eq(8)]
-                        m.next = "CMD"
-            with m.State("CMD"):
-                m.d.comb += ld_cmd_valid.eq(1)
-                with m.If(self.rd_cmd.ready):
-                    m.next = "DATA"
-            with m.State("DATA"):
-                status = self.rd_status.payload
-                m.d.comb += self.rd_status.ready.eq(1)
-                with m.If(self.rd_status.valid):
-                    m.d.sync += dest.eq(DEST_NONE)
-                    with m.If(status.code != Status.OK):
-                        m.d.comb += [self.fail.valid.eq(1),
-                                     self.fail.code.eq(status.code.as_value()),
-                                     self.fail.addr.eq(status.addr)]
-                        m.next = "IDLE"
-                    with m.Else():
-                        with m.If(dest == DEST_PARAM):
-                            m.d.sync += params_ready.bit_select(ld_mt_half, 1).eq(1)
-                        with m.If(dest == DEST_W):
-                            ld.advance()
-                        m.next = "NEXT"
-        m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
-        return m
+            with m.Else():
+                m.d.sync += ld_phase.eq(2)
+
+        def input_box():
+            # (in_box: two cycles after the loader's step, by the time it gets here)
+            with m.If(self.in_o.ready & ld.settled):
+                m.d.sync += [dest.eq(_DEST_IN), rd_box.eq(in_box), ld_phase.eq(after_input),
+                             in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
+                             in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
+                m.next = "CMD"
+
+        return ({0: params, 1: residual_box, 2: input_box},
+                params_ready.bit_select(ld_mt_half, 1))
+
+
+#: Where the beats of the transfer in flight go.
+_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W = range(5)
+
+
+def _linear(box, addr, beats) -> list:
+    """Assignments making ``box`` a linear read of ``beats`` 128-bit beats at ``addr``."""
+    return [box.eq(0), box.addr.eq(addr), box.stride_g.eq(16), box.stride_d.eq(16),
+            box.stride_h.eq(16), box.groups.eq(1), box.d_len.eq(1), box.h_len.eq(1),
+            box.w_len.eq(beats), box.last_lanes.eq(8)]

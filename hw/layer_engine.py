@@ -20,6 +20,7 @@ from fcircnn.arch.geometry import (
     core_lanes,
     engine_geometry,
 )
+from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import ERROR_CODES
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -70,7 +71,8 @@ class LayerEngine(wiring.Component):
       ``(tile, nt)`` the input box (conv padding as DMA zero padding) into
       :class:`~fcircnn.hw.buffer_input.InputBuffer` and the ``(mt, nt)`` weight tile into
       :class:`~fcircnn.hw.buffer_weight.WeightBuffer`; it runs ahead as far as the ping-pong buffers
-      allow, so loads overlap compute;
+      allow, so loads overlap compute. With two AXI ports (``axi_ports``) a second loader
+      (``wloader``) issues the weight tiles on ``rd1_*`` and the first the rest on ``rd_*``;
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -125,10 +127,15 @@ class LayerEngine(wiring.Component):
         Buffer sizes (:func:`engine_geometry`).
     addr_width : int
         AXI address width.
+    axi_ports : int
+        The accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`): with a weight port
+        the weight tiles have a loader of their own, reading on ``rd1_*`` (its read engine),
+        beside the input loader on ``rd_*``.
     """
 
     def __init__(self, Tn: int, Tm: int, Td: int, Tr: int, Tc: int, *, B: int = 8,
-                 geometry: EngineGeometry, addr_width: int = 40, lanes: int | None = None):
+                 geometry: EngineGeometry, addr_width: int = 40, lanes: int | None = None,
+                 axi_ports: int = 1):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
@@ -136,13 +143,15 @@ class LayerEngine(wiring.Component):
             lanes = Td if lanes is None else lanes
             #: The core's geometry: the channel-tile rule, slot groups, lanes (validated).
             self.core = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, lanes)
+            #: Which port carries which read.
+            self.ports = PortMap(axi_ports)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.geometry = geometry
         self.addr_width = addr_width
         self.G = self.core.out_groups
         self.subs = self.core.subs
-        super().__init__({
+        members = {
             "desc": In(descriptor_layout()),
             "start": In(1),
             "done": Out(1),
@@ -158,7 +167,14 @@ class LayerEngine(wiring.Component):
             "wr_status": In(stream.Signature(status_layout(addr_width))),
             "pe_busy": Out(1),
             "dma_stall": Out(1),
-        })
+        }
+        if self.ports.weight_loader:
+            members |= {
+                "rd1_cmd": Out(stream.Signature(box_layout(addr_width))),
+                "rd1_data": In(stream.Signature(read_beat_layout())),
+                "rd1_status": In(stream.Signature(status_layout(addr_width))),
+            }
+        super().__init__(members)
 
     @classmethod
     def from_config(cls, accelerator, core, geometry: EngineGeometry | None = None
@@ -170,7 +186,7 @@ class LayerEngine(wiring.Component):
             geometry = engine_geometry(accelerator, core)
         return cls(core.tn, core.tm, core.td, core.tr, core.tc, B=accelerator.block_size,
                    geometry=geometry, addr_width=accelerator.address_width,
-                   lanes=core_lanes(core))
+                   lanes=core_lanes(core), axi_ports=accelerator.axi_ports)
 
     def _buffers(self, m):
         """The core's buffers, PE array and post chain, as submodules of ``m``."""
@@ -199,9 +215,10 @@ class LayerEngine(wiring.Component):
         max_size, max_groups = post_chain_size(core, geo)
         resbuf = sub.resbuf if geo.residual else None
         m.submodules.control = EngineControl(aw)
-        m.submodules.loader = EngineLoader(
-            core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw,
-            res_box=resbuf.box.shape() if resbuf is not None else None)
+        for name, reads in zip(("loader", "wloader"), self.ports.loader_reads(), strict=False):
+            m.submodules[name] = EngineLoader(
+                core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
+                res_box=resbuf.box.shape() if resbuf is not None else None)
         m.submodules.compute = EngineCompute(core, geo, in_depth=sub.inbuf.depth,
                                              in_plane=sub.inbuf.plane, in_width=sub.inbuf.width)
         m.submodules.drain = EngineDrain(core, geo, psum_depth=sub.psum.depth,
@@ -210,6 +227,25 @@ class LayerEngine(wiring.Component):
         m.submodules.pool = EnginePoolPass(addr_width=aw, max_size=max_size,
                                            max_groups=max_groups)
         return m.submodules
+
+    def _loaders(self, m, ctl, ld, wl):
+        """The loaders' control: their failures (the input loader's wins a tie) and idle; the
+        weight loader's reads on ``rd1_*``."""
+        if wl is ld:
+            wiring.connect(m, ld.fail, ctl.fail_loader)
+            m.d.comb += ctl.loader_idle.eq(ld.idle)
+            return
+        wiring.connect(m, ctl.ctl, wl.ctl)
+        fail = ctl.fail_loader
+        with m.If(ld.fail.valid):
+            m.d.comb += [fail.valid.eq(1), fail.code.eq(ld.fail.code), fail.addr.eq(ld.fail.addr)]
+        with m.Elif(wl.fail.valid):
+            m.d.comb += [fail.valid.eq(1), fail.code.eq(wl.fail.code), fail.addr.eq(wl.fail.addr)]
+        m.d.comb += ctl.loader_idle.eq(ld.idle & wl.idle)
+        flip = wiring.flipped
+        wiring.connect(m, wl.rd_cmd, flip(self.rd1_cmd))
+        wiring.connect(m, flip(self.rd1_data), wl.rd_data)
+        wiring.connect(m, flip(self.rd1_status), wl.rd_status)
 
     def elaborate(self, platform):
         m = Module()
@@ -225,12 +261,12 @@ class LayerEngine(wiring.Component):
                      self.done.eq(ctl.done), self.error.eq(ctl.error),
                      self.error_code.eq(ctl.error_code), self.error_addr.eq(ctl.error_addr)]
         wiring.connect(m, ctl.ctl, ld.ctl, cp.ctl, dr.ctl, st.ctl, pp.ctl)
-        wiring.connect(m, ld.fail, ctl.fail_loader)
         wiring.connect(m, st.fail, ctl.fail_store)
         wiring.connect(m, pp.fail, ctl.fail_pool)
-        m.d.comb += [ctl.loader_idle.eq(ld.idle), ctl.store_idle.eq(st.idle),
-                     ctl.pool_active.eq(pp.active), ctl.store_done.eq(st.done),
-                     ctl.pool_done.eq(pp.done)]
+        m.d.comb += [ctl.store_idle.eq(st.idle), ctl.pool_active.eq(pp.active),
+                     ctl.store_done.eq(st.done), ctl.pool_done.eq(pp.done)]
+        wl = sub.wloader if self.ports.weight_loader else ld
+        self._loaders(m, ctl, ld, wl)
 
         # The DMA, through the pool pass, to the loader and the store.
         for port in ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status"):
@@ -245,7 +281,7 @@ class LayerEngine(wiring.Component):
         # Loader -> input, weight, residual buffers and the post-parameter memory.
         wiring.connect(m, ld.in_o, inbuf.i)
         m.d.comb += [inbuf.box.eq(ld.in_box), inbuf.stride_d.eq(ld.in_stride_d)]
-        wiring.connect(m, ld.w_o, wbuf.i)
+        wiring.connect(m, wl.w_o, wbuf.i)
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]
         if self.geometry.residual:

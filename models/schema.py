@@ -32,6 +32,7 @@ from fcircnn.arch.geometry import (
     MAX_TILE,
     channel_tile_problems,
 )
+from fcircnn.arch.ports import AXI_PORTS
 
 from . import placement
 from .errors import Problem, Problems, describe_value, fail, show
@@ -102,6 +103,12 @@ def _check_bus_width(value: int) -> int:
 def _check_clock(value: float) -> float:
     if not 0 < value <= 1000:
         raise fail(f"must be in the range (0, 1000] MHz, not {value}")
+    return value
+
+
+def _check_axi_ports(value: int) -> int:
+    if value not in AXI_PORTS:
+        raise fail(f"allowed values are {', '.join(map(str, AXI_PORTS))}, not {value}")
     return value
 
 
@@ -368,6 +375,9 @@ class AcceleratorConfig(_Strict):
         AXI data width; only 128.
     address_width : int
         AXI address width, 32..64 (default 40).
+    axi_ports : int
+        128-bit AXI4 manager ports (:data:`~fcircnn.arch.ports.AXI_PORTS`, default 1); with 2
+        the weight tiles are read on a port of their own (:class:`~fcircnn.arch.ports.PortMap`).
     cores : tuple of CoreConfig
     fold_input_taps : bool
         Let the first layer fold its depth taps into input channels when its input fills fewer
@@ -385,6 +395,7 @@ class AcceleratorConfig(_Strict):
     block_size: BlockSize
     bus_width: Annotated[int, AfterValidator(_check_bus_width)] = 128
     address_width: Annotated[int, AfterValidator(_check_address_width)] = 40
+    axi_ports: Annotated[int, AfterValidator(_check_axi_ports)] = 1
     cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
     fold_input_taps: bool = True
 

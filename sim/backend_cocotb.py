@@ -2,11 +2,12 @@
 
 :class:`CocotbBackend` puts cocotbext-axi models on the top level's flat ports: an
 ``AxiLiteMaster`` on ``s_axi_control_*`` (the driver's registers) and a RAM on ``m_axi_*`` (DDR),
-both reset by the active-low ``ap_rst_n`` and clocked by ``ap_clk``. Memory accesses of the
-driver go straight into the RAM model (zero simulated time, as a host writing DDR before the
-start). The RAM can add random pauses on all five AXI channels, a fixed latency before the first
-beat of every read burst, and answer ``SLVERR`` for reads or writes inside chosen address ranges
-(:meth:`CocotbBackend.inject_fault`).
+both reset by the active-low ``ap_rst_n`` and clocked by ``ap_clk``; on a two-port top level
+the same RAM also answers the read-only ``m_axi1_*`` (one memory, two ports, as HP0 and HP1
+share the DDR). Memory accesses of the driver go straight into the RAM model (zero simulated
+time, as a host writing DDR before the start). The RAM can add random pauses on every AXI
+channel, a fixed latency before the first beat of every read burst, and answer ``SLVERR`` for
+reads or writes inside chosen address ranges (:meth:`CocotbBackend.inject_fault`).
 
 Use with :class:`fcircnn.driver.Driver` inside a cocotb test (see
 :mod:`fcircnn.sim.tb_accelerator`); the clock and the reset are the testbench's.
@@ -26,7 +27,7 @@ from cocotb.utils import get_sim_time
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp
+    from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiReadBus, AxiResp
     from cocotbext.axi.axi_ram import AxiRamRead, AxiRamWrite
     from cocotbext.axi.memory import Memory
 
@@ -77,6 +78,7 @@ class _Read(AxiRamRead):
     def __init__(self, *args, state: _RamState, **kwargs):
         self.state = state
         self._next = None
+        self.bytes_read = 0
         super().__init__(*args, **kwargs)
 
     async def _read(self, address, length):
@@ -84,6 +86,7 @@ class _Read(AxiRamRead):
             await ClockCycles(self.clock, self.state.latency)
         self._next = address + length
         self.state.check(address, length, "read")
+        self.bytes_read += length
         return await super()._read(address, length)
 
 
@@ -109,21 +112,26 @@ class FaultAxiRam(Memory):
         Bytes of memory (addresses ``0 .. size-1``; others answer ``SLVERR``).
     latency : int
         Cycles before the first beat of every read burst.
+    read_buses : sequence of cocotbext.axi.AxiReadBus
+        More read-only ports on the same memory (``read_ifs[1:]``), each with the latency and
+        faults of the first.
     """
 
     def __init__(self, bus, clock, reset=None, *, reset_active_level: bool = True,
-                 size: int, latency: int = 0):
+                 size: int, latency: int = 0, read_buses=()):
         super().__init__(size)
         self.state = _RamState(latency)
         self.write_if = _Write(bus.write, clock, reset, reset_active_level, mem=self.mem,
                                state=self.state)
-        self.read_if = _Read(bus.read, clock, reset, reset_active_level, mem=self.mem,
-                             state=self.state)
+        self.read_ifs = [_Read(b, clock, reset, reset_active_level, mem=self.mem,
+                               state=self.state) for b in (bus.read, *read_buses)]
+        self.read_if = self.read_ifs[0]
 
     def channels(self):
-        """The five channel objects (AR, R, AW, W, B), for pause generators."""
-        return (self.read_if.ar_channel, self.read_if.r_channel, self.write_if.aw_channel,
-                self.write_if.w_channel, self.write_if.b_channel)
+        """Every channel object (AR, R of each read port, AW, W, B), for pause generators."""
+        reads = [c for r in self.read_ifs for c in (r.ar_channel, r.r_channel)]
+        return (*reads, self.write_if.aw_channel, self.write_if.w_channel,
+                self.write_if.b_channel)
 
 
 class CocotbBackend:
@@ -165,12 +173,14 @@ class CocotbBackend:
             raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
         self.dut = dut
         self.period_ns = float(period_ns)
+        more = [AxiReadBus.from_prefix(dut, "m_axi1")] if hasattr(dut, "m_axi1_arvalid") else []
         self.ram = FaultAxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.ap_clk, dut.ap_rst_n,
-                               reset_active_level=False, size=ram_size, latency=latency)
+                               reset_active_level=False, size=ram_size, latency=latency,
+                               read_buses=more)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
                                   dut.ap_rst_n, reset_active_level=False)
         if not verbose:
-            for model in (self.ram.read_if, self.ram.write_if, self.axil.read_if,
+            for model in (*self.ram.read_ifs, self.ram.write_if, self.axil.read_if,
                           self.axil.write_if):
                 model.log.setLevel(logging.WARNING)
         if backpressure:
@@ -203,6 +213,11 @@ class CocotbBackend:
     def clear_faults(self) -> None:
         """Remove every injected fault."""
         self.ram.state.faults.clear()
+
+    @property
+    def read_bytes(self) -> list[int]:
+        """Bytes read so far through each AXI port (``m_axi``, then ``m_axi1``)."""
+        return [r.bytes_read for r in self.ram.read_ifs]
 
     @property
     def fault_hits(self) -> int:

@@ -15,8 +15,8 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     Place the image at this base instead of the one it was compiled for
     (:meth:`fcircnn.gen.image.CompiledImage.relocated`), as a board driver does.
 ``backpressure`` (float, default 0), ``latency`` (int, default 0), ``seed`` (int, default 0)
-    DDR model: pause probability on all five AXI channels, cycles before the first beat of every
-    read burst, seed of the pauses.
+    DDR model: pause probability on every AXI channel (of every port), cycles before the first
+    beat of every read burst, seed of the pauses.
 ``timeout_cycles`` (int, default 10_000_000)
     Cycles to wait for done/error per run.
 ``poll`` (bool, default false)
@@ -29,9 +29,10 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
 Results file
 ------------
 ``{"status": "done" | "error" | "timeout", "error_code", "error_addr", "error_name",
-"total_cycles", "pe_busy", "dma_stall", "sim_cycles", "wall_seconds", "passed", "message",
-"layers": [{"name", "cycles", "pe_busy", "dma_stall", "finished", "descriptors", "passed",
-"mismatches", "first_mismatch"}]}`` for the last run; with ``inject_error`` also
+"total_cycles", "pe_busy", "dma_stall", "sim_cycles", "wall_seconds", "read_bytes", "passed",
+"message", "layers": [{"name", "cycles", "pe_busy", "dma_stall", "finished", "descriptors",
+"passed", "mismatches", "first_mismatch"}]}`` for the last run (``read_bytes``: bytes the run
+read through each AXI port, ``m_axi`` first); with ``inject_error`` also
 ``"fault_run"``: the same fields for the faulted run plus ``"interrupt"`` (whether it fired) and
 ``"fault_hits"`` (beats answered ``SLVERR``).
 
@@ -99,7 +100,7 @@ class _Progress:
 
 async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
                progress: _Progress, timeout_s: float, poll: bool) -> dict[str, Any]:
-    cycles0, wall0 = backend.cycles(), time.monotonic()
+    cycles0, wall0, read0 = backend.cycles(), time.monotonic(), backend.read_bytes
     progress.running = True
     try:
         report = await driver.run(image, timeout_s, poll=poll)
@@ -124,6 +125,7 @@ async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
         progress.write()
     doc["sim_cycles"] = backend.cycles() - cycles0
     doc["wall_seconds"] = time.monotonic() - wall0
+    doc["read_bytes"] = [b - a for a, b in zip(read0, backend.read_bytes, strict=True)]
     return doc
 
 

@@ -141,6 +141,8 @@ _ACCS: dict[str, tuple[str, str]] = {
     "acc_inline_bad.yaml": (ACC.replace("network: tiny.yaml", "network: {name: t, classes: 0}"),
                             "network.classes"),
     "acc_clock.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 5000"), "clock_mhz"),
+    "acc_ports.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\naxi_ports: 3"),
+                       "axi_ports"),
     "acc_big7.yaml": (ACC.replace("tiny.yaml", "acc_bound.yaml"), "accumulator bound"),
 }
 

@@ -39,6 +39,7 @@ def test_space_enumerates_every_combination_once():
     ({"cores": (3,)}, "cores: allowed values are 1 and 2"),
     ({"block_sizes": (6,)}, "block sizes [6] are not allowed"),
     ({"cores": (2,), "pointwise": ()}, "pointwise"),
+    ({"axi_ports": (1, 4)}, "axi_ports: allowed values are 1, 2, not [1, 4]"),
 ])
 def test_space_rejects_bad_ranges(kwargs, message):
     with pytest.raises(SweepError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -165,6 +166,21 @@ def test_sweep_times_points_and_references_with_the_given_memory(c3d):
                     strict=True):
         assert a.label == b.label and a.dsp == b.dsp
         assert b.cycles < a.cycles
+
+
+def test_two_ports_are_a_dimension_of_the_sweep(c3d):
+    """``axi_ports`` doubles the points; a two-port point is the same core with the weight
+    port: the same DSPs, one more read engine, and on C3D (weight-bound fc layers) faster."""
+    space = SweepSpace(tn=(32,), tm=(64,), td=(2,), tr=(8,), tc=(8,), cores=(1,),
+                       unroll_td=(True,), axi_ports=(1, 2))
+    points = list(space.points(8))
+    assert [p.axi_ports for p in points] == [1, 2]
+    assert [p.label for p in points] == ["32/64/2u/8/8", "32/64/2u/8/8@2p"]
+    assert sweep.accelerator_for(points[1], c3d, ZCU102, 200.0).axi_ports == 2
+    one, two = sweep.run_sweep(c3d, space, ZCU102).evaluations
+    assert one.dsp == two.dsp and two.lut > one.lut and two.ff > one.ff
+    assert two.cycles < one.cycles
+    assert main(["sweep", "c3d", "--axi-ports", "3", "-q"]) == 2
 
 
 def test_sweep_with_no_fitting_point_names_the_resource(tmp_path, capsys):

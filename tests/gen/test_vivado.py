@@ -22,7 +22,7 @@ ZCU102 = "xilinx.com:zcu102:part0:3.4"
 STUBS = r"""
 set ::stub_log [open $::env(STUB_LOG) w]
 set ::stub_board_parts $::env(STUB_BOARD_PARTS)
-set ::stub_interfaces {m_axi s_axi_control}
+set ::stub_interfaces $::env(STUB_INTERFACES)
 proc _log {cmd args} {
     set words [list $cmd]
     foreach a $args { lappend words [binary encode hex [encoding convertto utf-8 $a]] }
@@ -153,7 +153,10 @@ def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0
     (tmp_path / "run.tcl").write_text(
         f"source {tmp_path / 'stubs.tcl'}\nsource {folder / script}\n")
     log = tmp_path / "calls.log"
+    ports = vivado.VivadoTarget.from_config(acc).memory_ports if not isinstance(
+        acc, vivado.VivadoTarget) else acc.memory_ports
     env = {"STUB_LOG": str(log), "STUB_BOARD_PARTS": " ".join(board_parts), "PATH": "/usr/bin",
+           "STUB_INTERFACES": " ".join((*ports, "s_axi_control")),
            "STUB_VIVADO": vivado_version, "STUB_SLACK": " ".join(map(str, slack)),
            **(extra_env or {})}
     proc = subprocess.run(["tclsh", str(tmp_path / "run.tcl")], capture_output=True, text=True,
@@ -432,3 +435,35 @@ def test_32_bit_master_keeps_only_the_segments_it_reaches(tmp_path):
     assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
     assert _index(calls, "assign_bd_address") < _index(calls, "exclude_bd_addr_seg") < \
         _index(calls, "validate_bd_design")
+
+
+def test_two_ports_connect_the_second_to_hp1(tmp_path):
+    """``axi_ports: 2``: the packaged IP has both managers on ``ap_clk``; the block design
+    enables HP1 FPD (S_AXI_GP3, 128 bit) on ``pl_clk0`` and connects ``m_axi1`` to it through
+    a SmartConnect of its own; a 32-bit design leaves both managers only the segments they
+    reach."""
+    acc = _config(tmp_path).model_copy(update={"axi_ports": 2, "address_width": 32})
+    calls, _ = run_tcl(tmp_path, acc, "package_ip.tcl")
+    assoc = _named(calls, "ipx::associate_bus_interfaces")
+    for busif in ("m_axi", "m_axi1", "s_axi_control"):
+        assert ["-busif", busif, "-clock", "ap_clk", "core_0"] in assoc
+    calls, _ = run_tcl(tmp_path, acc, "block_design.tcl")
+    ps = _ps_config(calls)
+    for gp in ("2", "3"):
+        assert ps[f"CONFIG.PSU__USE__S_AXI_GP{gp}"] == "1"
+        assert ps[f"CONFIG.PSU__SAXIGP{gp}__DATA_WIDTH"] == "128"
+    assert "CONFIG.PSU__USE__S_AXI_GP4" not in ps
+    intf = _named(calls, "connect_bd_intf_net")
+    assert ["fcircnn_accel_0/m_axi1", "mem1_smc/S00_AXI"] in intf
+    assert ["mem1_smc/M00_AXI", "zynq_ultra_ps_e_0/S_AXI_HP1_FPD"] in intf
+    assert ["fcircnn_accel_0/m_axi", "mem_smc/S00_AXI"] in intf
+    clock = next(n for n in _named(calls, "connect_bd_net") if n[0] == "zynq_ultra_ps_e_0/pl_clk0")
+    assert {"zynq_ultra_ps_e_0/saxihp1_fpd_aclk", "mem1_smc/aclk"} <= set(clock)
+    resets = next(n for n in _named(calls, "connect_bd_net")
+                  if n[0] == "rst_pl_clk0/interconnect_aresetn")
+    assert "mem1_smc/aresetn" in resets
+    spaces = _named(calls, "get_bd_addr_spaces")
+    assert spaces == [["fcircnn_accel_0/m_axi fcircnn_accel_0/m_axi1"]]
+    assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
+    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, not 3"):
+        vivado.VivadoTarget.from_config(acc.model_copy(update={"axi_ports": 3}))

@@ -8,11 +8,15 @@ output-channel tile, global average pooling and an FC layer. The first conv runs
 depth taps folded into input channels (3 channels, one block of the core's two, become three
 blocks: a 1x3x3 kernel over two n-tiles). Every layer's output is compared bit for bit with the
 golden integer contract (``expected`` of the compiled image) by
-:mod:`fcircnn.sim.tb_accelerator`.
+:mod:`fcircnn.sim.tb_accelerator`. The same core with two AXI ports (``axi_ports: 2``: the
+weight tiles on ``m_axi1``) is a second build.
 """
 
 import pytest
 
+from fcircnn.arch.descriptor import OP_POOL
+from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.walk import conv_reads
 from fcircnn.gen.compiler import compile_network
 from fcircnn.models.config import load_accelerator
 
@@ -92,3 +96,43 @@ def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
     doc = run_image(acc, tmp_path, "icarus", simulator="icarus", timeout_cycles=20_000, seed=2,
                     backpressure=0.2)
     _check(doc, sub)
+
+
+@pytest.fixture(scope="module")
+def two_ports(tmp_path_factory, small_accelerator):
+    root = tmp_path_factory.mktemp("accel2")
+    path = small_accelerator(root)
+    path.write_text(path.read_text() + "axi_ports: 2\n")
+    acc = load_accelerator(path)
+    image = compile_network(acc, seed=3, base=0x10000)
+    image.save(root / "image")
+    return acc, image, root
+
+
+def _weight_bytes(acc, image) -> int:
+    """Bytes of every weight tile the layer engines read (a tile once per spatial tile)."""
+    return sum(d.weight_tile_bytes for lp in image.plan.layers for d in lp.descriptors
+               if d.op != OP_POOL
+               for kind, _ in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
+               if kind == "weights")
+
+
+def test_two_ports_are_bit_exact_under_backpressure_with_the_weights_on_the_second(
+        two_ports, run_image):
+    acc, image, root = two_ports
+    doc = run_image(acc, root, "two-ports", backpressure=0.3, latency=6, seed=5)
+    _check(doc, image)
+    weights, rest = _weight_bytes(acc, image), doc["read_bytes"][0]
+    assert doc["read_bytes"][1] == weights > 0 and rest > 0
+
+
+def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
+        two_ports, run_image):
+    acc, image, root = two_ports
+    r = image.region("c2.weights")
+    doc = run_image(acc, root, "two-ports-fault", backpressure=0.2, seed=3,
+                    inject_error={"addr": r.base, "size": r.size, "kind": "read"})
+    fault = doc["fault_run"]
+    assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
+    assert fault["error_code"] == 3 and r.base <= fault["error_addr"] < r.end
+    _check(doc, image)  # the next start runs the whole list again, bit-exact

@@ -1,7 +1,8 @@
 """The layer engine's loader (:mod:`fcircnn.hw.engine_loader`) on Amaranth's simulator against
 the Python walk (:func:`fcircnn.arch.walk.conv_reads`): the same reads in the same order, every
 beat routed to its buffer, with random DMA and buffer back-pressure; a failing read ends the
-walk with its status."""
+walk with its status. The same for the two loaders of a two-port engine (the input loader's
+reads and the weight loader's, each in the walk's order)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
+from fcircnn.arch.ports import ALL_READS, INPUT_READS, WEIGHT_READS
 from fcircnn.arch.walk import conv_reads
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.buffer_input import input_box_layout
@@ -20,15 +22,19 @@ from fcircnn.hw.engine_loader import EngineLoader
 IN_BOX = input_box_layout(4, 64, 64, 64)
 
 
-def loader(case):
+def loader(case, reads=ALL_READS):
     res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
-    return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW)
+    return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
+                        reads=reads)
 
 
-def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
-    """Run ``case``'s descriptor through a loader; return the boxes read, the beats each sink
-    took (per transfer, in order), the failure reported and whether the loader ended idle."""
-    dut = loader(case)
+def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
+        fail_status=Status.BUS_ERROR):
+    """Run ``case``'s descriptor through a loader issuing ``reads``; return the boxes read,
+    the beats each sink took (per transfer, in order), the failure reported, whether the
+    loader ended idle and its final ``params_ready`` (``None`` without inputs)."""
+    dut = loader(case, reads)
+    loads_in, loads_w = "input" in reads, "weights" in reads
     rng = random.Random(seed)
     dma = Dma(dut.rd_cmd, dut.rd_status, data=dut.rd_data, rng=rng, stall=stall,
               fail_at=fail_at, fail_status=fail_status, beat=lambda n, k: (n << 16) | k)
@@ -36,8 +42,10 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
     fails = []
 
     async def sinks(ctx):
-        sink_ports = {"input": dut.in_o, "weights": dut.w_o}
-        if case.geometry.residual:
+        sink_ports = {"input": dut.in_o} if loads_in else {}
+        if loads_w:
+            sink_ports["weights"] = dut.w_o
+        if case.geometry.residual and loads_in:
             sink_ports["residual"] = dut.res_o
         while True:
             for port in sink_ports.values():
@@ -45,34 +53,36 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
             await ctx.tick()
 
     async def monitor(ctx):
-        ports = [dut.params.en, dut.in_o.valid, dut.in_o.ready, dut.w_o.valid, dut.w_o.ready,
-                 dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
-        if case.geometry.residual:
-            ports += [dut.res_o.valid, dut.res_o.ready]
-        async for _, _, en, iv, ir, wv, wr, beat, fv, fc, fa, *res in ctx.tick().sample(*ports):
+        # (sink, valid, ready) of each sink the loader has (the parameter memory takes a beat
+        # when it writes one)
+        sinks = [("input", dut.in_o.valid, dut.in_o.ready),
+                 ("params", dut.params.en, dut.params.en)] if loads_in else []
+        if loads_w:
+            sinks.append(("weights", dut.w_o.valid, dut.w_o.ready))
+        if case.geometry.residual and loads_in:
+            sinks.append(("residual", dut.res_o.valid, dut.res_o.ready))
+        ports = [dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
+        ports += [p for _, valid, ready in sinks for p in (valid, ready)]
+        async for _, _, beat, fv, fc, fa, *flags in ctx.tick().sample(*ports):
             data = int(beat.data)
-            if en:
-                taken.append(("params", data >> 16, data & 0xFFFF))
-            if iv and ir:
-                taken.append(("input", data >> 16, data & 0xFFFF))
-            if wv and wr:
-                taken.append(("weights", data >> 16, data & 0xFFFF))
-            if res and res[0] and res[1]:
-                taken.append(("residual", data >> 16, data & 0xFFFF))
+            for k, (sink, _, _) in enumerate(sinks):
+                if flags[2 * k] and flags[2 * k + 1]:
+                    taken.append((sink, data >> 16, data & 0xFFFF))
             if fv:
                 fails.append((int(fc), int(fa)))
 
     idle = []
 
     async def bench(ctx):
-        ctx.set(dut.drain_mt, 0xFFFF)  # no drain to wait for
+        if loads_in:
+            ctx.set(dut.drain_mt, 0xFFFF)  # no drain to wait for
         await start(ctx, dut.ctl, case.desc)
         for _ in range(200_000):
             await ctx.tick()
             if ctx.get(dut.idle):
                 break
         idle.append(bool(ctx.get(dut.idle)))
-        idle.append(int(ctx.get(dut.params_ready)))
+        idle.append(int(ctx.get(dut.params_ready)) if loads_in else None)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -84,10 +94,13 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
     return dma.boxes, taken, fails, idle
 
 
+@pytest.mark.parametrize("kinds", [ALL_READS, INPUT_READS, WEIGHT_READS],
+                         ids=["one loader", "input loader", "weight loader"])
 @pytest.mark.parametrize("case", conv_cases(), ids=str)
-def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case):
-    reads = list(conv_reads(case.desc, case.core))
-    boxes, taken, fails, (idle, params_ready) = run(case, seed=hash(case.name) % 1000)
+def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds):
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    boxes, taken, fails, (idle, params_ready) = run(case, reads=kinds,
+                                                     seed=hash(case.name) % 1000)
     assert idle and not fails
     assert boxes == [box for _, box in reads]
     for n, (kind, box) in enumerate(reads):
@@ -96,7 +109,8 @@ def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case):
         assert sinks == {kind}, (n, kind)
         # Every beat once, in order (a parameter beat is written in one cycle).
         assert beats == list(range(box_beats(box)))
-    assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
+    if "params" in kinds:
+        assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
 
 
 @pytest.mark.parametrize("status", [Status.BAD_COMMAND, Status.OVERFLOW, Status.BUS_ERROR])
@@ -116,3 +130,6 @@ def test_the_loader_refuses_a_residual_box_for_a_core_without_residuals():
         EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=IN_BOX, addr_width=AW)
     with pytest.raises(TypeError):
         EngineLoader(None, case.geometry, in_box=IN_BOX, res_box=None)
+    for reads in (frozenset(), {"input", "weights"}, {"params", "residual", "input", "bias"}):
+        with pytest.raises(ValueError, match="reads must be"):
+            loader(case, frozenset(reads))
