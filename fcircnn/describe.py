@@ -54,7 +54,9 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         f"  resources      {res.dsp} DSP, {res.bram36} BRAM36, {res.lut} LUT, {res.ff} FF",
         f"  clock          {acc.clock_mhz:g} MHz",
         f"  block size     B = {acc.block_size}",
-        f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address",
+        f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address, "
+        + ("1 port" if acc.axi_ports == 1 else
+           f"{acc.axi_ports} ports (weight tiles on m_axi1)"),
         "",
     ]
     lines += format_table(
