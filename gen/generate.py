@@ -24,7 +24,8 @@ the configuration and the tool versions: the same configuration gives byte-ident
 ---------------
 ``schema`` (1), ``tool`` (fcircnn and Amaranth versions), ``config`` (accelerator and network
 names, fingerprint), ``top``, ``device``, ``clock_mhz``, ``clock_period_ns``, ``block_size``,
-``bus_width``, ``address_width``, ``cores`` (each core's parameters and the layers it runs),
+``bus_width``, ``address_width``, ``axi_ports``, ``cores`` (each core's parameters and the
+layers it runs),
 ``files`` (path -> SHA-256 of the other generated files) and ``estimate``: resources per
 component and performance on the configured network (:func:`estimate_report`).
 """
@@ -269,6 +270,7 @@ def render(acc: AcceleratorConfig) -> dict[str, str]:
         "block_size": acc.block_size,
         "bus_width": acc.bus_width,
         "address_width": acc.address_width,
+        "axi_ports": acc.axi_ports,
         "cores": _core_report(acc),
         "files": {path: _sha256(text) for path, text in files.items()},
         "estimate": estimate_report(acc),

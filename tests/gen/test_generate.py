@@ -113,6 +113,7 @@ def test_report(config, tmp_path, fake_top):
     assert report["tool"]["fcircnn"] == __version__
     assert report["top"] == "fcircnn_accel" and report["ip"] == vivado.IP_VLNV
     assert report["clock_mhz"] == 200 and report["clock_period_ns"] == 5.0
+    assert report["address_width"] == 40 and report["axi_ports"] == 1
     assert report["device"]["part"] == "xczu9eg-ffvb1156-2-e"
     (core,) = report["cores"]
     assert {k: core[k] for k in ("name", "tn", "tm", "td", "tr", "tc")} == \
