@@ -109,8 +109,9 @@ class MemoryModel:
     write_response : int
         Cycles from the last W beat of a burst to its B response. Default 2 (``AxiRam``).
     axi_ports : int
-        128-bit AXI ports the DMA spreads its beats over (the RTL has 1; more is a what-if for
-        sizing: beats move at ``16 * axi_ports`` bytes per cycle).
+        128-bit AXI ports every transfer's beats are striped over (a what-if for sizing, not in
+        the RTL: beats move at ``16 * axi_ports`` bytes per cycle). The RTL's second port
+        (``axi_ports: 2`` in the accelerator file) is not striping but ``weight_engine``.
     efficiency : float
         Fraction of the ports' 16 bytes/cycle a long transfer reaches (measured on the RTL DMA:
         1.0, bench/README.md "Memory system"); beats take ``1 / efficiency`` cycles.
