@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ALL_READS", "AXI_PORTS", "INPUT_READS", "READ_KINDS", "WEIGHT_READS", "PortMap"]
+__all__ = ["ALL_READS", "AXI_PORTS", "INPUT_READS", "LOADER_READS", "MANAGERS", "READ_KINDS",
+           "WEIGHT_READS", "PortMap"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2)
+#: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
+#: transfer but the weight tiles of a two-port design) and the read-only ``m_axi1``.
+MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
 #: records, the tile's residual box, the pass's input box, the pass's weight tile.
@@ -30,6 +34,8 @@ ALL_READS: frozenset[str] = frozenset(READ_KINDS)
 WEIGHT_READS: frozenset[str] = frozenset({"weights"})
 #: The reads of the input loader of a two-port design.
 INPUT_READS: frozenset[str] = ALL_READS - WEIGHT_READS
+#: The read kinds a loader can issue: all of them, or one half of the two-port split.
+LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, WEIGHT_READS)
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,12 @@ class PortMap:
     @property
     def weights(self) -> int:
         return 1 if self.axi_ports >= 2 else 0
+
+    @property
+    def managers(self) -> tuple[str, ...]:
+        """The AXI4 manager interfaces of the top level (:data:`MANAGERS`), port ``k`` on the
+        PS's ``HPk FPD``."""
+        return MANAGERS[: self.axi_ports]
 
     @property
     def weight_loader(self) -> bool:

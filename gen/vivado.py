@@ -171,7 +171,7 @@ class VivadoTarget:
     @property
     def memory_ports(self) -> tuple[str, ...]:
         """The AXI manager interfaces, port ``k`` on ``HPk FPD`` (``S_AXI_GP{k + 2}``)."""
-        return ("m_axi", "m_axi1")[: self.axi_ports]
+        return PortMap(self.axi_ports).managers
 
     @property
     def period_ns(self) -> str:

@@ -13,7 +13,7 @@ from fcircnn.models.layout import BEAT_BYTES
 
 from .axi4 import AXI4ReadSignature, AXI4Signature
 from .axi_dma import AxiDma
-from .axi_dma_box import Status, box_layout
+from .axi_dma_box import Status, box_layout, linear_box
 from .axi_dma_read import AxiDmaRead
 from .common import rejecting
 from .layer_engine import LayerEngine
@@ -99,9 +99,11 @@ class Accelerator(wiring.Component):
         members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
         members |= _flat_members("s_axi_control",
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
-        members |= _flat_members("m_axi", AXI4Signature(addr_width=addr_width), flip=False)
-        if self.ports.weight_loader:
-            members |= _flat_members("m_axi1", AXI4ReadSignature(addr_width=addr_width),
+        main, *weights = self.ports.managers
+        members |= _flat_members(main, AXI4Signature(addr_width=addr_width), flip=False)
+        if weights:  # the read-only weight port
+            (name,) = weights
+            members |= _flat_members(name, AXI4ReadSignature(addr_width=addr_width),
                                      flip=False)
         super().__init__(members)
 
@@ -133,11 +135,13 @@ class Accelerator(wiring.Component):
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
         m.submodules.dma = dma = AxiDma(aw)
         dma1 = None
+        main, *weights = self.ports.managers
         buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
-                  regs.s_axi_control), ("m_axi", AXI4Signature(addr_width=aw), dma.m_axi)]
-        if self.ports.weight_loader:
+                  regs.s_axi_control), (main, AXI4Signature(addr_width=aw), dma.m_axi)]
+        if weights:
+            (name,) = weights
             m.submodules.dma1 = dma1 = AxiDmaRead(aw)
-            buses.append(("m_axi1", AXI4ReadSignature(addr_width=aw), dma1.m_axi))
+            buses.append((name, AXI4ReadSignature(addr_width=aw), dma1.m_axi))
         for prefix, signature, inner in buses:
             for name, member in signature.members.items():
                 ours, theirs = getattr(self, f"{prefix}_{name}"), getattr(inner, name)
@@ -200,12 +204,6 @@ class Accelerator(wiring.Component):
                     wiring.connect(m, dma1.o, engine.rd1_data)
                     wiring.connect(m, dma1.status, engine.rd1_status)
 
-        def box(sig, addr, length):
-            return [sig.eq(0), sig.addr.eq(addr), sig.stride_g.eq(BEAT_BYTES),
-                    sig.stride_d.eq(BEAT_BYTES), sig.stride_h.eq(BEAT_BYTES), sig.groups.eq(1),
-                    sig.d_len.eq(1), sig.h_len.eq(1), sig.w_len.eq(length),
-                    sig.last_lanes.eq(8)]
-
         def raise_error(code, addr):
             m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]
 
@@ -224,7 +222,7 @@ class Accelerator(wiring.Component):
                     m.next = "FETCH"
             with m.State("FETCH"):
                 m.d.comb += engine_rst.eq(1)
-                m.d.sync += [box(top_rd_box, ptr, _DESC_BEATS), beats.eq(0), cycles.eq(0),
+                m.d.sync += [linear_box(top_rd_box, ptr, _DESC_BEATS), beats.eq(0), cycles.eq(0),
                              pe_cycles.eq(0), stall_cycles.eq(0)]
                 m.next = "FETCH_CMD"
             with m.State("FETCH_CMD"):
@@ -264,7 +262,7 @@ class Accelerator(wiring.Component):
                                          error_addr.eq(engine.error_addr)]
                             m.next = "ERROR"
                         with m.Elif(engine.done):
-                            m.d.sync += box(top_wr_box, desc.cycles_addr, 1)
+                            m.d.sync += linear_box(top_wr_box, desc.cycles_addr, 1)
                             m.next = "CYCLES_CMD"
             with m.State("CYCLES_CMD"):
                 m.d.comb += [dma.wr_cmd.valid.eq(1), dma.wr_cmd.payload.eq(top_wr_box)]

@@ -24,6 +24,7 @@ __all__ = [
     "Status",
     "box_layout",
     "check_addr_width",
+    "linear_box",
     "segment_layout",
     "status_layout",
 ]
@@ -53,6 +54,14 @@ def check_addr_width(addr_width) -> None:
         raise TypeError(f"addr_width must be an integer, not {addr_width!r}")
     if not 32 <= addr_width <= 64:
         raise ValueError(f"addr_width must be in 32..64, not {addr_width}")
+
+
+def linear_box(box, addr, beats) -> list:
+    """Statements making ``box`` (a :func:`box_layout` signal) one row of ``beats`` contiguous
+    beats at ``addr``: the hardware's :meth:`fcircnn.arch.walk.Box.block`."""
+    return [box.eq(0), box.addr.eq(addr), box.stride_g.eq(BEAT_BYTES),
+            box.stride_d.eq(BEAT_BYTES), box.stride_h.eq(BEAT_BYTES), box.groups.eq(1),
+            box.d_len.eq(1), box.h_len.eq(1), box.w_len.eq(beats), box.last_lanes.eq(8)]
 
 
 def box_layout(addr_width: int) -> data.StructLayout:

@@ -9,10 +9,10 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
-from fcircnn.arch.ports import ALL_READS, READ_KINDS
+from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
-from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
+from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
 from .axi_dma_read import read_beat_layout
 from .common import rejecting
 from .engine_walk import TileWalk, control_signature, fail_signature
@@ -71,9 +71,8 @@ class EngineLoader(wiring.Component):
         The residual buffer's box layout, ``None`` if the core runs no residual layer.
     addr_width : int
     reads : frozenset of str
-        The read kinds this loader issues: every kind (default) or a split of
-        :data:`~fcircnn.arch.ports.READ_KINDS` in which the post records, residual and input
-        boxes stay together (their ports come together).
+        The read kinds this loader issues, one of :data:`~fcircnn.arch.ports.LOADER_READS`:
+        every kind (default), or the input or the weight half of a two-port split.
     """
 
     def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
@@ -86,12 +85,9 @@ class EngineLoader(wiring.Component):
             if (res_box is not None) != geometry.residual:
                 raise ValueError("res_box must be given exactly when the core has residuals")
             reads = frozenset(reads)
-            inputs = reads & {"params", "residual", "input"}
-            if (not reads or not reads <= ALL_READS
-                    or inputs not in (frozenset(), ALL_READS - {"weights"})):
-                raise ValueError(f"reads must be a non-empty subset of {list(READ_KINDS)} "
-                                 "that keeps params, residual and input together, not "
-                                 f"{sorted(reads)}")
+            if reads not in LOADER_READS:
+                raise ValueError(f"reads must be one of {[sorted(r) for r in LOADER_READS]} "
+                                 f"(kinds of {list(READ_KINDS)}), not {sorted(reads)}")
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
         self.in_box_layout, self.res_box_layout = in_box, res_box
         self.reads = reads
@@ -189,7 +185,7 @@ class EngineLoader(wiring.Component):
         def issue():
             with m.If(self.w_o.ready):
                 m.d.sync += [dest.eq(_DEST_W), ld_phase.eq(first_phase),
-                             _linear(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
+                             linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
                                      d.weight_tile_bytes >> 4)]
                 m.next = "CMD"
         return issue
@@ -255,7 +251,7 @@ class EngineLoader(wiring.Component):
             with m.If((ld.t[0] == 0) & (ld.t[1] == 0) & (ld.t[2] == 0) & (ld.nt == 0)):
                 with m.If(ld.mt <= self.drain_mt + 1):
                     m.d.sync += [dest.eq(_DEST_PARAM), p_group.eq(0), p_beat.eq(0),
-                                 ld_phase.eq(1), _linear(rd_box, d.post_base + ld.mt_post, Tm),
+                                 ld_phase.eq(1), linear_box(rd_box, d.post_base + ld.mt_post, Tm),
                                  params_ready.bit_select(ld_mt_half, 1).eq(0)]
                     m.next = "CMD"
             with m.Else():
@@ -284,10 +280,3 @@ class EngineLoader(wiring.Component):
 
 #: Where the beats of the transfer in flight go.
 _DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W = range(5)
-
-
-def _linear(box, addr, beats) -> list:
-    """Assignments making ``box`` a linear read of ``beats`` 128-bit beats at ``addr``."""
-    return [box.eq(0), box.addr.eq(addr), box.stride_g.eq(16), box.stride_d.eq(16),
-            box.stride_h.eq(16), box.groups.eq(1), box.d_len.eq(1), box.h_len.eq(1),
-            box.w_len.eq(beats), box.last_lanes.eq(8)]

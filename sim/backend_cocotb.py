@@ -31,6 +31,7 @@ with warnings.catch_warnings():
     from cocotbext.axi.axi_ram import AxiRamRead, AxiRamWrite
     from cocotbext.axi.memory import Memory
 
+from fcircnn.arch.ports import MANAGERS
 from fcircnn.driver import DriverError
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage
 
@@ -173,7 +174,8 @@ class CocotbBackend:
             raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
         self.dut = dut
         self.period_ns = float(period_ns)
-        more = [AxiReadBus.from_prefix(dut, "m_axi1")] if hasattr(dut, "m_axi1_arvalid") else []
+        more = [AxiReadBus.from_prefix(dut, name) for name in MANAGERS[1:]
+                if hasattr(dut, f"{name}_arvalid")]  # the read-only ports the top level has
         self.ram = FaultAxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.ap_clk, dut.ap_rst_n,
                                reset_active_level=False, size=ram_size, latency=latency,
                                read_buses=more)
