@@ -16,7 +16,7 @@ offset  bytes  field             contents
                                  average pooling lowered to a conv (see the compiler)
 0x04    2      ``flags``         bit 0 :data:`FLAG_CBN`, bit 1 :data:`FLAG_CRELU`, bit 2
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
-                                 :data:`FLAG_LAST`; other bits 0
+                                 :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -93,6 +93,7 @@ __all__ = [
     "FLAG_LAST",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
+    "FLAG_WSPLIT",
     "OP_CONV",
     "OP_GAP",
     "OP_POOL",
@@ -115,7 +116,10 @@ FLAG_CRELU = 1 << 1
 FLAG_RESIDUAL = 1 << 2
 FLAG_POOL = 1 << 3
 FLAG_LAST = 1 << 4
-_FLAGS_MASK = 0x1F
+#: Each weight tile is read in two halves, one on each AXI port of a two-port accelerator
+#: (:meth:`fcircnn.arch.ports.PortMap.splits_weights`); its image is laid out half-major.
+FLAG_WSPLIT = 1 << 5
+_FLAGS_MASK = 0x3F
 
 # (field, struct code, count) in byte order; vectors are (d, h, w) tuples.
 _FIELDS: tuple[tuple[str, str, int], ...] = (

@@ -9,6 +9,15 @@ no longer waits for the input box, residual box and post records of its pass, no
 (issue 16, lever 1). Descriptors, post records, input and residual boxes, pool passes, stores
 and cycle entries stay on port 0.
 
+A layer whose weight tiles bound it (the fully connected layers: one weight tile per pass and
+next to no input) leaves port 0 idle while port 1 streams weights. The compiler can then mark
+it :data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`: each weight tile is read in two halves, the
+first on port 1 by the weight loader, the second on port 0 by the input loader after its input
+box, both landing in the same half of the weight buffer at once (disjoint banks: the image of
+a split tile is laid out half-major, :func:`weight_halves`). That doubles the weight bandwidth
+of such a layer. It needs a weight port and an even number of beats per kernel tap
+(:meth:`PortMap.splits_weights`).
+
 This module imports nothing of the project.
 """
 
@@ -17,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ALL_READS", "AXI_PORTS", "INPUT_READS", "LOADER_READS", "MANAGERS", "READ_KINDS",
-           "WEIGHT_READS", "PortMap"]
+           "SPLIT_INPUT_READS", "WEIGHT_READS", "PortMap", "weight_halves"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2)
@@ -26,16 +35,38 @@ AXI_PORTS: tuple[int, ...] = (1, 2)
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
-#: records, the tile's residual box, the pass's input box, the pass's weight tile.
-READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "weights")
-#: Every read kind (a one-port loader).
-ALL_READS: frozenset[str] = frozenset(READ_KINDS)
+#: records, the tile's residual box, the pass's input box, the pass's weight tile (its first
+#: half if the descriptor splits weight tiles), the second half of a split weight tile.
+READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "weights", "weight_half")
+#: Every read kind of a one-port loader (which never splits a weight tile).
+ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"weight_half"}
 #: The reads of the weight loader of a two-port design.
 WEIGHT_READS: frozenset[str] = frozenset({"weights"})
 #: The reads of the input loader of a two-port design.
 INPUT_READS: frozenset[str] = ALL_READS - WEIGHT_READS
-#: The read kinds a loader can issue: all of them, or one half of the two-port split.
-LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, WEIGHT_READS)
+#: The same, on a core whose weight tiles can be split: also the second halves.
+SPLIT_INPUT_READS: frozenset[str] = INPUT_READS | {"weight_half"}
+#: The read kinds a loader can issue: all of them, or one side of the two-port split.
+LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, SPLIT_INPUT_READS,
+                                            WEIGHT_READS)
+
+
+def weight_halves(beats_per_tap: int) -> tuple[range, range]:
+    """The beats of each kernel tap that the two halves of a split weight tile carry: the
+    first ``beats_per_tap / 2`` of every tap, then the rest. The image of a split tile holds
+    the first half of every tap, then the second half of every tap (each half contiguous).
+
+    Raises
+    ------
+    ValueError
+        If ``beats_per_tap`` is not a positive even number.
+    """
+    if isinstance(beats_per_tap, bool) or not isinstance(beats_per_tap, int) or (
+            beats_per_tap < 2 or beats_per_tap % 2):
+        raise ValueError(f"a weight tile splits only with an even number of beats per tap, "
+                         f"not {beats_per_tap!r}")
+    half = beats_per_tap // 2
+    return range(half), range(half, beats_per_tap)
 
 
 @dataclass(frozen=True)
@@ -71,7 +102,17 @@ class PortMap:
         """Whether the weight tiles have a loader (and read engine) of their own."""
         return self.weights != 0
 
-    def loader_reads(self) -> tuple[frozenset[str], ...]:
+    def splits_weights(self, beats_per_tap: int) -> bool:
+        """Whether a core whose weight tiles have ``beats_per_tap`` beats per kernel tap can
+        read them in halves over both ports (:data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`):
+        with a weight port and an even count (:func:`weight_halves`)."""
+        return self.weight_loader and beats_per_tap >= 2 and beats_per_tap % 2 == 0
+
+    def loader_reads(self, beats_per_tap: int = 1) -> tuple[frozenset[str], ...]:
         """The read kinds of each loader of a layer engine, by port: one loader issuing every
-        read, or with a weight port an input loader (port 0) and a weight loader (port 1)."""
-        return (INPUT_READS, WEIGHT_READS) if self.weight_loader else (ALL_READS,)
+        read, or with a weight port an input loader (port 0; also the second halves of split
+        weight tiles where the core :meth:`splits_weights`) and a weight loader (port 1)."""
+        if not self.weight_loader:
+            return (ALL_READS,)
+        split = self.splits_weights(beats_per_tap)
+        return (SPLIT_INPUT_READS if split else INPUT_READS, WEIGHT_READS)

@@ -11,7 +11,8 @@ tiles):
 
 * reads (:func:`conv_reads`): per m-tile its post records (before its first tile), per tile the
   residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
-  (conv padding as the DMA's zero padding) then the ``(mt, nt)`` weight tile;
+  (conv padding as the DMA's zero padding) then the ``(mt, nt)`` weight tile (with
+  ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
 * writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool).
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .descriptor import FLAG_POOL, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
+from .descriptor import FLAG_POOL, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL, LayerDescriptor
 from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
@@ -145,8 +146,11 @@ def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int,
 
 def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str, Box]]:
     """The reads of a conv descriptor in the loader's order, each ``(kind, box)`` with kind
-    ``"params"``, ``"residual"``, ``"input"`` or ``"weights"``."""
+    ``"params"``, ``"residual"``, ``"input"``, ``"weights"`` or, with ``FLAG_WSPLIT``,
+    ``"weight_half"`` (``"weights"`` is then the first half of the tile, ``"weight_half"``
+    the second, each half the tile's bytes)."""
     weight_tile = desc.weight_tile_bytes
+    split = bool(desc.flags & FLAG_WSPLIT)
     axes = [axis_tiles(desc, a) for a in range(3)]
     for tile in conv_tiles(desc, core):
         for nt in range(desc.n_tiles):
@@ -158,7 +162,12 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
                                       tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
             yield "input", _input_box(desc, core, tile, nt, axes)
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
-            yield "weights", Box.block(w_addr, weight_tile)
+            if split:
+                half = weight_tile // 2
+                yield "weights", Box.block(w_addr, half)
+                yield "weight_half", Box.block(w_addr + half, half)
+            else:
+                yield "weights", Box.block(w_addr, weight_tile)
 
 
 def conv_passes(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[Tile, int]]:

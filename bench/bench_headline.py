@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from fcircnn.gen.estimate import estimate_resources
-from fcircnn.gen.perf_model import model_network
+from fcircnn.gen.perf_network import model_network
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.report import format_table
 

@@ -60,7 +60,9 @@ class Case:
 #: ResNet-18 layer kind (seed 5, as there); ``fused``: the pools fused into the drain
 #: (``tests/hw/test_accelerator_fused_pool.py``, two PE lanes); ``small_2ports`` and
 #: ``kinds_2ports``: ``small`` and ``kinds`` with two AXI ports (the weight loader on its own
-#: read engine).
+#: read engine); ``fused_2ports``: ``fused`` on two ports, whose FC layer splits its weight
+#: tiles over both (``FLAG_WSPLIT``); ``fc_2ports``: a classifier of FC layers on two ports,
+#: the first splitting its 16 weight tiles of 256 beats (steady state of the split).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -68,6 +70,8 @@ CASES: tuple[Case, ...] = (
     Case("small_2ports", "write_small_accelerator", axi_ports=2),
     Case("kinds_2ports", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None,
          axi_ports=2),
+    Case("fused_2ports", "write_fused_accelerator", seed=5, axi_ports=2),
+    Case("fc_2ports", "write_fc_accelerator"),
 )
 
 

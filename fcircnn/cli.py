@@ -640,7 +640,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     import json
 
     from fcircnn.gen import estimate
-    from fcircnn.gen.perf_model import model_network
+    from fcircnn.gen.perf_network import model_network
     from fcircnn.gen.validate import over_cap_message
 
     if args.synth:

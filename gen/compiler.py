@@ -36,7 +36,14 @@ each, contiguous, ``weight_image_beats(Tn, Tm, B, taps) * 16`` bytes: tap ``t`` 
 ``kc`` row-major, ``taps = Kd*Kr*Kc``) major, then block pair ``j = p*(Tn/B) + q`` (``p``, ``q``
 block indices inside the tile), then bin slot ``k < B/2``; two int8 bytes per slot, ``re``
 (= ``c``) then ``im`` (= ``d``) of the integer weight slot ``wq[mt*Tm/B + p, nt*Tn/B + q, k,
-kd, kr, kc]``. Block pairs outside the layer (partial tiles) are zero.
+kd, kr, kc]``. Block pairs outside the layer (partial tiles) are zero. A layer whose
+descriptor has ``FLAG_WSPLIT`` (its weight tiles read in two halves over the two AXI ports,
+:func:`fcircnn.arch.ports.weight_halves`) has each tile laid out half-major: the first half of
+every tap's beats, tap by tap, then the second half of every tap's beats.
+
+A two-port accelerator splits a layer's weight tiles where the performance model says the
+descriptor runs faster so (:func:`split_pays`): in practice the fully connected layers, whose
+weight tiles bound them while port 0 idles.
 
 Global average pooling is lowered to a conv over the whole map (kernel = input shape, stride 1,
 no padding) with block-diagonal identity weights: slot 0 of a diagonal block pair is ``1 + 1i``
@@ -82,6 +89,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WSPLIT,
     OP_CONV,
     OP_GAP,
     OP_POOL,
@@ -97,6 +105,7 @@ from fcircnn.arch.geometry import (
     engine_geometry,
     pool_fuses,
 )
+from fcircnn.arch.ports import PortMap
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import fold_input_slots, fold_weight_slots
@@ -129,6 +138,7 @@ __all__ = [
     "pack_post_table",
     "pack_weight_image",
     "plan_network",
+    "split_pays",
 ]
 
 #: Alignment of every region (bytes).
@@ -485,6 +495,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
                 n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B, fused=fused),
             )
+            if split_pays(acc, d, core):
+                d = replace(d, flags=d.flags | FLAG_WSPLIT)
             d.check_address_width(acc.address_width)
             descs = [d]
             if pool is not None:
@@ -527,9 +539,33 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     return re, im
 
 
-def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int) -> bytes:
+def split_pays(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> bool:
+    """Whether conv descriptor ``d`` should split its weight tiles over the two AXI ports
+    (:data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`): the core can
+    (:meth:`~fcircnn.arch.ports.PortMap.splits_weights`), a pass reads more weight beats than
+    input beats (else port 0 is the busier one already), and the performance model gives the
+    split descriptor fewer cycles."""
+    from .perf_model import memory_of, model_descriptor
+
+    B = acc.block_size
+    cg = CoreGeometry.of(core, B)
+    if d.op == OP_POOL or not PortMap(acc.axi_ports).splits_weights(cg.weight_tile_beats(1)):
+        return False
+    box = cg.input_box(d.tile, d.stride, d.kernel)
+    in_beats = math.prod(box) * min(cg.in_groups, -(-d.in_slots // SLOTS_PER_BEAT))
+    if d.weight_tile_bytes // 16 <= in_beats:
+        return False
+    mem = memory_of(acc)
+    split = replace(d, flags=d.flags | FLAG_WSPLIT)
+    return (model_descriptor(split, core, B, mem)["span"]
+            < model_descriptor(d, core, B, mem)["span"])
+
+
+def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int, *,
+                      split: bool = False) -> bytes:
     """Integer weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` -> the layer's weight image (module
-    docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles."""
+    docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles; ``split``: each tile half-major
+    (``FLAG_WSPLIT``)."""
     P, Q, half = wq_re.shape[:3]
     taps = math.prod(wq_re.shape[3:])
     pm, qn = Tm // B, Tn // B
@@ -539,6 +575,11 @@ def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B:
     both[:P, :Q, ..., 1] = np.asarray(wq_im).reshape(P, Q, half, taps)
     # [mt, p, nt, q, k, tap, part] -> [mt, nt, tap, p, q, k, part]
     tiles = both.reshape(mt, pm, nt, qn, half, taps, 2).transpose(0, 2, 5, 1, 3, 4, 6)
+    if split:
+        # [mt, nt, tap, beat half, bytes of the half] -> [mt, nt, beat half, tap, bytes]
+        tap_bytes = pm * qn * half * 2
+        tiles = np.ascontiguousarray(tiles).reshape(mt, nt, taps, 2, tap_bytes // 2)
+        tiles = tiles.transpose(0, 1, 3, 2, 4)
     return np.ascontiguousarray(tiles).tobytes()
 
 
@@ -773,7 +814,8 @@ def compile_network(
             wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im)
         else:
             wq_re, wq_im = ql.wq_re, ql.wq_im
-        blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B)
+        blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B,
+                                 split=bool(d.flags & FLAG_WSPLIT))
         assert len(blob) == d.weight_bytes
         put(d.weight_base, blob)
         try:

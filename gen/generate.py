@@ -199,7 +199,7 @@ def estimate_report(acc: AcceleratorConfig) -> dict[str, Any]:
     """
     from .compiler import CompileError
     from .estimate import calibration, estimate_resources
-    from .perf_model import model_network
+    from .perf_network import model_network
 
     est = estimate_resources(acc)
     total = est.total

@@ -23,6 +23,9 @@ What a descriptor costs
     tile, each once compute has released the pass two back; on a two-port accelerator
     (:func:`memory_of`) the weight tiles have a loader of their own, paced by its own last
     status and the weight buffer alone, and the input loader steps at its input's status;
+    with ``FLAG_WSPLIT`` each loader reads one half of the weight tile (the input loader
+    after its input box), the tile is in once both halves are, and neither half of the next
+    tile starts before that;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -59,13 +62,14 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WSPLIT,
     OP_POOL,
     LayerDescriptor,
 )
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import axis_tiles, m_tile_slots
-from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.config import AcceleratorConfig, CoreConfig
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .dma_plan import Span
@@ -78,8 +82,6 @@ __all__ = [
     "gops_per_dsp",
     "memory_of",
     "model_descriptor",
-    "model_layer",
-    "model_network",
 ]
 
 _BEAT = 16  # bytes per 128-bit beat
@@ -413,8 +415,9 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _MD1, _MD2,                       # drain finished m-tile mt-1 / mt-2 (params gating)
  _PRM,                             # post records of the current m-tile loaded
  _LAST,                            # last event (engine done candidate)
- _WL) = range(15)                  # weight engine's next decision (what-if weight_engine)
-_NSTATE = 15
+ _WL,                              # weight engine's next decision (what-if weight_engine)
+ _WC) = range(16)                  # split weight tile: commit of the last tile (both halves)
+_NSTATE = 16
 
 
 class _Conv:
@@ -438,6 +441,7 @@ class _Conv:
                           for nt in range(d.n_tiles)]
         self.lanes = cg.lanes
         self.w_beats = d.weight_tile_bytes // _BEAT
+        self.split = bool(d.flags & FLAG_WSPLIT)
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
         self.steps = 0
@@ -499,13 +503,16 @@ class _Conv:
             ld = last + t.read_status
             acc[2] += in_bus_rows * aw.length * _BEAT
             # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
-            cmd = max(s[_WL] if mem.weight_engine else ld, free) + 1
-            last = _read_last(mem, t, cmd, self.w_beats, 1, 1, 1)
-            w_ready = last + 1
-            if mem.weight_engine:
-                s[_WL] = last + t.read_status
+            if self.split:
+                ld, w_ready = self._split_weights(s, ld, free)
             else:
-                ld = last + t.read_status
+                cmd = max(s[_WL] if mem.weight_engine else ld, free) + 1
+                last = _read_last(mem, t, cmd, self.w_beats, 1, 1, 1)
+                w_ready = last + 1
+                if mem.weight_engine:
+                    s[_WL] = last + t.read_status
+                else:
+                    ld = last + t.read_status
             acc[2] += self.w_beats * _BEAT
             # compute
             ready = max(s[_CPW], in_ready, w_ready)
@@ -539,6 +546,20 @@ class _Conv:
         s[_LAST] = s[_STW]
         acc[3] += st_beats * _BEAT
 
+    def _split_weights(self, s: list, ld: float, free: float) -> tuple[float, float]:
+        """A ``FLAG_WSPLIT`` weight tile: the first half on the weight engine, the second on
+        the input loader after its input box, both once the previous tile committed. Returns
+        the input loader's next decision and the cycle the tile is in the buffer."""
+        mem, t = self.mem, self.t
+        half = self.w_beats // 2
+        cmd0 = max(s[_WL], free, s[_WC]) + 1
+        last0 = _read_last(mem, t, cmd0, half, 1, 1, 1)
+        s[_WL] = last0 + t.read_status
+        cmd1 = max(ld, free, s[_WC]) + 1
+        last1 = _read_last(mem, t, cmd1, half, 1, 1, 1)
+        s[_WC] = max(last0, last1) + 1
+        return last1 + t.read_status, max(last0, last1) + 1
+
     def end_of_mt(self, s: list):
         s[_MD2], s[_MD1] = s[_MD1], s[_DR1] + 1
 
@@ -547,7 +568,7 @@ class _Conv:
         s = [0] * _NSTATE
         s[_CR1] = s[_CR2] = s[_DR1] = s[_DR2] = s[_SR1] = s[_SR2] = _NEG
         s[_MD1] = s[_MD2] = _NEG
-        s[_PRM] = _NEG
+        s[_PRM] = s[_WC] = _NEG
         dr, hr, wr = (_axis_runs(self.d, a) for a in range(3))
         mruns = _m_runs(self.d, self.core.tm)
 
@@ -667,58 +688,3 @@ def model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int,
     span = cycles + 1 + mem.write_response + t.write_status
     return {"cycles": cycles, "span": span, "pe_busy": int(pe), "dma_stall": round(stall),
             "ddr_bytes": int(moved) + DESCRIPTOR_BYTES + _BEAT, "steps": steps}
-
-
-def model_layer(acc: AcceleratorConfig, layer: ResolvedLayer | str, *,
-                memory: MemoryModel | None = None, timing: EngineTiming | None = None,
-                plan=None) -> LayerPerformance:
-    """Model one layer of ``acc.network`` (by name or resolved layer)."""
-    from .compiler import plan_network
-
-    name = layer if isinstance(layer, str) else layer.name
-    plan = plan or plan_network(acc)
-    for lp in plan.layers:
-        if lp.layer.name == name:
-            return _layer_perf(acc, lp, memory_of(acc, memory), timing or EngineTiming())
-    raise KeyError(f"network {acc.network.name} has no layer {name!r}")
-
-
-def _layer_perf(acc, lp, mem, t) -> LayerPerformance:
-    parts = [model_descriptor(d, lp.core, acc.block_size, mem, t) for d in lp.descriptors]
-    return LayerPerformance(
-        name=lp.layer.name, core=lp.core.name, kind=lp.layer.kind,
-        cycles=sum(p["cycles"] for p in parts), span_cycles=sum(p["span"] for p in parts),
-        pe_busy_cycles=sum(p["pe_busy"] for p in parts),
-        dma_stall_cycles=sum(p["dma_stall"] for p in parts),
-        dense_ops=lp.layer.dense_ops, ddr_bytes=sum(p["ddr_bytes"] for p in parts),
-        descriptors=len(parts), clock_mhz=acc.clock_mhz)
-
-
-def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | None = None,
-                  timing: EngineTiming | None = None, dsp: int | None = None
-                  ) -> NetworkPerformance:
-    """Model every layer of ``acc.network`` on ``acc`` (or only ``layers``, names).
-
-    Raises
-    ------
-    fcircnn.gen.compiler.CompileError
-        If the network does not compile for the accelerator (the RTL could not run it).
-    KeyError
-        If a name in ``layers`` is not a layer of the network.
-    """
-    from .compiler import plan_network
-
-    mem, t = memory_of(acc, memory), timing or EngineTiming()
-    plan = plan_network(acc)
-    chosen = plan.layers
-    if layers is not None:
-        names = list(layers)
-        known = {lp.layer.name for lp in plan.layers}
-        missing = [n for n in names if n not in known]
-        if missing:
-            raise KeyError(f"network {acc.network.name} has no layer {', '.join(missing)}")
-        chosen = [lp for lp in plan.layers if lp.layer.name in names]
-    return NetworkPerformance(acc.name, acc.network.name, acc.clock_mhz,
-                              tuple(_layer_perf(acc, lp, mem, t) for lp in chosen), mem, dsp)
-
-

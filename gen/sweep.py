@@ -9,7 +9,7 @@ and evaluates it with the same three tools a user runs one by one:
    model): a point whose hardware cannot run some layer is *illegal* (the reason is kept);
 2. the calibrated resource estimator (:func:`fcircnn.gen.estimate.estimate_resources`): a point
    over ``cap`` of any device resource is *over* (the binding resource is kept);
-3. the performance model (:func:`fcircnn.gen.perf_model.model_network`): cycles, effective
+3. the performance model (:func:`fcircnn.gen.perf_network.model_network`): cycles, effective
    GOP/s, GOP/s per DSP, PE utilisation and the DDR bandwidth needed.
 
 The best point maximises effective GOP/s among the points that fit (ties: fewer DSPs). The
@@ -336,7 +336,7 @@ def evaluate(acc: AcceleratorConfig, device: Device, cap: float, *, label: str =
     performance model's :class:`~fcircnn.gen.perf_model.MemoryModel` (default: the RTL's)."""
     from fcircnn.gen.compiler import CompileError
     from fcircnn.gen.estimate import estimate_resources
-    from fcircnn.gen.perf_model import model_network
+    from fcircnn.gen.perf_network import model_network
 
     label = label or acc.name
     try:

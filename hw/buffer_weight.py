@@ -1,10 +1,11 @@
 """Weight tile buffer: DMA beats in, the Gauss terms of every block pair out per cycle."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.geometry import MAX_TAPS, engine_geometry
+from fcircnn.arch.ports import weight_halves
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -37,6 +38,13 @@ class WeightBuffer(wiring.Component):
     * Load: beats on ``i`` in image order; the beat with ``last`` commits the tile (a tile is
       ``taps_used * P*B/16`` beats, ``taps_used <= taps``). ``i.ready`` is low while both halves
       are full.
+    * Split load (built ``splittable``, used while the ``split`` input is high: a descriptor
+      with :data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`): the tile arrives in two halves at
+      once (:func:`~fcircnn.arch.ports.weight_halves`), on ``i`` the first ``beats_per_tap/2``
+      beats of every tap, on ``i1`` the rest of every tap, each in tap order and ending with
+      ``last``. The halves write disjoint banks, so both streams take a beat a cycle; the tile
+      commits once both ``last`` beats are in. A stream whose half is in waits (``ready`` low)
+      until the tile commits. ``split`` must not change while a tile is partly loaded.
     * Compute: while ``r_valid``, ``r_en`` with ``r_addr = tap`` gives ``w[p][q][k]`` one cycle
       later, held while ``r_en`` is low; ``r_release`` frees the tile.
     * ``conflict`` (sticky) rises only if a side breaks the handshake.
@@ -49,16 +57,21 @@ class WeightBuffer(wiring.Component):
         4, 8 or 16.
     taps : int
         Kernel taps per tile (the largest ``Kd*Kr*Kc`` of the layers run), 1..:data:`MAX_TAPS`.
+    splittable : bool
+        Build the second load stream ``i1`` and the ``split`` input (needs an even number of
+        beats per tap).
 
     Ports
     -----
     i : In(stream.Signature(read_beat_layout()))
+    i1 : In(stream.Signature(read_beat_layout())); split : In(1) (only if ``splittable``)
     r_addr : In(range(taps)); r_en : In(1); r_release : In(1); r_valid : Out(1)
     w : Out(ArrayLayout(ArrayLayout(ArrayLayout(WEIGHT_TERMS, B/2), Tn/B), Tm/B))
     conflict : Out(1)
     """
 
-    def __init__(self, Tn: int, Tm: int, *, B: int = 8, taps: int = 27):
+    def __init__(self, Tn: int, Tm: int, *, B: int = 8, taps: int = 27,
+                 splittable: bool = False):
         with rejecting(self):
             check_positive("Tn", Tn, 1024)
             check_positive("Tm", Tm, 1024)
@@ -71,61 +84,122 @@ class WeightBuffer(wiring.Component):
             if pairs % per_beat:
                 raise ValueError(f"(Tm/B)*(Tn/B) must be a multiple of 16/B = {per_beat} "
                                  f"(whole block pairs per beat), not {pairs}")
+            if not isinstance(splittable, bool):
+                raise TypeError(f"splittable must be a bool, not {splittable!r}")
+            if splittable:
+                weight_halves(pairs // per_beat)
         self.Tn, self.Tm, self.B, self.taps = Tn, Tm, B, taps
+        self.splittable = splittable
         self.pairs, self.per_beat = pairs, per_beat
         self.word_layout = data.ArrayLayout(WEIGHT_TERMS, B // 2)
         w = data.ArrayLayout(data.ArrayLayout(self.word_layout, Tn // B), Tm // B)
-        super().__init__({
+        members = {
             "i": In(stream.Signature(read_beat_layout())),
             "r_addr": In(range(taps)), "r_en": In(1), "r_release": In(1), "r_valid": Out(1),
             "w": Out(w),
             "conflict": Out(1),
-        })
+        }
+        if splittable:
+            members |= {"i1": In(stream.Signature(read_beat_layout())), "split": In(1)}
+        super().__init__(members)
 
     @classmethod
     def from_config(cls, accelerator, core) -> "WeightBuffer":
         """Size the buffer for ``core``: ``taps`` = the largest kernel volume it runs, as the
-        layer engine sizes it (:func:`~fcircnn.hw.layer_engine.engine_geometry`)."""
+        layer engine sizes it (:func:`~fcircnn.hw.layer_engine.engine_geometry`); the split
+        load where the accelerator's ports split this core's weight tiles."""
+        from fcircnn.arch.geometry import CoreGeometry
+        from fcircnn.arch.ports import PortMap
+
+        bpt = CoreGeometry.of(core, accelerator.block_size).weight_tile_beats(1)
         return cls(core.tn, core.tm, B=accelerator.block_size,
-                   taps=engine_geometry(accelerator, core).taps)
+                   taps=engine_geometry(accelerator, core).taps,
+                   splittable=PortMap(accelerator.axi_ports).splits_weights(bpt))
 
     @property
     def beats_per_tap(self) -> int:
         """Image beats per kernel tap."""
         return self.pairs // self.per_beat
 
+    def _terms(self, m, beat_data, name):
+        """The Gauss terms ``c``, ``c+d``, ``d`` of the 8 slots of a beat (the pre-add once per
+        slot on the write side)."""
+        beat = data.View(data.ArrayLayout(complex_layout(ACT_WIDTH), SLOTS_PER_BEAT), beat_data)
+        terms = Signal(data.ArrayLayout(WEIGHT_TERMS, SLOTS_PER_BEAT), name=name)
+        for s in range(SLOTS_PER_BEAT):
+            re, im = beat[s].re, beat[s].im
+            m.d.comb += [terms[s].c.eq(re), terms[s].d.eq(im), terms[s].cd.eq(re + im)]
+        return terms
+
+    def _counter(self, m, take, last, lo, hi, suffix):
+        """Beat ``j`` in ``[lo, hi)`` of the current tap and the tap of a load stream: ``j``
+        wraps to ``lo`` and the tap steps after ``hi - 1``; both restart after ``last``."""
+        j = Signal(range(self.beats_per_tap), init=lo, name=f"j{suffix}")
+        tap = Signal(range(self.taps), name=f"tap{suffix}")
+        with m.If(take):
+            with m.If(j == hi - 1):
+                m.d.sync += [j.eq(lo), tap.eq(tap + 1)]
+            with m.Else():
+                m.d.sync += j.eq(j + 1)
+            with m.If(last):
+                m.d.sync += [j.eq(lo), tap.eq(0)]
+        return j, tap
+
+    def _one_load(self, m, store):
+        """The load of a buffer that is not splittable: ``i`` writes every bank."""
+        take = self.i.valid & store.w_ready
+        m.d.comb += self.i.ready.eq(store.w_ready)
+        j, tap = self._counter(m, take, self.i.payload.last, 0, self.beats_per_tap, "")
+        with m.If(take & self.i.payload.last):
+            m.d.comb += store.w_commit.eq(1)
+        source = (self._terms(m, self.i.payload.data, "terms"), take, j, tap)
+        return [source] * self.beats_per_tap
+
+    def _split_loads(self, m, store):
+        """The loads of a splittable buffer: ``i`` writes the banks of the first half of a
+        tap's beats and, unless ``split``, the second; ``i1`` the second while ``split``.
+        Returns per beat index of a tap the terms, take, beat counter and tap that write it."""
+        lower, upper = weight_halves(self.beats_per_tap)
+        split = self.split
+        done = Signal(2)  # per stream: its half of the tile is in, waiting for the other
+        ready0 = store.w_ready & ~done[0]
+        ready1 = store.w_ready & ~done[1] & split
+        m.d.comb += [self.i.ready.eq(ready0), self.i1.ready.eq(ready1)]
+        take0, take1 = self.i.valid & ready0, self.i1.valid & ready1
+        last0, last1 = take0 & self.i.payload.last, take1 & self.i1.payload.last
+        hi0 = Signal(range(self.beats_per_tap + 1))
+        m.d.comb += hi0.eq(Mux(split, upper.start, self.beats_per_tap))
+        j0, tap0 = self._counter(m, take0, self.i.payload.last, 0, hi0, "")
+        j1, tap1 = self._counter(m, take1, self.i1.payload.last, upper.start, upper.stop, "1")
+        in0, in1 = done[0] | last0, done[1] | last1
+        commit = Mux(split, in0 & in1, last0)
+        m.d.comb += store.w_commit.eq(commit)
+        m.d.sync += done.eq(Mux(commit, 0, Cat(in0, in1)))
+        # The second half's banks: from i1 while split, else from i (one mux per beat bit).
+        terms0 = self._terms(m, self.i.payload.data, "terms")
+        hi_data = Signal.like(self.i1.payload.data)
+        m.d.comb += hi_data.eq(Mux(split, self.i1.payload.data, self.i.payload.data))
+        terms1 = self._terms(m, hi_data, "terms1")
+        take_hi, j_hi, tap_hi = Signal(), Signal.like(j0), Signal.like(tap0)
+        m.d.comb += [take_hi.eq(Mux(split, take1, take0)), j_hi.eq(Mux(split, j1, j0)),
+                     tap_hi.eq(Mux(split, tap1, tap0))]
+        return ([(terms0, take0, j0, tap0)] * len(lower)
+                + [(terms1, take_hi, j_hi, tap_hi)] * len(upper))
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.store = store = PingPongBanks(banks=self.pairs, width=self.word_layout.size,
                                                    depth=self.taps)
         half = self.B // 2
-        beat = data.View(data.ArrayLayout(complex_layout(ACT_WIDTH), SLOTS_PER_BEAT),
-                         self.i.payload.data)
-        # Gauss terms of the 8 slots of the beat.
-        terms = Signal(data.ArrayLayout(WEIGHT_TERMS, SLOTS_PER_BEAT))
-        for s in range(SLOTS_PER_BEAT):
-            re, im = beat[s].re, beat[s].im
-            m.d.comb += [terms[s].c.eq(re), terms[s].d.eq(im), terms[s].cd.eq(re + im)]
-
-        j = Signal(range(self.beats_per_tap))
-        tap = Signal(range(self.taps))
-        take = self.i.valid & store.w_ready
-        m.d.comb += self.i.ready.eq(store.w_ready)
+        loads = self._split_loads(m, store) if self.splittable else self._one_load(m, store)
         for b in range(self.pairs):
             e = b % self.per_beat
+            terms, take, j, tap = loads[b // self.per_beat]
             word = data.View(self.word_layout, store.w_data[b])
             for k in range(half):
                 m.d.comb += word[k].eq(terms[e * half + k])
             m.d.comb += [store.w_addr[b].eq(tap),
                          store.w_en[b].eq(take & (j == b // self.per_beat))]
-        with m.If(take):
-            with m.If(j == self.beats_per_tap - 1):
-                m.d.sync += [j.eq(0), tap.eq(tap + 1)]
-            with m.Else():
-                m.d.sync += j.eq(j + 1)
-            with m.If(self.i.payload.last):
-                m.d.sync += [j.eq(0), tap.eq(0)]
-                m.d.comb += store.w_commit.eq(1)
 
         m.d.comb += [store.r_addr.eq(self.r_addr), store.r_en.eq(self.r_en),
                      store.r_release.eq(self.r_release), self.r_valid.eq(store.r_valid),

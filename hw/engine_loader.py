@@ -3,11 +3,11 @@ allow."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Shape, Signal, unsigned
+from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
+from fcircnn.arch.descriptor import FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
 from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS
 from fcircnn.models.layout import SLOTS_PER_BEAT
@@ -49,7 +49,10 @@ class EngineLoader(wiring.Component):
     and has only their ports: every kind on a one-port design; with a weight port
     (:class:`~fcircnn.arch.ports.PortMap`) two loaders walk the same nest side by side, one
     issuing the post records, residual and input boxes, the other the weight tiles, each on
-    its own read engine, each paced only by its own buffers.
+    its own read engine, each paced only by its own buffers. On a core whose weight tiles split
+    (``weight_half`` in ``reads``), a descriptor with ``FLAG_WSPLIT`` has the weight loader
+    read the first half of each weight tile and the input loader the second half after its
+    input box, into the weight buffer's second load stream ``w1_o``.
 
     Contract
     --------
@@ -58,7 +61,8 @@ class EngineLoader(wiring.Component):
     * One transfer at a time: the command, then its beats, then its status. A status other
       than OK pulses ``fail`` (code = the status) and ends the walk.
     * The walk steps to the next pass with the status of the pass's last read: its weight
-      tile, or its input box for a loader without weights.
+      tile (or half), or its input box for a loader without weights (or the tile's second
+      half with ``FLAG_WSPLIT``).
     * ``params_ready[h]``: the records of the m-tile of parity ``h`` are loaded.
 
     Parameters
@@ -113,6 +117,8 @@ class EngineLoader(wiring.Component):
                 ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
         if "weights" in reads:
             ports["w_o"] = Out(beat)
+        if "weight_half" in reads:
+            ports["w1_o"] = Out(beat)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -125,22 +131,33 @@ class EngineLoader(wiring.Component):
             ld.reset(ctl.new_desc)
         rd_box = Signal(box_layout(self.addr_width))
         m.d.comb += self.rd_cmd.payload.eq(rd_box)
-        dest = Signal(range(5))
-        ld_phase = Signal(range(4))  # 0 params, 1 residual, 2 input, 3 weights
+        dest = Signal(range(6))
+        # 0 params, 1 residual, 2 input, 3 weights (or their first half), 4 second half
+        ld_phase = Signal(range(5))
         # A loader without inputs starts each pass at its weights, one without weights steps
         # the walk at the input's status.
         first_phase = 0 if loads_in else 3
         m.d.comb += self.rd_data.ready.eq(dest == _DEST_PARAM)
         phases, params_loaded = {}, None
+        split = (d.flags & FLAG_WSPLIT).bool()
+        halves = "weight_half" in self.reads
+        # After the input box: the weights, the second half of a split tile, or the next pass.
+        after_input = 3 if loads_w else Mux(split, 4, 0) if halves else 0
         if loads_in:
             phases, params_loaded = self._input_side(m, ld, dest, rd_box, ld_phase,
-                                                     after_input=3 if loads_w else 0)
+                                                     after_input=after_input)
+        if halves:
+            m.d.comb += self.w1_o.payload.eq(self.rd_data.payload)
+            with m.If(dest == _DEST_W1):
+                m.d.comb += [self.w1_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.w1_o.ready)]
+            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, split)
         if loads_w:
             m.d.comb += self.w_o.payload.eq(self.rd_data.payload)
             with m.If(dest == _DEST_W):
                 m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
                              self.rd_data.ready.eq(self.w_o.ready)]
-            phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase)
+            phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase, split)
 
         ld_cmd_valid = Signal()
         m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
@@ -174,19 +191,40 @@ class EngineLoader(wiring.Component):
                         if loads_in:
                             with m.If(dest == _DEST_PARAM):
                                 m.d.sync += params_loaded.eq(1)
-                        with m.If(dest == (_DEST_W if loads_w else _DEST_IN)):
+                        # The pass's last read: its weight tile (or first half), its input
+                        # box, or with FLAG_WSPLIT the second half after the input box.
+                        if loads_w:
+                            step = dest == _DEST_W
+                        elif halves:
+                            step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
+                        else:
+                            step = dest == _DEST_IN
+                        with m.If(step):
                             ld.advance()
                         m.next = "NEXT"
         m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
         return m
 
-    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase):
-        """Phase 3: the pass's ``(mt, nt)`` weight tile, once its buffer half is free."""
+    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase, split):
+        """Phase 3: the pass's ``(mt, nt)`` weight tile (with ``FLAG_WSPLIT`` its first half),
+        once its buffer half is free."""
         def issue():
             with m.If(self.w_o.ready):
                 m.d.sync += [dest.eq(_DEST_W), ld_phase.eq(first_phase),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
-                                     d.weight_tile_bytes >> 4)]
+                                        Mux(split, d.weight_tile_bytes >> 5,
+                                            d.weight_tile_bytes >> 4))]
+                m.next = "CMD"
+        return issue
+
+    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, split):
+        """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor: the second half of
+        the pass's weight tile, once the weight buffer takes it."""
+        def issue():
+            with m.If(self.w1_o.ready):
+                m.d.sync += [dest.eq(_DEST_W1), ld_phase.eq(0),
+                             linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt
+                                        + (d.weight_tile_bytes >> 1), d.weight_tile_bytes >> 5)]
                 m.next = "CMD"
         return issue
 
@@ -279,4 +317,4 @@ class EngineLoader(wiring.Component):
 
 
 #: Where the beats of the transfer in flight go.
-_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W = range(5)
+_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1 = range(6)

@@ -13,7 +13,7 @@ from amaranth.hdl import Module
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import descriptor_layout
+from fcircnn.arch.descriptor import FLAG_WSPLIT, descriptor_layout
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
@@ -73,6 +73,8 @@ class LayerEngine(wiring.Component):
       :class:`~fcircnn.hw.buffer_weight.WeightBuffer`; it runs ahead as far as the ping-pong buffers
       allow, so loads overlap compute. With two AXI ports (``axi_ports``) a second loader
       (``wloader``) issues the weight tiles on ``rd1_*`` and the first the rest on ``rd_*``;
+      a descriptor with ``FLAG_WSPLIT`` has each loader read one half of every weight tile,
+      both halves filling the weight buffer at once (``splits``);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -145,6 +147,8 @@ class LayerEngine(wiring.Component):
             self.core = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, lanes)
             #: Which port carries which read.
             self.ports = PortMap(axi_ports)
+            #: Whether a descriptor can split this core's weight tiles over the two ports.
+            self.splits = self.ports.splits_weights(self.core.weight_tile_beats(1))
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.geometry = geometry
@@ -193,7 +197,7 @@ class LayerEngine(wiring.Component):
         geo, core = self.geometry, self.core
         Tn, Tm, Td, Tr, Tc, B, L = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.lanes
         m.submodules.inbuf = InputBuffer.of(core, geo)
-        m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps)
+        m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps, splittable=self.splits)
         m.submodules.pe = PEArray(Tn, Tm, B, L)
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
         m.submodules.psum = PartialSumBuffer(Tm, L, Tr * Td // L, Tc)
@@ -215,7 +219,8 @@ class LayerEngine(wiring.Component):
         max_size, max_groups = post_chain_size(core, geo)
         resbuf = sub.resbuf if geo.residual else None
         m.submodules.control = EngineControl(aw)
-        for name, reads in zip(("loader", "wloader"), self.ports.loader_reads(), strict=False):
+        for name, reads in zip(("loader", "wloader"),
+                               self.ports.loader_reads(core.weight_tile_beats(1)), strict=False):
             m.submodules[name] = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
                 res_box=resbuf.box.shape() if resbuf is not None else None)
@@ -282,6 +287,9 @@ class LayerEngine(wiring.Component):
         wiring.connect(m, ld.in_o, inbuf.i)
         m.d.comb += [inbuf.box.eq(ld.in_box), inbuf.stride_d.eq(ld.in_stride_d)]
         wiring.connect(m, wl.w_o, wbuf.i)
+        if self.splits:
+            wiring.connect(m, ld.w1_o, wbuf.i1)
+            m.d.comb += wbuf.split.eq((ctl.ctl.desc.flags & FLAG_WSPLIT).bool())
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]
         if self.geometry.residual:

@@ -73,6 +73,31 @@ layers:
 """
 
 
+#: C3D's classifier in small: an FC layer from a map (fc1: a 2x4x4 kernel, 32 taps, as fc6 from
+#: pool5) and FC layers on 1x1x1 (fc2, fc3: one tap), several weight tiles per layer on a
+#: ``Tn = Tm = 32`` core; on two AXI ports the compiler splits fc1's weight tiles
+#: (``FLAG_WSPLIT``), whose 256 beats dwarf its 64 input beats a pass.
+FC_NET = """
+name: fc_stack
+input: {channels: 64, depth: 2, height: 4, width: 4}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: c1, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: fc1, type: fc, out_channels: 256, crelu: true}
+  - {name: fc2, type: fc, out_channels: 256, crelu: true}
+  - {name: fc3, type: fc, out_channels: 10}
+"""
+
+
+def write_fc_accelerator(folder: Path) -> Path:
+    """The small accelerator with ``Tn = Tm = 32`` and two AXI ports on :data:`FC_NET` (see
+    :func:`write_small_accelerator`)."""
+    path = write_small_accelerator(folder, tn=32, tm=32, net=FC_NET)
+    path.write_text(path.read_text() + "axi_ports: 2\n")
+    return path
+
+
 def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm")
                             ) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` and the given ``unroll`` on

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.estimate import estimate_resources
-from fcircnn.gen.perf_model import model_network
+from fcircnn.gen.perf_network import model_network
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.report import describe_image, format_estimate, format_report, format_table
 

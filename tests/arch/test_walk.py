@@ -4,12 +4,13 @@ ranges, the reads load every weight tile once per tile, the pool boxes cover eve
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_RESIDUAL, OP_POOL
+from fcircnn.arch.descriptor import FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry
 from fcircnn.arch.walk import (
     Box,
@@ -94,6 +95,21 @@ def test_reads_come_in_the_loaders_order_with_every_weight_tile_per_tile(desc, c
                     for k in kinds)
     assert order.replace("p", "").replace("r", "") == "iw" * len(weights)
     assert order.startswith("p") and "rp" not in order  # records before the residual
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV[:4])
+def test_a_split_weight_tile_is_read_in_two_contiguous_halves(desc, core, fused):
+    whole = [box for kind, box in conv_reads(desc, core) if kind == "weights"]
+    split = dataclasses.replace(desc, flags=desc.flags | FLAG_WSPLIT)
+    kinds = [kind for kind, _ in conv_reads(split, core) if kind != "params"]
+    halves = [box for kind, box in conv_reads(split, core) if kind.startswith("weight")]
+    assert len(halves) == 2 * len(whole)
+    half = desc.weight_tile_bytes // 2
+    for box, first, second in zip(whole, halves[::2], halves[1::2], strict=True):
+        assert (first.addr, first.len[2] * 16) == (box.addr, half)
+        assert (second.addr, second.len[2] * 16) == (box.addr + half, half)
+    # Each pass: [residual] input, the weight loader's half, the input loader's half.
+    assert "".join(k[0] for k in kinds if k != "residual").replace("iww", "") == ""
 
 
 @pytest.mark.parametrize(("desc", "core", "fused"), CONV)

@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WSPLIT,
     OP_CONV,
     OP_GAP,
     OP_POOL,
@@ -35,7 +37,9 @@ from fcircnn.gen.compiler import (
     compile_network,
     gap_weight_slots,
     image_for_clip,
+    pack_weight_image,
     plan_network,
+    split_pays,
 )
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
@@ -80,7 +84,10 @@ def _decode_weights(raw, d, Tn, Tm, B):
     for mt in range(d.m_tiles):
         for nt in range(d.n_tiles):
             start = (mt * d.n_tiles + nt) * tile_bytes
-            tile = flat[start:start + tile_bytes].reshape(taps, pm, qn, half, 2)
+            tile = flat[start:start + tile_bytes]
+            if d.flags & FLAG_WSPLIT:  # half-major: every tap's first half, then the seconds
+                tile = tile.reshape(2, taps, tile_bytes // taps // 2).transpose(1, 0, 2)
+            tile = tile.reshape(taps, pm, qn, half, 2)
             for t in range(taps):
                 for p in range(pm):
                     for q in range(qn):
@@ -187,6 +194,39 @@ def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
     folded = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer)
     assert image.read(image.region("input").base, image.region("input").size) == \
         pack_ncdhw8(*folded)
+
+
+def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator):
+    # On two ports the fused test network's FC layer is weight-bound: the compiler splits
+    # its tiles (the model says so) and lays each out half-major; the decoder above reads
+    # that layout independently and the image still computes the golden contract.
+    path = fused_accelerator(tmp_path)
+    path.write_text(path.read_text() + "axi_ports: 2\n")
+    acc2 = load_accelerator(path)
+    image = compile_network(acc2, seed=4, base=0x10000)
+    flagged = {lp.layer.name: bool(lp.descriptor.flags & FLAG_WSPLIT)
+               for lp in image.plan.layers}
+    assert flagged == {"f1": False, "f2": False, "fc": True}
+    for lp in image.plan.layers:
+        assert split_pays(acc2, replace(lp.descriptor, flags=lp.descriptor.flags
+                                        & ~FLAG_WSPLIT), lp.core) == flagged[lp.layer.name]
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc2)
+    for layer in acc2.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          image.expected[layer.name][c], layer.name)
+    one_port = compile_network(load_accelerator(fused_accelerator(tmp_path / "one")), seed=4,
+                               base=0x10000)
+    assert not any(lp.descriptor.flags & FLAG_WSPLIT for lp in one_port.plan.layers)
+
+
+def test_a_split_tile_image_is_the_whole_tiles_halves_reordered():
+    rng = np.random.default_rng(1)
+    re, im = (rng.integers(-127, 128, size=(4, 4, 4, 1, 2, 3)) for _ in range(2))
+    whole = np.frombuffer(pack_weight_image(re, im, 32, 32, 8), np.int8).reshape(1, 1, 6, -1)
+    split = np.frombuffer(pack_weight_image(re, im, 32, 32, 8, split=True), np.int8)
+    halves = whole.reshape(1, 1, 6, 2, -1).transpose(0, 1, 3, 2, 4)
+    assert split.tobytes() == np.ascontiguousarray(halves).tobytes() != whole.tobytes()
 
 
 def test_fold_off_runs_the_first_layer_as_written(acc_path, image):

@@ -18,9 +18,8 @@ from fcircnn.gen.perf_model import (
     MemoryModel,
     _Conv,
     gops_per_dsp,
-    model_layer,
-    model_network,
 )
+from fcircnn.gen.perf_network import model_layer, model_network
 from fcircnn.models.config import load_accelerator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +100,7 @@ def _core(tn):
 @pytest.mark.parametrize("config, names", [
     ("c3d_zcu102.yaml", ["conv2a", "conv4a", "conv5b", "fc6"]),
     ("r3d18_zcu102.yaml", ["l2b1_conv1", "l2b1_down", "l4b1_conv2", "gap"]),
+    ("c3d_zcu102_best.yaml", ["fc6", "fc7"]),  # two ports, weight tiles split (FLAG_WSPLIT)
 ])
 def test_steady_state_shortcut_is_exact(config, names):
     acc = load_accelerator(MODELS / config)

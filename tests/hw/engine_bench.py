@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fcircnn.arch.descriptor import OP_POOL, LayerDescriptor
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
-from fcircnn.arch.walk import Box
+from fcircnn.arch.walk import Box, conv_reads
 from fcircnn.gen.compiler import plan_network
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.models.config import load_config
@@ -177,3 +177,12 @@ class Dma:
                 got.append(int(payload.data))
         ctx.set(self.sink.ready, 0)
         return got
+
+
+def weight_bytes(acc, image, kind: str = "weights") -> int:
+    """Bytes of every weight tile (or tile half) of ``kind`` the layer engines read (a tile
+    once per spatial tile)."""
+    return sum(box.len[2] * 16 for lp in image.plan.layers for d in lp.descriptors
+               if d.op != OP_POOL
+               for k, box in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
+               if k == kind)

@@ -9,16 +9,19 @@ depth taps folded into input channels (3 channels, one block of the core's two, 
 blocks: a 1x3x3 kernel over two n-tiles). Every layer's output is compared bit for bit with the
 golden integer contract (``expected`` of the compiled image) by
 :mod:`fcircnn.sim.tb_accelerator`. The same core with two AXI ports (``axi_ports: 2``: the
-weight tiles on ``m_axi1``) is a second build.
+weight tiles on ``m_axi1``) is a second build. (Weight tiles split over both ports,
+``FLAG_WSPLIT``, run in ``test_accelerator_fused_pool.py``: this core's tiles are too small for
+the compiler to split them.)
 """
 
 import pytest
+from engine_bench import weight_bytes
 
-from fcircnn.arch.descriptor import OP_POOL
-from fcircnn.arch.geometry import CoreGeometry
-from fcircnn.arch.walk import conv_reads
 from fcircnn.gen.compiler import compile_network
 from fcircnn.models.config import load_accelerator
+
+#: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
+pytestmark = pytest.mark.xdist_group("accelerator_small")
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +46,14 @@ def _check(doc, image):
     assert doc["pe_busy"] <= doc["total_cycles"]
 
 
-def test_every_layer_kind_is_bit_exact(compiled, run_image):
-    doc = run_image(compiled[0], compiled[2], "plain")
+@pytest.fixture(scope="module")
+def plain(compiled, run_image):
+    """The image run once without back-pressure (compared against by the relocation tests)."""
+    return run_image(compiled[0], compiled[2], "plain")
+
+
+def test_every_layer_kind_is_bit_exact(compiled, plain):
+    doc = plain
     _check(doc, compiled[1])
     c1 = doc["layers"][0]
     # 3x3x3 conv on 4x4 tiles of a core that takes a beat a cycle: the PE array is busy most
@@ -53,11 +62,10 @@ def test_every_layer_kind_is_bit_exact(compiled, run_image):
 
 
 @pytest.mark.parametrize("base", [0x0, 0x203000])
-def test_the_same_image_runs_at_another_base(compiled, run_image, base):
+def test_the_same_image_runs_at_another_base(compiled, run_image, plain, base):
     # The driver places an image compiled for 0x10000 at another page-aligned base (as on a
     # board, where the buffer's address is known only at run time): bit-exact, and the same
     # cycles (bursts split at the same 4 KB boundaries).
-    plain = run_image(compiled[0], compiled[2], "plain")
     doc = run_image(compiled[0], compiled[2], f"at-{base:#x}", relocate=base)
     _check(doc, compiled[1])
     assert [la["cycles"] for la in doc["layers"]] == [la["cycles"] for la in plain["layers"]]
@@ -109,20 +117,12 @@ def two_ports(tmp_path_factory, small_accelerator):
     return acc, image, root
 
 
-def _weight_bytes(acc, image) -> int:
-    """Bytes of every weight tile the layer engines read (a tile once per spatial tile)."""
-    return sum(d.weight_tile_bytes for lp in image.plan.layers for d in lp.descriptors
-               if d.op != OP_POOL
-               for kind, _ in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
-               if kind == "weights")
-
-
 def test_two_ports_are_bit_exact_under_backpressure_with_the_weights_on_the_second(
         two_ports, run_image):
     acc, image, root = two_ports
     doc = run_image(acc, root, "two-ports", backpressure=0.3, latency=6, seed=5)
     _check(doc, image)
-    weights, rest = _weight_bytes(acc, image), doc["read_bytes"][0]
+    weights, rest = weight_bytes(acc, image), doc["read_bytes"][0]
     assert doc["read_bytes"][1] == weights > 0 and rest > 0
 
 
@@ -136,3 +136,4 @@ def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
     assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
     assert fault["error_code"] == 3 and r.base <= fault["error_addr"] < r.end
     _check(doc, image)  # the next start runs the whole list again, bit-exact
+

@@ -10,7 +10,7 @@ the run about 170,000 cycles (4 minutes); it is the figure of ``bench/README.md`
 import pytest
 
 from fcircnn import simulate as sim
-from fcircnn.gen.perf_model import model_network
+from fcircnn.gen.perf_network import model_network
 from fcircnn.models.config import builtin_path
 
 

@@ -10,23 +10,52 @@ through the depth). The same network loads only the input slot groups a layer ha
 channels, depth taps folded into 24 channels, are two groups in one n-tile of the core's
 four blocks, f2's 48 channels an n-tile of two groups and one of one. The compiled plan is
 checked to be fused, so the test cannot fall back to pool passes unnoticed.
+
+The two-lane core runs on two AXI ports: its FC layer (18 taps of 8 beats a weight tile, 36
+input beats a pass) is weight-bound, so the compiler splits its weight tiles over both ports
+(``FLAG_WSPLIT``: the weight loader reads the first half of each tile on ``m_axi1``, the input
+loader the second on ``m_axi``, both filling the weight buffer at once), while the conv layers
+keep whole tiles on ``m_axi1``.
 """
 
 import pytest
+from engine_bench import weight_bytes
 
-from fcircnn.arch.descriptor import FLAG_POOL, OP_CONV
+from fcircnn.arch.descriptor import FLAG_POOL, FLAG_WSPLIT, OP_CONV
 from fcircnn.gen.compiler import compile_network
 from fcircnn.models.config import load_accelerator
 
+#: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
+pytestmark = pytest.mark.xdist_group("accelerator_fused")
 
-@pytest.fixture(scope="module", params=[["td", "tn", "tm"], ["tn", "tm"]],
-                ids=["two-lanes", "one-lane"])
+
+@pytest.fixture(scope="module", params=[(["td", "tn", "tm"], 2), (["tn", "tm"], 1)],
+                ids=["two-lanes-2ports", "one-lane"])
 def compiled(request, tmp_path_factory, fused_accelerator):
     root = tmp_path_factory.mktemp("fused")
-    acc = load_accelerator(fused_accelerator(root, unroll=request.param))
+    unroll, ports = request.param
+    path = fused_accelerator(root, unroll=unroll)
+    path.write_text(path.read_text() + f"axi_ports: {ports}\n")
+    acc = load_accelerator(path)
     image = compile_network(acc, seed=5, base=0x10000)
     image.save(root / "image")
     return acc, image, root
+
+
+@pytest.fixture(scope="module")
+def backpressured(compiled, run_image):
+    """The image run with 30% random back-pressure on every AXI channel and a 6-cycle read
+    latency (once per core: the tests below check the same run)."""
+    acc, _, root = compiled
+    return run_image(acc, root, "backpressure", backpressure=0.3, latency=6, seed=7)
+
+
+def _check(doc, compiled):
+    assert doc["status"] == "done" and doc["passed"]
+    names = [layer["name"] for layer in doc["layers"]]
+    assert names == [lp.layer.name for lp in compiled[1].plan.layers]
+    for layer in doc["layers"]:
+        assert layer["passed"] and layer["mismatches"] == 0, layer
 
 
 def test_pools_are_fused(compiled):
@@ -40,13 +69,25 @@ def test_pools_are_fused(compiled):
     assert not any(r.name.endswith(".conv") for r in image.plan.regions)
 
 
-@pytest.mark.parametrize("params", [{}, {"backpressure": 0.3, "latency": 6, "seed": 7}],
-                         ids=["plain", "backpressure"])
-def test_fused_pools_are_bit_exact(compiled, run_image, params):
+def test_fused_pools_are_bit_exact_under_backpressure(compiled, backpressured):
+    _check(backpressured, compiled)
+
+
+@pytest.mark.slow  # the same outputs with other timing: a minute of simulation per core
+def test_fused_pools_are_bit_exact_without_backpressure(compiled, run_image):
     acc, _, root = compiled
-    doc = run_image(acc, root, "run-" + "-".join(map(str, params.values())), **params)
-    assert doc["status"] == "done" and doc["passed"]
-    names = [layer["name"] for layer in doc["layers"]]
-    assert names == [lp.layer.name for lp in compiled[1].plan.layers]
-    for layer in doc["layers"]:
-        assert layer["passed"] and layer["mismatches"] == 0, layer
+    _check(run_image(acc, root, "plain"), compiled)
+
+
+def test_weight_tiles_split_over_two_ports_where_they_bind(compiled, backpressured):
+    acc, image, _ = compiled
+    split = [lp.layer.name for lp in image.plan.layers if lp.descriptor.flags & FLAG_WSPLIT]
+    assert split == (["fc"] if acc.axi_ports == 2 else [])
+    _check(backpressured, compiled)
+    read = backpressured["read_bytes"]
+    assert len(read) == acc.axi_ports
+    if acc.axi_ports == 2:
+        # port 1: every whole tile and first half; port 0 also the second halves
+        halves = weight_bytes(acc, image, "weight_half")
+        assert halves > 0 and read[1] == weight_bytes(acc, image)
+        assert read[0] > halves

@@ -22,7 +22,7 @@ import pytest
 from fcircnn.arch.geometry import EngineGeometry, engine_geometry
 from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.generate import accelerator_verilog
-from fcircnn.gen.perf_model import model_network
+from fcircnn.gen.perf_network import model_network
 from fcircnn.hw.accelerator import TOP_NAME
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.scale import scale_accelerator

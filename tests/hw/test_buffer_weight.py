@@ -19,20 +19,30 @@ def weight_image(rng, Tn, Tm, B, taps):
     return (re, im), [int.from_bytes(row.tobytes(), "little") for row in flat]
 
 
-def run(dut, tiles, taps_used):
-    got = []
-
-    async def loader(ctx):
+def feeder(port, tiles, rng=None, stall=0.0):
+    """A testbench that offers each tile's beats on ``port`` (``last`` on each tile's final
+    beat), idling a cycle before a beat with probability ``stall``."""
+    async def feed(ctx):
         for beats in tiles:
             for k, beat in enumerate(beats):
-                ctx.set(dut.i.payload, {"data": beat, "last": int(k == len(beats) - 1)})
-                ctx.set(dut.i.valid, 1)
-                await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
+                while rng is not None and rng.random() < stall:
+                    ctx.set(port.valid, 0)
+                    await ctx.tick()
+                ctx.set(port.payload, {"data": beat, "last": int(k == len(beats) - 1)})
+                ctx.set(port.valid, 1)
+                await ctx.tick().until(port.ready)
+            ctx.set(port.valid, 0)
+    return feed
+
+
+def run(dut, tiles, taps_used, *, loaders=None, rng=None, stall=0.0):
+    got = []
 
     async def reader(ctx):
         for _ in tiles:
             await ctx.tick().until(dut.r_valid)
+            while rng is not None and rng.random() < stall:
+                await ctx.tick()
             words = []
             for t in range(taps_used):
                 ctx.set(dut.r_addr, t)
@@ -49,7 +59,8 @@ def run(dut, tiles, taps_used):
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(loader, background=True)
+    for loader in loaders or [feeder(dut.i, tiles)]:
+        sim.add_testbench(loader, background=True)
     sim.add_testbench(reader)
     sim.run()
     return got
@@ -77,6 +88,73 @@ def test_gauss_terms_per_block_pair(Tn, Tm, B, taps):
                         assert (term.c, term.cd, term.d) == (c, c + d, d)
 
 
+def check_terms(refs, got, Tn, Tm, B):
+    for (re, im), words in zip(refs, got, strict=True):
+        for t, w in enumerate(words):
+            for p in range(Tm // B):
+                for q in range(Tn // B):
+                    for k in range(B // 2):
+                        term = w[p][q][k]
+                        c, d = re[t, p, q, k], im[t, p, q, k]
+                        assert (term.c, term.cd, term.d) == (c, c + d, d), (t, p, q, k)
+
+
+@pytest.mark.parametrize(("Tn", "Tm", "B", "taps", "split"), [
+    (16, 16, 8, 3, True), (32, 32, 8, 1, True), (16, 32, 16, 2, True), (16, 16, 8, 3, False)])
+def test_split_tiles_load_on_two_streams_at_once(Tn, Tm, B, taps, split):
+    """A splittable buffer: with ``split`` the first half of every tap's beats on ``i`` and
+    the second on ``i1``, both streams and the reader stalling at random, or (``split`` low)
+    the whole tile on ``i``: the same terms as the one-stream buffer."""
+    rng = np.random.default_rng(taps * Tm + Tn + split)
+    buf = WeightBuffer(Tn, Tm, B=B, taps=taps, splittable=True)
+    bpt = buf.beats_per_tap
+    tiles, refs = [], []
+    for _ in range(4):
+        ref, beats = weight_image(rng, Tn, Tm, B, taps)
+        tiles.append(beats)
+        refs.append(ref)
+    if split:
+        lo = [[b for k, b in enumerate(t) if k % bpt < bpt // 2] for t in tiles]
+        hi = [[b for k, b in enumerate(t) if k % bpt >= bpt // 2] for t in tiles]
+        loaders = [feeder(buf.i, lo, rng, 0.3), feeder(buf.i1, hi, rng, 0.3)]
+    else:
+        loaders = [feeder(buf.i, tiles, rng, 0.3)]
+
+    async def hold(ctx):
+        ctx.set(buf.split, int(split))
+
+    got = run(buf, tiles, taps, loaders=[hold, *loaders], rng=rng, stall=0.3)
+    check_terms(refs, got, Tn, Tm, B)
+
+
+def test_split_halves_take_a_beat_each_per_cycle():
+    """Both streams always valid: a split tile of ``2 * h`` beats loads in ``h`` cycles."""
+    buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True)
+    cycles = []
+
+    async def bench(ctx):
+        ctx.set(buf.split, 1)
+        ctx.set(buf.i.valid, 1)
+        ctx.set(buf.i1.valid, 1)
+        half = buf.beats_per_tap // 2
+        for k in range(half):
+            ctx.set(buf.i.payload, {"data": k, "last": int(k == half - 1)})
+            ctx.set(buf.i1.payload, {"data": k, "last": int(k == half - 1)})
+            assert ctx.get(buf.i.ready) and ctx.get(buf.i1.ready)
+            await ctx.tick()
+            cycles.append(k)
+        ctx.set(buf.i.valid, 0)
+        ctx.set(buf.i1.valid, 0)
+        await ctx.tick()
+        assert ctx.get(buf.r_valid) and not ctx.get(buf.conflict)
+
+    sim = Simulator(buf)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(cycles) == buf.beats_per_tap // 2
+
+
 def test_sizes_from_config():
     acc = load_accelerator(builtin_path("c3d_zcu102"))
     buf = WeightBuffer.from_config(acc, acc.cores[0])
@@ -97,6 +175,8 @@ def test_sizes_from_config():
     ({"taps": 1.5}, TypeError, "taps must be an integer"),
     ({"B": 2}, ValueError, "B must be one of"),
     ({"Tn": 4, "Tm": 8, "B": 4}, ValueError, r"multiple of 16/B = 4"),
+    ({"Tn": 8, "splittable": True}, ValueError, "even number of beats per tap, not 1"),
+    ({"splittable": 1}, TypeError, "splittable must be a bool"),
 ])
 def test_bad_parameters(kwargs, exc, match):
     args = {"Tn": 16, "Tm": 16, "B": 8, "taps": 3} | kwargs

@@ -2,17 +2,20 @@
 the Python walk (:func:`fcircnn.arch.walk.conv_reads`): the same reads in the same order, every
 beat routed to its buffer, with random DMA and buffer back-pressure; a failing read ends the
 walk with its status. The same for the two loaders of a two-port engine (the input loader's
-reads and the weight loader's, each in the walk's order)."""
+reads and the weight loader's, each in the walk's order), also with every weight tile split
+between them (``FLAG_WSPLIT``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
-from fcircnn.arch.ports import ALL_READS, INPUT_READS, WEIGHT_READS
+from fcircnn.arch.descriptor import FLAG_WSPLIT
+from fcircnn.arch.ports import ALL_READS, INPUT_READS, SPLIT_INPUT_READS, WEIGHT_READS
 from fcircnn.arch.walk import conv_reads
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.buffer_input import input_box_layout
@@ -45,6 +48,8 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
         sink_ports = {"input": dut.in_o} if loads_in else {}
         if loads_w:
             sink_ports["weights"] = dut.w_o
+        if "weight_half" in reads:
+            sink_ports["weight_half"] = dut.w1_o
         if case.geometry.residual and loads_in:
             sink_ports["residual"] = dut.res_o
         while True:
@@ -59,6 +64,8 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
                  ("params", dut.params.en, dut.params.en)] if loads_in else []
         if loads_w:
             sinks.append(("weights", dut.w_o.valid, dut.w_o.ready))
+        if "weight_half" in reads:
+            sinks.append(("weight_half", dut.w1_o.valid, dut.w1_o.ready))
         if case.geometry.residual and loads_in:
             sinks.append(("residual", dut.res_o.valid, dut.res_o.ready))
         ports = [dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
@@ -111,6 +118,32 @@ def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds)
         assert beats == list(range(box_beats(box)))
     if "params" in kinds:
         assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
+
+
+def split_cases():
+    """The conv cases whose core can split a weight tile, their descriptors with
+    ``FLAG_WSPLIT``."""
+    return [dataclasses.replace(c, name=f"{c.name}-split", desc=dataclasses.replace(
+        c.desc, flags=c.desc.flags | FLAG_WSPLIT))
+        for c in conv_cases() if c.core.weight_tile_beats(1) % 2 == 0]
+
+
+@pytest.mark.parametrize("kinds", [SPLIT_INPUT_READS, WEIGHT_READS],
+                         ids=["input loader", "weight loader"])
+@pytest.mark.parametrize("case", [*split_cases(), *conv_cases()[:3]], ids=str)
+def test_split_weight_tiles_are_read_half_by_each_loader(case, kinds):
+    """With ``FLAG_WSPLIT`` the weight loader reads the first half of every weight tile and
+    the input loader the second after its input box; without it the input loader of a core
+    that can split reads no weights."""
+    split = bool(case.desc.flags & FLAG_WSPLIT)
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    assert split == any(kind == "weight_half" for kind, _ in conv_reads(case.desc, case.core))
+    boxes, taken, fails, (idle, _) = run(case, reads=kinds, seed=hash(case.name) % 1000)
+    assert idle and not fails
+    assert boxes == [box for _, box in reads]
+    for n, (kind, box) in enumerate(reads):
+        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
+        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
 
 
 @pytest.mark.parametrize("status", [Status.BAD_COMMAND, Status.OVERFLOW, Status.BUS_ERROR])

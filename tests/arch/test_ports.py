@@ -1,0 +1,56 @@
+"""The port contract (:mod:`fcircnn.arch.ports`): which port carries which read, and the
+rule for splitting a weight tile over both ports."""
+
+import pytest
+
+from fcircnn.arch.ports import (
+    ALL_READS,
+    INPUT_READS,
+    LOADER_READS,
+    READ_KINDS,
+    SPLIT_INPUT_READS,
+    WEIGHT_READS,
+    PortMap,
+    weight_halves,
+)
+
+
+def test_one_port_carries_everything_with_one_loader():
+    ports = PortMap(1)
+    assert (ports.weights, ports.weight_loader, ports.managers) == (0, False, ("m_axi",))
+    assert ports.loader_reads(32) == (ALL_READS,)
+    assert not ports.splits_weights(32)  # nothing to split over
+
+
+def test_two_ports_give_the_weights_a_loader_and_split_even_tiles():
+    ports = PortMap(2)
+    assert (ports.weights, ports.weight_loader) == (1, True)
+    assert ports.managers == ("m_axi", "m_axi1")
+    assert ports.loader_reads(1) == (INPUT_READS, WEIGHT_READS)  # 1 beat a tap: no split
+    assert ports.loader_reads(2) == (SPLIT_INPUT_READS, WEIGHT_READS)
+    assert [ports.splits_weights(n) for n in (1, 2, 3, 4, 32)] == [False, True, False, True,
+                                                                   True]
+
+
+def test_the_read_kinds_are_partitioned_between_the_loaders():
+    assert ALL_READS | {"weight_half"} == set(READ_KINDS)
+    assert INPUT_READS | WEIGHT_READS == ALL_READS and not INPUT_READS & WEIGHT_READS
+    assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 4
+
+
+def test_weight_halves_are_the_first_and_second_half_of_a_tap():
+    assert weight_halves(2) == (range(0, 1), range(1, 2))
+    assert weight_halves(32) == (range(0, 16), range(16, 32))
+
+
+@pytest.mark.parametrize("beats", [0, 1, 3, 2.0, True])
+def test_weight_halves_need_an_even_count(beats):
+    with pytest.raises(ValueError, match="even number of beats per tap"):
+        weight_halves(beats)
+
+
+@pytest.mark.parametrize("n", [0, 3, 4, "2", None])
+def test_other_port_counts_are_refused_with_the_allowed_values(n):
+    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2"):
+        PortMap(n)
