@@ -1,5 +1,7 @@
-"""Bad input through every command (issue 14): a corpus by class, run in subprocesses, and
-property-based malformed YAML and arrays run in-process.
+"""Bad input through every command (issue 14): a corpus by class, run in-process through
+:func:`fcircnn.cli.main` (and one case of each class again as a real ``python -m fcircnn.cli``
+process: the exit status and stderr a shell sees), and property-based malformed YAML and
+arrays run in-process.
 
 Every case must end with exit code 2 and one ``error:`` message naming the file or flag and
 the problem, never a traceback, within a bounded time. The corpus is
@@ -45,15 +47,8 @@ def test_corpus_covers_every_command_and_class():
     assert len({c.id for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_refused_cleanly(case, corpus):
-    argv = [a.replace("{d}", str(corpus)) for a in case.argv]
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", *argv], capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
-    took = time.perf_counter() - start
-    err = proc.stderr
-    assert proc.returncode == 2, f"exit {proc.returncode}\n{err}"
+def _refused_cleanly(case, code: int, err: str, took: float, corpus: Path) -> None:
+    assert code == 2, f"exit {code}\n{err}"
     assert "Traceback" not in err and "internal error" not in err, err
     assert err.startswith(("error: ", "usage: ")), err
     for fragment in case.fragments:
@@ -61,6 +56,31 @@ def test_bad_input_is_refused_cleanly(case, corpus):
     assert took < TIME_LIMIT, f"took {took:.1f} s"
     assert not (corpus / "out").exists() or not any((corpus / "out").rglob("*.*")), \
         "a refused command wrote output"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_refused_cleanly(case, corpus, capsys):
+    argv = [a.replace("{d}", str(corpus)) for a in case.argv]
+    start = time.perf_counter()
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    took = time.perf_counter() - start
+    _refused_cleanly(case, code, capsys.readouterr().err, took, corpus)
+
+
+#: The first case of each class, also run as its own process.
+PROCESS_CASES = list({c.id.split("-")[0]: c for c in reversed(CASES)}.values())
+
+
+@pytest.mark.parametrize("case", PROCESS_CASES, ids=[c.id for c in PROCESS_CASES])
+def test_a_real_process_refuses_bad_input_the_same_way(case, corpus):
+    argv = [a.replace("{d}", str(corpus)) for a in case.argv]
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", *argv], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    _refused_cleanly(case, proc.returncode, proc.stderr, time.perf_counter() - start, corpus)
 
 
 # --------------------------------------------------------------------------------------------

@@ -394,6 +394,7 @@ def test_timeout_estimate_grows_with_backpressure():
 TEST_ACCELERATOR = Path(__file__).parent / "hw" / "configs" / "two_core.yaml"
 
 
+@pytest.mark.xdist_group("two_core")  # the build tests/hw/test_accelerator_layers.py shares
 def test_real_run_on_the_test_accelerator(tmp_path):
     runner.require_simulator("verilator")
     layers = ["c5", "fc6"]  # a spatial-core conv with its pool pass, a pointwise-core FC

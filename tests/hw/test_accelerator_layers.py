@@ -30,6 +30,10 @@ from fcircnn.hw.common import never_elaborated
 from fcircnn.models.config import load_accelerator
 from fcircnn.sim.runner import run_cocotb
 
+#: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
+pytestmark = pytest.mark.xdist_group("two_core")
+
+
 CONFIG = Path(__file__).parent / "configs" / "two_core.yaml"
 TESTBENCH = "fcircnn.sim.tb_accelerator"
 
