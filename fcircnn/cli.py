@@ -1084,8 +1084,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="(Tn, Tm) of the pointwise core of two-core points (default: "
                          + ",".join(f"{a}x{b}" for a, b in space.pointwise) + ")")
     sw.add_argument("--axi-ports", type=_int_list, default=space.axi_ports, metavar="LIST",
-                    help="AXI ports, 1 and/or 2 (2: the weight tiles on a port of their own; "
-                         "default: 1)")
+                    help="AXI ports, 1 and/or 2 (2: the weight tiles on a port of their own, "
+                         "split over both where they bind; default: 1)")
     sw.add_argument("--reference", action="append", metavar="ACC.yaml",
                     help="accelerator file(s) to mark as references (default: the built-in "
                          "<network>_zcu102, the paper's configuration)")

@@ -56,7 +56,9 @@ feeds). ``lut`` counts logic LUTs plus the LUTs that LUT RAM and shift registers
 device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric (DESIGN
 section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI port's read
 engine (``dma1``, ``axi_ports: 2``) has no coefficients of its own until calibration points
-with two ports are fitted: it costs the DMA's, scaled by :data:`READ_ENGINE_SHARE`.
+with two ports are fitted: it costs the DMA's, scaled by :data:`READ_ENGINE_SHARE`. A weight
+buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)``) adds
+:data:`WEIGHT_SPLIT_LOGIC`, measured by Yosys, until a calibration point fits it.
 
 Example
 -------
@@ -93,6 +95,7 @@ __all__ = [
     "CALIBRATION_FILE",
     "READ_ENGINE_SHARE",
     "RESOURCE_NAMES",
+    "WEIGHT_SPLIT_LOGIC",
     "ComponentEstimate",
     "ComponentModel",
     "MemoryMapping",
@@ -355,6 +358,7 @@ class _Core:
     addr_width: int = 40
     lanes: int = 1
     pool_groups: int = 1
+    split: bool = False
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -368,9 +372,10 @@ def _cores(acc: Any) -> list[_Core]:
         if geo.fused_pool:
             pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
             pool_groups = cg.out_groups
+        split = PortMap(acc.axi_ports).splits_weights(cg.weight_tile_beats(1))
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
-                           geo.residual, acc.address_width, cg.lanes, pool_groups))
+                           geo.residual, acc.address_width, cg.lanes, pool_groups, split))
     return cores
 
 
@@ -422,7 +427,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "sub_mux": L * Tn * 8 * (subs - 1),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
-                              {"one": 1, "banks": w_banks})
+                              {"one": 1, "banks": w_banks, "split": int(c.split)})
     # One word per voxel of all lanes; with one lane the tile's depths follow each other.
     comps["psum_buffer"] = (0, [map_memory(L * Tm * _ACC_BITS, vox * Td // L)] * 2, {
         "one": 1, "bits": L * Tm * _ACC_BITS,
@@ -450,6 +455,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "one": 1,
         "drain_mux": _LANES * G * (L * 2 * _ACC_BITS + (Td * 16 if c.residual else 0)),
         "addr": c.addr_width,
+        "split": int(c.split),
     })
     return comps
 
@@ -515,13 +521,30 @@ def _shared_features(acc: Any) -> dict[str, dict[str, float]]:
 READ_ENGINE_SHARE: Mapping[str, float] = {"lut": 0.263, "ff": 0.327}
 
 
+#: What splitting weight tiles over both ports adds to a core, by component: the weight
+#: buffer's second load stream (the 128-bit beat multiplexer, the second beat's eight
+#: pre-adders, its counters and the commit of both halves) and, in ``control``, the input
+#: loader's second-half reads and the weight loader's half length. Yosys in context, the
+#: calibration point ``test16_2ports`` before and after the split was built: weight buffer 281
+#: -> 486 LUT, 15 -> 22 FF; control 8,388 -> 8,888 LUT, 7,131 -> 7,218 FF (the buffer alone,
+#: ``WeightBuffer(32, 128, B=8, taps=27)``, grows by 241 LUT and 12 FF).
+WEIGHT_SPLIT_LOGIC: Mapping[str, Mapping[str, float]] = {
+    "weight_buffer": {"lut": 205, "ff": 7},
+    "control": {"lut": 500, "ff": 87},
+}
+
+
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's read engine's, until fitted, the
-    DMA's scaled by :data:`READ_ENGINE_SHARE`."""
+    DMA's scaled by :data:`READ_ENGINE_SHARE`; a splittable weight buffer's second load
+    stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: {k: v * READ_ENGINE_SHARE[res] for k, v in coeffs["dma"][res].items()}
                 for res in READ_ENGINE_SHARE}
+    if name in WEIGHT_SPLIT_LOGIC and "split" not in coeffs[name]["lut"]:
+        return {res: {**coeffs[name][res], "split": WEIGHT_SPLIT_LOGIC[name][res]}
+                for res in coeffs[name]}
     return coeffs.get(name, {})
 
 
