@@ -16,7 +16,8 @@ offset  bytes  field             contents
                                  average pooling lowered to a conv (see the compiler)
 0x04    2      ``flags``         bit 0 :data:`FLAG_CBN`, bit 1 :data:`FLAG_CRELU`, bit 2
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
-                                 :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`; other bits 0
+                                 :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
+                                 :data:`FLAG_ISPLIT`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -90,6 +91,7 @@ __all__ = [
     "DESCRIPTOR_BYTES",
     "FLAG_CBN",
     "FLAG_CRELU",
+    "FLAG_ISPLIT",
     "FLAG_LAST",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
@@ -119,7 +121,10 @@ FLAG_LAST = 1 << 4
 #: Each weight tile is read in two halves, one on each AXI port of a two-port accelerator
 #: (:meth:`fcircnn.arch.ports.PortMap.splits_weights`); its image is laid out half-major.
 FLAG_WSPLIT = 1 << 5
-_FLAGS_MASK = 0x3F
+#: Each input box is read in two halves of its slot groups, one on each AXI port of a two-port
+#: accelerator (:meth:`fcircnn.arch.ports.PortMap.splits_inputs`).
+FLAG_ISPLIT = 1 << 6
+_FLAGS_MASK = 0x7F
 
 # (field, struct code, count) in byte order; vectors are (d, h, w) tuples.
 _FIELDS: tuple[tuple[str, str, int], ...] = (

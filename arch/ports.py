@@ -18,6 +18,15 @@ a split tile is laid out half-major, :func:`weight_halves`). That doubles the we
 of such a layer. It needs a weight port and an even number of beats per kernel tap
 (:meth:`PortMap.splits_weights`).
 
+A layer whose input boxes bound it (a first layer folded to few channels and many voxels:
+C3D conv1a, ResNet-18 conv1) leaves port 1 mostly idle instead. The compiler can mark it
+:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`: each input box is read in two halves of its slot
+groups (:func:`input_halves`), the lower on port 0 by the input loader, the upper on port 1 by
+the weight loader before its weight tile, both landing in the input buffer at once (disjoint
+banks: the buffer's banks are per lane and slot group). It needs a weight port and an even
+number of input slot groups per n-tile (:meth:`PortMap.splits_inputs`), every n-tile of the
+layer loading all of them (:func:`~fcircnn.arch.walk.splits_inputs`).
+
 This module imports nothing of the project.
 """
 
@@ -26,7 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ALL_READS", "AXI_PORTS", "INPUT_READS", "LOADER_READS", "MANAGERS", "READ_KINDS",
-           "SPLIT_INPUT_READS", "WEIGHT_READS", "PortMap", "weight_halves"]
+           "SPLIT_INPUT_READS", "SPLIT_WEIGHT_READS", "WEIGHT_READS", "PortMap", "input_halves",
+           "weight_halves"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2)
@@ -35,20 +45,41 @@ AXI_PORTS: tuple[int, ...] = (1, 2)
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
-#: records, the tile's residual box, the pass's input box, the pass's weight tile (its first
-#: half if the descriptor splits weight tiles), the second half of a split weight tile.
-READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "weights", "weight_half")
-#: Every read kind of a one-port loader (which never splits a weight tile).
-ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"weight_half"}
+#: records, the tile's residual box, the pass's input box (its lower slot groups if the
+#: descriptor splits input boxes), the upper slot groups of a split input box, the pass's weight
+#: tile (its first half if the descriptor splits weight tiles), the second half of a split
+#: weight tile.
+READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "input_half", "weights",
+                               "weight_half")
+#: Every read kind of a one-port loader (which never splits a box or tile).
+ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"input_half", "weight_half"}
 #: The reads of the weight loader of a two-port design.
 WEIGHT_READS: frozenset[str] = frozenset({"weights"})
+#: The same, on a core whose input boxes can be split: also their upper slot groups.
+SPLIT_WEIGHT_READS: frozenset[str] = WEIGHT_READS | {"input_half"}
 #: The reads of the input loader of a two-port design.
 INPUT_READS: frozenset[str] = ALL_READS - WEIGHT_READS
 #: The same, on a core whose weight tiles can be split: also the second halves.
 SPLIT_INPUT_READS: frozenset[str] = INPUT_READS | {"weight_half"}
 #: The read kinds a loader can issue: all of them, or one side of the two-port split.
 LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, SPLIT_INPUT_READS,
-                                            WEIGHT_READS)
+                                            WEIGHT_READS, SPLIT_WEIGHT_READS)
+
+
+def input_halves(groups: int) -> tuple[range, range]:
+    """The input slot groups of an n-tile that the two halves of a split input box carry:
+    the lower ``groups / 2`` (port 0), then the rest (port 1).
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` is not a positive even number.
+    """
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2 or groups % 2:
+        raise ValueError(f"an input box splits only with an even number of slot groups, "
+                         f"not {groups!r}")
+    half = groups // 2
+    return range(half), range(half, groups)
 
 
 def weight_halves(beats_per_tap: int) -> tuple[range, range]:
@@ -108,11 +139,21 @@ class PortMap:
         with a weight port and an even count (:func:`weight_halves`)."""
         return self.weight_loader and beats_per_tap >= 2 and beats_per_tap % 2 == 0
 
-    def loader_reads(self, beats_per_tap: int = 1) -> tuple[frozenset[str], ...]:
+    def splits_inputs(self, in_groups: int) -> bool:
+        """Whether a core with ``in_groups`` input slot groups per n-tile can read its input
+        boxes in halves over both ports (:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`): with a
+        weight port and an even count (:func:`input_halves`)."""
+        return self.weight_loader and in_groups >= 2 and in_groups % 2 == 0
+
+    def loader_reads(self, beats_per_tap: int = 1, in_groups: int = 1
+                     ) -> tuple[frozenset[str], ...]:
         """The read kinds of each loader of a layer engine, by port: one loader issuing every
         read, or with a weight port an input loader (port 0; also the second halves of split
-        weight tiles where the core :meth:`splits_weights`) and a weight loader (port 1)."""
+        weight tiles where the core :meth:`splits_weights`) and a weight loader (port 1; also
+        the upper halves of split input boxes where the core :meth:`splits_inputs`)."""
         if not self.weight_loader:
             return (ALL_READS,)
-        split = self.splits_weights(beats_per_tap)
-        return (SPLIT_INPUT_READS if split else INPUT_READS, WEIGHT_READS)
+        w_split = self.splits_weights(beats_per_tap)
+        i_split = self.splits_inputs(in_groups)
+        return (SPLIT_INPUT_READS if w_split else INPUT_READS,
+                SPLIT_WEIGHT_READS if i_split else WEIGHT_READS)

@@ -11,7 +11,8 @@ tiles):
 
 * reads (:func:`conv_reads`): per m-tile its post records (before its first tile), per tile the
   residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
-  (conv padding as the DMA's zero padding) then the ``(mt, nt)`` weight tile (with
+  (conv padding as the DMA's zero padding; with ``FLAG_ISPLIT`` its two halves of slot groups,
+  :func:`~fcircnn.arch.ports.input_halves`) then the ``(mt, nt)`` weight tile (with
   ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
 * writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool).
@@ -24,11 +25,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .descriptor import FLAG_POOL, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL, LayerDescriptor
+from .descriptor import (
+    FLAG_ISPLIT,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
+    FLAG_WSPLIT,
+    OP_POOL,
+    LayerDescriptor,
+)
 from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
+from .ports import input_halves
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
-           "conv_writes", "halved_axes", "m_tile_slots", "pool_boxes"]
+           "conv_writes", "halved_axes", "input_groups", "m_tile_slots", "pool_boxes",
+           "splits_inputs"]
 
 
 class Box(NamedTuple):
@@ -128,6 +138,27 @@ def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
         i * s for i, s in zip(tile.t, desc.out_step, strict=True))
 
 
+def input_groups(desc: LayerDescriptor, core: CoreGeometry) -> tuple[int, ...]:
+    """The input slot groups each n-tile's input box loads: the core's ``Tn/16``, fewer in a
+    last n-tile the layer does not fill; one when ``Tn < 16`` (a group holds several
+    n-tiles)."""
+    total = -(-desc.in_slots // SLOTS_PER_BEAT)
+    if core.tn <= SLOT_GROUP_CHANNELS:
+        return (1,) * desc.n_tiles
+    return tuple(min(core.in_groups, total - nt * core.in_groups)
+                 for nt in range(desc.n_tiles))
+
+
+def splits_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
+    """Whether the input boxes of conv descriptor ``desc`` can be read in two halves of slot
+    groups (``FLAG_ISPLIT``) on ``core``: ``Tn/16`` is even and every n-tile loads all of
+    its groups (the halves are the input buffer's two fixed halves of banks). The port side
+    of the rule is :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`."""
+    G = core.in_groups
+    return (core.tn > SLOT_GROUP_CHANNELS and G % 2 == 0 and desc.op != OP_POOL
+            and all(g == G for g in input_groups(desc, core)))
+
+
 def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int,
                axes: list[tuple[AxisTile, ...]]) -> Box:
     pre, length, post, addr = [], [], [], desc.in_base
@@ -139,18 +170,22 @@ def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int,
         post.append(at.post)
         if tile.lo[a] * desc.stride[a] > desc.padding[a]:
             addr += tile.t[a] * desc.in_step[a] - desc.in_pad_bytes[a]
-    rest = -(-desc.in_slots // SLOTS_PER_BEAT) - nt * core.in_groups
-    groups = min(rest, core.in_groups) if core.tn > SLOT_GROUP_CHANNELS else 1
+    groups = input_groups(desc, core)[nt]
     return Box(addr, *desc.in_stride, groups, tuple(pre), tuple(length), tuple(post))
 
 
 def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str, Box]]:
     """The reads of a conv descriptor in the loader's order, each ``(kind, box)`` with kind
-    ``"params"``, ``"residual"``, ``"input"``, ``"weights"`` or, with ``FLAG_WSPLIT``,
-    ``"weight_half"`` (``"weights"`` is then the first half of the tile, ``"weight_half"``
-    the second, each half the tile's bytes)."""
+    ``"params"``, ``"residual"``, ``"input"``, ``"weights"``, with ``FLAG_ISPLIT``
+    ``"input_half"`` (``"input"`` is then the lower half of the box's slot groups,
+    ``"input_half"`` the upper) and with ``FLAG_WSPLIT`` ``"weight_half"`` (``"weights"`` is
+    then the first half of the tile, ``"weight_half"`` the second, each half the tile's
+    bytes)."""
     weight_tile = desc.weight_tile_bytes
     split = bool(desc.flags & FLAG_WSPLIT)
+    i_split = bool(desc.flags & FLAG_ISPLIT)
+    if i_split and not splits_inputs(desc, core):
+        raise ValueError("FLAG_ISPLIT on a descriptor whose input boxes cannot split")
     axes = [axis_tiles(desc, a) for a in range(3)]
     for tile in conv_tiles(desc, core):
         for nt in range(desc.n_tiles):
@@ -160,7 +195,14 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             if desc.flags & FLAG_RESIDUAL and nt == 0:
                 yield "residual", Box(_out_addr(desc, tile, desc.res_base), *desc.out_stride,
                                       tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
-            yield "input", _input_box(desc, core, tile, nt, axes)
+            box = _input_box(desc, core, tile, nt, axes)
+            if i_split:
+                lower, upper = input_halves(box.groups)
+                yield "input", box._replace(groups=len(lower))
+                yield "input_half", box._replace(addr=box.addr + upper.start * box.stride_g,
+                                                 groups=len(upper))
+            else:
+                yield "input", box
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
             if split:
                 half = weight_tile // 2

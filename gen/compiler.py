@@ -41,9 +41,12 @@ descriptor has ``FLAG_WSPLIT`` (its weight tiles read in two halves over the two
 :func:`fcircnn.arch.ports.weight_halves`) has each tile laid out half-major: the first half of
 every tap's beats, tap by tap, then the second half of every tap's beats.
 
-A two-port accelerator splits a layer's weight tiles where the performance model says the
-descriptor runs faster so (:func:`split_pays`): in practice the fully connected layers, whose
-weight tiles bound them while port 0 idles.
+A two-port accelerator splits a layer's weight tiles, its input boxes or both where the
+performance model says the descriptor runs faster so (:func:`port_split`): in practice the
+weight tiles of the fully connected layers, whose weights bound them while port 0 idles, the
+input boxes of the folded first layers and the stride-2 layers, whose input binds them while
+port 1 idles, and both where the two are close (each port then reads half of each). A split
+input box changes nothing in the image.
 
 Global average pooling is lowered to a conv over the whole map (kernel = input shape, stride 1,
 no padding) with block-diagonal identity weights: slot 0 of a diagonal block pair is ``1 + 1i``
@@ -86,6 +89,7 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CBN,
     FLAG_CRELU,
+    FLAG_ISPLIT,
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -106,6 +110,7 @@ from fcircnn.arch.geometry import (
     pool_fuses,
 )
 from fcircnn.arch.ports import PortMap
+from fcircnn.arch.walk import splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import fold_input_slots, fold_weight_slots
@@ -138,7 +143,7 @@ __all__ = [
     "pack_post_table",
     "pack_weight_image",
     "plan_network",
-    "split_pays",
+    "port_split",
 ]
 
 #: Alignment of every region (bytes).
@@ -495,8 +500,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
                 n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B, fused=fused),
             )
-            if split_pays(acc, d, core):
-                d = replace(d, flags=d.flags | FLAG_WSPLIT)
+            d = replace(d, flags=d.flags | port_split(acc, d, core))
             d.check_address_width(acc.address_width)
             descs = [d]
             if pool is not None:
@@ -539,26 +543,32 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     return re, im
 
 
-def split_pays(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> bool:
-    """Whether conv descriptor ``d`` should split its weight tiles over the two AXI ports
-    (:data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`): the core can
-    (:meth:`~fcircnn.arch.ports.PortMap.splits_weights`), a pass reads more weight beats than
-    input beats (else port 0 is the busier one already), and the performance model gives the
-    split descriptor fewer cycles."""
+def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> int:
+    """The flags that split conv descriptor ``d``'s reads over the two AXI ports, or 0.
+
+    The candidates are its weight tiles (:data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`, where
+    the core :meth:`~fcircnn.arch.ports.PortMap.splits_weights`), its input boxes
+    (:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`, where the core
+    :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and the layer
+    :func:`~fcircnn.arch.walk.splits_inputs`) and both (each port then reads half of each);
+    the performance model picks the fastest, no split unless a split is faster."""
     from .perf_model import memory_of, model_descriptor
 
     B = acc.block_size
     cg = CoreGeometry.of(core, B)
-    if d.op == OP_POOL or not PortMap(acc.axi_ports).splits_weights(cg.weight_tile_beats(1)):
-        return False
-    box = cg.input_box(d.tile, d.stride, d.kernel)
-    in_beats = math.prod(box) * min(cg.in_groups, -(-d.in_slots // SLOTS_PER_BEAT))
-    if d.weight_tile_bytes // 16 <= in_beats:
-        return False
+    ports = PortMap(acc.axi_ports)
+    w = FLAG_WSPLIT if ports.splits_weights(cg.weight_tile_beats(1)) else 0
+    i = FLAG_ISPLIT if ports.splits_inputs(cg.in_groups) and splits_inputs(d, cg) else 0
+    candidates = sorted({w, i, w | i} - {0})
+    if not candidates:
+        return 0
     mem = memory_of(acc)
-    split = replace(d, flags=d.flags | FLAG_WSPLIT)
-    return (model_descriptor(split, core, B, mem)["span"]
-            < model_descriptor(d, core, B, mem)["span"])
+    best, best_span = 0, model_descriptor(d, core, B, mem)["span"]
+    for flags in candidates:
+        span = model_descriptor(replace(d, flags=d.flags | flags), core, B, mem)["span"]
+        if span < best_span:
+            best, best_span = flags, span
+    return best
 
 
 def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int, *,

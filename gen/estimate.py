@@ -58,7 +58,9 @@ section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI 
 engine (``dma1``, ``axi_ports: 2``) has no coefficients of its own until calibration points
 with two ports are fitted: it costs the DMA's, scaled by :data:`READ_ENGINE_SHARE`. A weight
 buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)``) adds
-:data:`WEIGHT_SPLIT_LOGIC`, measured by Yosys, until a calibration point fits it.
+:data:`WEIGHT_SPLIT_LOGIC`, and an input buffer that can split its boxes
+(``InputBuffer(splittable=True)``) :data:`INPUT_SPLIT_LOGIC`, both measured by Yosys, until a
+calibration point fits them.
 
 Example
 -------
@@ -93,6 +95,7 @@ from fcircnn.arch.ports import PortMap
 
 __all__ = [
     "CALIBRATION_FILE",
+    "INPUT_SPLIT_LOGIC",
     "READ_ENGINE_SHARE",
     "RESOURCE_NAMES",
     "WEIGHT_SPLIT_LOGIC",
@@ -359,6 +362,7 @@ class _Core:
     lanes: int = 1
     pool_groups: int = 1
     split: bool = False
+    isplit: bool = False
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -372,10 +376,12 @@ def _cores(acc: Any) -> list[_Core]:
         if geo.fused_pool:
             pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
             pool_groups = cg.out_groups
-        split = PortMap(acc.axi_ports).splits_weights(cg.weight_tile_beats(1))
+        ports = PortMap(acc.axi_ports)
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
-                           geo.residual, acc.address_width, cg.lanes, pool_groups, split))
+                           geo.residual, acc.address_width, cg.lanes, pool_groups,
+                           ports.splits_weights(cg.weight_tile_beats(1)),
+                           ports.splits_inputs(cg.in_groups)))
     return cores
 
 
@@ -425,6 +431,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     comps["input_buffer"] = (0, [map_memory(128, 2 * in_depth)] * (L * Gin), {
         "one": 1, "banks": L * Gin, "addr": L * _log2ceil(2 * in_depth),
         "sub_mux": L * Tn * 8 * (subs - 1),
+        "isplit": int(c.isplit), "isplit_lanes": L * int(c.isplit),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
                               {"one": 1, "banks": w_banks, "split": int(c.split)})
@@ -456,6 +463,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "drain_mux": _LANES * G * (L * 2 * _ACC_BITS + (Td * 16 if c.residual else 0)),
         "addr": c.addr_width,
         "split": int(c.split),
+        "isplit": int(c.isplit),
     })
     return comps
 
@@ -533,19 +541,38 @@ WEIGHT_SPLIT_LOGIC: Mapping[str, Mapping[str, float]] = {
     "control": {"lut": 500, "ff": 87},
 }
 
+#: What splitting input boxes over both ports adds to a core, by component and feature: the
+#: input buffer's second load stream (its box counters and per-lane plane addresses,
+#: ``isplit_lanes`` per lane; the 128-bit beat and address multiplexers of the upper banks and
+#: the commit of both halves, ``isplit``) and, in ``control``, the weight loader's input box
+#: (the walk's input-box arithmetic, its routing and phase). Yosys, out of context: the
+#: weight loader of ResNet-18's best core (``Tn = Tm = 64``, ``Td = 4``) grows from 604 to
+#: 2,007 LUT and 211 to 1,125 FF; ``InputBuffer(64, Td, 8, 8, kernel=3)`` from 138 to 385 LUT
+#: and 187 to 362 FF at ``Td = 2``, from 198 to 480 LUT and 209 to 398 FF at ``Td = 4``.
+INPUT_SPLIT_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
+    "input_buffer": {"isplit": {"lut": 212, "ff": 161}, "isplit_lanes": {"lut": 17.5, "ff": 7}},
+    "control": {"isplit": {"lut": 1403, "ff": 914}},
+}
+
 
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's read engine's, until fitted, the
     DMA's scaled by :data:`READ_ENGINE_SHARE`; a splittable weight buffer's second load
-    stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`."""
+    stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`, a splittable input buffer's
+    :data:`INPUT_SPLIT_LOGIC`."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: {k: v * READ_ENGINE_SHARE[res] for k, v in coeffs["dma"][res].items()}
                 for res in READ_ENGINE_SHARE}
-    if name in WEIGHT_SPLIT_LOGIC and "split" not in coeffs[name]["lut"]:
-        return {res: {**coeffs[name][res], "split": WEIGHT_SPLIT_LOGIC[name][res]}
-                for res in coeffs[name]}
-    return coeffs.get(name, {})
+    out = {res: dict(v) for res, v in coeffs.get(name, {}).items()}
+    if name in WEIGHT_SPLIT_LOGIC and "split" not in out["lut"]:
+        for res in out:
+            out[res]["split"] = WEIGHT_SPLIT_LOGIC[name][res]
+    for feature, cost in INPUT_SPLIT_LOGIC.get(name, {}).items():
+        if feature not in out["lut"]:
+            for res in out:
+                out[res][feature] = cost[res]
+    return out
 
 
 def _linear(coeffs: Mapping[str, float], feats: Mapping[str, float]) -> float:

@@ -25,7 +25,10 @@ What a descriptor costs
     status and the weight buffer alone, and the input loader steps at its input's status;
     with ``FLAG_WSPLIT`` each loader reads one half of the weight tile (the input loader
     after its input box), the tile is in once both halves are, and neither half of the next
-    tile starts before that;
+    tile starts before that; with ``FLAG_ISPLIT`` the input loader reads the lower half of the
+    input box's slot groups and the weight loader the upper half before its weight tile (once
+    its walk has settled on the pass: two cycles after its step), the box is in once both
+    halves are, and neither half of the next box starts before that;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -60,6 +63,7 @@ from dataclasses import dataclass, field, replace
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
     FLAG_WSPLIT,
@@ -68,7 +72,7 @@ from fcircnn.arch.descriptor import (
 )
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.ports import PortMap
-from fcircnn.arch.walk import axis_tiles, m_tile_slots
+from fcircnn.arch.walk import axis_tiles, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -416,8 +420,9 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _PRM,                             # post records of the current m-tile loaded
  _LAST,                            # last event (engine done candidate)
  _WL,                              # weight engine's next decision (what-if weight_engine)
- _WC) = range(16)                  # split weight tile: commit of the last tile (both halves)
-_NSTATE = 16
+ _WC,                              # split weight tile: commit of the last tile (both halves)
+ _IC) = range(17)                  # split input box: commit of the last box (both halves)
+_NSTATE = 17
 
 
 class _Conv:
@@ -435,13 +440,11 @@ class _Conv:
         # Input slot groups per n-tile: Tn/16, but only those the layer has (the last n-tile
         # may hold fewer; a beat holds several n-tiles when Tn < 16).
         cg = CoreGeometry.of(core, B)
-        g_in = cg.in_groups
-        total = -(-d.in_slots // SLOTS_PER_BEAT)
-        self.in_groups = [min(g_in, total - nt * g_in) if core.tn > 16 else 1
-                          for nt in range(d.n_tiles)]
+        self.in_groups = input_groups(d, cg)
         self.lanes = cg.lanes
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.split = bool(d.flags & FLAG_WSPLIT)
+        self.i_split = bool(d.flags & FLAG_ISPLIT)
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
         self.steps = 0
@@ -491,17 +494,29 @@ class _Conv:
                 ld += 1
             # phase 2: input box, once compute released the pass two back
             g_in = self.in_groups[nt]
-            in_rows = g_in * ad.total * ah.total
-            in_beats = in_rows * aw.total
-            in_bus_rows = g_in * ad.length * ah.length
-            in_gaps = in_bus_rows if not whole_rows else max(1, g_in * (
-                ad.length if ah.length != d.in_shape[1] else 1))
             free = s[_CR2] + 1
-            cmd = max(ld, free) + 1
-            last = _read_last(mem, t, cmd, in_beats, in_rows, in_bus_rows, in_gaps)
-            in_ready = last + 1
+
+            def in_read(cmd, groups, ax=(ad, ah, aw)):
+                ad, ah, aw = ax
+                rows, bus_rows = groups * ad.total * ah.total, groups * ad.length * ah.length
+                gaps = bus_rows if not whole_rows else max(1, groups * (
+                    ad.length if ah.length != d.in_shape[1] else 1))
+                acc[2] += bus_rows * aw.length * _BEAT
+                return _read_last(mem, t, cmd, rows * aw.total, rows, bus_rows, gaps)
+
+            if self.i_split:
+                # lower half on the input loader, upper half on the weight loader (two cycles
+                # after its step, its box then settled), both once the last box committed
+                half = g_in // 2
+                last = in_read(max(ld, free, s[_IC]) + 1, half)
+                last1 = in_read(max(s[_WL] + 2, free, s[_IC]) + 1, g_in - half)
+                s[_WL] = last1 + t.read_status
+                s[_IC] = max(last, last1) + 1
+                in_ready = s[_IC]
+            else:
+                last = in_read(max(ld, free) + 1, g_in)
+                in_ready = last + 1
             ld = last + t.read_status
-            acc[2] += in_bus_rows * aw.length * _BEAT
             # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
             if self.split:
                 ld, w_ready = self._split_weights(s, ld, free)
@@ -568,7 +583,7 @@ class _Conv:
         s = [0] * _NSTATE
         s[_CR1] = s[_CR2] = s[_DR1] = s[_DR2] = s[_SR1] = s[_SR2] = _NEG
         s[_MD1] = s[_MD2] = _NEG
-        s[_PRM] = s[_WC] = _NEG
+        s[_PRM] = s[_WC] = s[_IC] = _NEG
         dr, hr, wr = (_axis_runs(self.d, a) for a in range(3))
         mruns = _m_runs(self.d, self.core.tm)
 

@@ -3,7 +3,7 @@
 :func:`fcircnn.gen.perf_model.model_descriptor`.
 
 Kept apart from :mod:`fcircnn.gen.perf_model` so the compiler can ask the descriptor model
-(whether splitting a layer's weight tiles pays, :func:`fcircnn.gen.compiler.split_pays`)
+(whether splitting a layer's weight tiles pays, :func:`fcircnn.gen.compiler.port_split`)
 without an import cycle.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -14,6 +14,7 @@ from fcircnn.arch.geometry import (
     engine_geometry,
     input_buffer_geometry,
 )
+from fcircnn.arch.ports import PortMap, input_halves
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -76,6 +77,14 @@ class InputBuffer(wiring.Component):
       ``act[v][s]``, slot ``s`` of the tile's ``Tn/2`` (group ``s // 8``; when ``Tn < 16`` the
       slots ``r_sub*Tn/2 ..`` of group 0) one cycle later, held while ``r_en`` is low.
       ``r_release`` frees the tile.
+    * Split load (built ``splittable``, used while the ``split`` input is high: a descriptor
+      with :data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`): the tile arrives in two halves of
+      its slot groups at once (:func:`~fcircnn.arch.ports.input_halves`), on ``i`` the lower
+      ``G/2`` groups (box ``box``), on ``i1`` the upper ``G/2`` (box ``box1``, its groups
+      counted from the first upper one), each in box order and ending with ``last``. The
+      halves write disjoint banks, so both streams take a beat a cycle; the tile commits once
+      both ``last`` beats are written. A stream whose half is in waits (``ready`` low) until
+      the tile commits. ``split`` must not change while a tile is partly loaded.
     * ``conflict`` (sticky) rises if either side breaks the handshake; never otherwise.
 
     Parameters
@@ -86,6 +95,9 @@ class InputBuffer(wiring.Component):
         Block size (4, 8, 16).
     kernel, stride : int or (d, r, c)
         Largest kernel and stride the buffer must hold a tile for.
+    splittable : bool
+        Build the second load stream ``i1``, its box ``box1`` and the ``split`` input (needs
+        an even number ``G`` of slot groups).
 
     Ports
     -----
@@ -93,11 +105,14 @@ class InputBuffer(wiring.Component):
     box : In(input_box_layout(...))
     stride_d : In(range(1, sd + 1)), reset value ``sd``
     r_addr : In(range(depth)); r_en : In(1); r_sub : In(range(subs)); r_release : In(1)
+    i1 : In(stream.Signature(read_beat_layout())); box1 : In(input_box_layout(...));
+    split : In(1) (only if ``splittable``)
     r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
     conflict : Out(1)
     """
 
-    def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1):
+    def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1,
+                 splittable: bool = False):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
@@ -106,6 +121,11 @@ class InputBuffer(wiring.Component):
                 raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
             self.kernel = _vec3("kernel", kernel)
             self.stride = _vec3("stride", stride)
+            if not isinstance(splittable, bool):
+                raise TypeError(f"splittable must be a bool, not {splittable!r}")
+            if splittable:
+                input_halves(-(-Tn // 16))
+        self.splittable = splittable
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)
@@ -118,32 +138,40 @@ class InputBuffer(wiring.Component):
         # Conflict-free by construction: every (lane, group) read in one cycle has its own bank.
         assert len(set(self.banks.values())) == Td * self.groups
         act = data.ArrayLayout(data.ArrayLayout(complex_layout(ACT_WIDTH), Tn // 2), Td)
-        super().__init__({
+        box = input_box_layout(self.groups, self.tile_depth, self.height, self.width)
+        members = {
             "i": In(stream.Signature(read_beat_layout())),
-            "box": In(input_box_layout(self.groups, self.tile_depth, self.height, self.width)),
+            "box": In(box),
             "stride_d": In(range(1, self.stride[0] + 1), init=self.stride[0]),
             "r_addr": In(range(self.depth)), "r_en": In(1), "r_sub": In(range(self.subs)),
             "r_release": In(1), "r_valid": Out(1), "act": Out(act),
             "conflict": Out(1),
-        })
+        }
+        if splittable:
+            members |= {"i1": In(stream.Signature(read_beat_layout())), "box1": In(box),
+                        "split": In(1)}
+        super().__init__(members)
 
     @classmethod
-    def of(cls, core: CoreGeometry, geometry: EngineGeometry) -> InputBuffer:
+    def of(cls, core: CoreGeometry, geometry: EngineGeometry, *,
+           splittable: bool = False) -> InputBuffer:
         """The input buffer of a core's engine built for ``geometry``
         (:func:`~fcircnn.arch.geometry.input_buffer_geometry`: ``Td`` lanes of ``Kd``
         planes, or one lane of the tile's whole depth span)."""
         ib = input_buffer_geometry(core, geometry)
         return cls(core.tn, ib.lanes, core.tr, core.tc, B=core.B, kernel=ib.kernel,
-                   stride=ib.stride)
+                   stride=ib.stride, splittable=splittable)
 
     @classmethod
     def from_config(cls, accelerator, core) -> InputBuffer:
         """The input buffer the engine of ``core`` of an accelerator builds: sized for the
         layers the accelerator places on the core
         (:func:`~fcircnn.arch.geometry.engine_geometry`, FC and GAP layers reading their
-        whole input map as one box)."""
-        return cls.of(CoreGeometry.of(core, accelerator.block_size),
-                      engine_geometry(accelerator, core))
+        whole input map as one box); the split load where the accelerator's ports split
+        this core's input boxes (:meth:`~fcircnn.arch.ports.PortMap.splits_inputs`)."""
+        cg = CoreGeometry.of(core, accelerator.block_size)
+        return cls.of(cg, engine_geometry(accelerator, core),
+                      splittable=PortMap(accelerator.axi_ports).splits_inputs(cg.in_groups))
 
     def lanes_of_plane(self, d: int, stride_d: int | None = None) -> list[tuple[int, int]]:
         """``(lane, kd)`` pairs that store tile plane ``d`` for a layer of depth stride
@@ -151,67 +179,44 @@ class InputBuffer(wiring.Component):
         kd, sd = self.kernel[0], self.stride[0] if stride_d is None else stride_d
         return [(v, d - v * sd) for v in range(self.Td) if 0 <= d - v * sd < kd]
 
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.store = store = PingPongBanks(banks=self.Td * self.groups, width=128,
-                                                   depth=self.depth)
-        G, Td = self.groups, self.Td
-        kd_max, sd_max = self.kernel[0], self.stride[0]
-
-        # Write side, two stages: box-order counters compute each beat's bank enables and
-        # addresses, which are written one cycle later from registers (the path from the counters
-        # through the plane-base table and the address adder ends in a register, not in the
-        # block RAMs' write-address decode). The commit moves with the last write; no beat is
-        # taken in the cycle it is pending, so the half it fills is still ``w_ready`` when the
-        # registered write lands.
-        g = Signal(range(G + 1))
-        d = Signal(range(self.tile_depth + 1))
-        h = Signal(range(self.height + 1))
-        w = Signal(range(self.width + 1))
-        hw = Signal(range(self.plane + 1))  # h * Win + w
-        row = Signal(range(self.plane + 1))  # h * Win
-        commit_pending = Signal()
-        w_data = Signal(128)
-        w_en = Signal(Td * G)
-        w_addr = [Signal(range(self.depth), name=f"w_addr{v}") for v in range(Td)]
-        ready = store.w_ready & ~commit_pending
-        take = self.i.valid & ready
-        m.d.comb += self.i.ready.eq(ready)
-        m.d.sync += commit_pending.eq(take & self.i.payload.last)
+    def _stream(self, m, i, box, ready, suffix):
+        """The write side of one load stream, two stages: box-order counters compute each
+        beat's lane hits and addresses, which are written one cycle later from registers (the
+        path from the counters through the plane-base table and the address adder ends in a
+        register, not in the block RAMs' write-address decode). Returns the take, the group
+        counter, the registered data, and per lane the registered address and the hit."""
+        kd_max = self.kernel[0]
+        S = lambda shape, n: Signal(shape, name=f"{n}{suffix}")  # noqa: E731
+        g = S(range(self.groups + 1), "g")
+        d = S(range(self.tile_depth + 1), "d")
+        h = S(range(self.height + 1), "h")
+        w = S(range(self.width + 1), "w")
+        hw = S(range(self.plane + 1), "hw")  # h * Win + w
+        row = S(range(self.plane + 1), "row")  # h * Win
+        w_data = S(128, "w_data")
+        take = i.valid & ready
+        m.d.comb += i.ready.eq(ready)
         with m.If(take):
-            m.d.sync += w_data.eq(self.i.payload.data)
+            m.d.sync += w_data.eq(i.payload.data)
         kd_bits = max(1, (kd_max - 1).bit_length())
-        for v in range(Td):
-            # Lane v stores tile plane d as its plane kd = d - v*stride_d, if 0 <= kd < Kd (the
-            # layer's stride, not the largest: lane v's first output voxel reads plane
-            # v*stride_d). v*stride_d is a register (stride_d is static during a layer).
-            lane_off = Signal(range(v * sd_max + 1), name=f"lane_off{v}",
-                              init=v * sd_max)
-            m.d.sync += lane_off.eq(mul_small(Const(v), self.stride_d, sd_max))
-            kd = Signal(range(-v * sd_max, self.tile_depth + 1), name=f"kd{v}")
-            m.d.comb += kd.eq(d - lane_off)
+        lanes = []
+        for v in range(self.Td):
+            # Lane v stores tile plane d as its plane kd = d - v*stride_d, if 0 <= kd < Kd.
+            kd = Signal(range(-v * self.stride[0], self.tile_depth + 1), name=f"kd{v}{suffix}")
+            m.d.comb += kd.eq(d - self.lane_off[v])
             hit = (kd >= 0) & (kd < kd_max)
             # kd * (Hin*Win) from a table of constants: no multiplier.
-            plane_base = Signal(range(self.depth), name=f"plane_base{v}")
+            plane_base = Signal(range(self.depth), name=f"plane_base{v}{suffix}")
             with m.Switch(kd[:kd_bits]):
                 for k in range(kd_max):
                     with m.Case(k):
                         m.d.comb += plane_base.eq(k * self.plane)
+            w_addr = Signal(range(self.depth), name=f"w_addr{v}{suffix}")
             with m.If(take):
-                m.d.sync += w_addr[v].eq(plane_base + hw)
-            for gg in range(G):
-                b = self.banks[(v, gg)]
-                m.d.sync += w_en[b].eq(take & hit & (g == gg))
-                m.d.comb += [
-                    store.w_data[b].eq(w_data),
-                    store.w_en[b].eq(w_en[b]),
-                    store.w_addr[b].eq(w_addr[v]),
-                ]
-        m.d.comb += store.w_commit.eq(commit_pending)
+                m.d.sync += w_addr.eq(plane_base + hw)
+            lanes.append((w_addr, hit))
         with m.If(take):
-            last_w = w == self.box.w - 1
-            last_h = h == self.box.h - 1
-            last_d = d == self.box.d - 1
+            last_w, last_h, last_d = w == box.w - 1, h == box.h - 1, d == box.d - 1
             with m.If(~last_w):
                 m.d.sync += [w.eq(w + 1), hw.eq(hw + 1)]
             with m.Else():
@@ -224,8 +229,77 @@ class InputBuffer(wiring.Component):
                         m.d.sync += d.eq(d + 1)
                     with m.Else():
                         m.d.sync += [d.eq(0), g.eq(g + 1)]
-            with m.If(self.i.payload.last):
+            with m.If(i.payload.last):
                 m.d.sync += [g.eq(0), d.eq(0), h.eq(0), w.eq(0), hw.eq(0), row.eq(0)]
+        return take, g, w_data, lanes
+
+    def _commit(self, m, store):
+        """The streams' ready and the commit: the registered write of a ``last`` beat
+        commits the tile, once both halves are in while ``split``. Returns the ready of
+        each stream."""
+        pend = Signal(2)  # per stream: its last beat is being written
+        if not self.splittable:
+            ready = store.w_ready & ~pend[0]
+            m.d.sync += pend[0].eq(self.i.valid & ready & self.i.payload.last)
+            m.d.comb += store.w_commit.eq(pend[0])
+            return (ready,)
+        done = Signal(2)  # per stream: its half is in, waiting for the other
+        split = self.split
+        ready0 = store.w_ready & ~pend[0] & ~done[0]
+        ready1 = store.w_ready & ~pend[1] & ~done[1] & split
+        m.d.sync += pend.eq(Cat(self.i.valid & ready0 & self.i.payload.last,
+                                self.i1.valid & ready1 & self.i1.payload.last))
+        both = (pend | done) == 0b11
+        commit = Mux(split, both, pend[0])
+        m.d.comb += store.w_commit.eq(commit)
+        m.d.sync += done.eq(Mux(commit, 0, Mux(split, pend | done, 0)))
+        return ready0, ready1
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.store = store = PingPongBanks(banks=self.Td * self.groups, width=128,
+                                                   depth=self.depth)
+        G, Td, sd_max = self.groups, self.Td, self.stride[0]
+        # v*stride_d per lane, a register (stride_d is static during a layer; the layer's
+        # stride, not the largest: lane v's first output voxel reads plane v*stride_d).
+        self.lane_off = []
+        for v in range(Td):
+            lane_off = Signal(range(v * sd_max + 1), name=f"lane_off{v}", init=v * sd_max)
+            m.d.sync += lane_off.eq(mul_small(Const(v), self.stride_d, sd_max))
+            self.lane_off.append(lane_off)
+        # The commit moves with the last write; no beat is taken in the cycle it is pending,
+        # so the half it fills is still ``w_ready`` when the registered write lands.
+        readies = self._commit(m, store)
+        streams = [self._stream(m, self.i, self.box, readies[0], "")]
+        upper = range(G)
+        if self.splittable:
+            streams.append(self._stream(m, self.i1, self.box1, readies[1], "1"))
+            upper = input_halves(G)[1]
+        take, g, w_data, lanes = streams[0]
+        hi_data, hi_lanes = w_data, lanes
+        if self.splittable:
+            # The upper groups' banks: from i1 while split (its groups counted from the first
+            # upper one), else from i; one data and one address mux per lane, not per bank.
+            take1, g1, w_data1, lanes1 = streams[1]
+            hi_data = Signal(128)
+            m.d.comb += hi_data.eq(Mux(self.split, w_data1, w_data))
+            hi_lanes = []
+            for v in range(Td):
+                hi_addr = Signal.like(lanes[v][0], name=f"hi_addr{v}")
+                m.d.comb += hi_addr.eq(Mux(self.split, lanes1[v][0], lanes[v][0]))
+                hi_lanes.append((hi_addr, None))
+        w_en = Signal(Td * G)
+        for v in range(Td):
+            for gg in range(G):
+                b = self.banks[(v, gg)]
+                en = take & lanes[v][1] & (g == gg)
+                data_, addr = w_data, lanes[v][0]
+                if self.splittable and gg in upper:
+                    en = Mux(self.split, take1 & lanes1[v][1] & (g1 == gg - upper.start), en)
+                    data_, addr = hi_data, hi_lanes[v][0]
+                m.d.sync += w_en[b].eq(en)
+                m.d.comb += [store.w_data[b].eq(data_), store.w_en[b].eq(w_en[b]),
+                             store.w_addr[b].eq(addr)]
 
         # Read side.
         m.d.comb += [store.r_addr.eq(self.r_addr), store.r_en.eq(self.r_en),

@@ -7,9 +7,9 @@ from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
-from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS
+from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS, PortMap, input_halves
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
@@ -52,7 +52,11 @@ class EngineLoader(wiring.Component):
     its own read engine, each paced only by its own buffers. On a core whose weight tiles split
     (``weight_half`` in ``reads``), a descriptor with ``FLAG_WSPLIT`` has the weight loader
     read the first half of each weight tile and the input loader the second half after its
-    input box, into the weight buffer's second load stream ``w1_o``.
+    input box, into the weight buffer's second load stream ``w1_o``. On a core whose input
+    boxes split (``input_half`` in ``reads``), a descriptor with ``FLAG_ISPLIT`` has the input
+    loader read the lower half of each input box's slot groups and the weight loader the
+    upper half before its weight tile, into the input buffer's second load stream ``in1_o``
+    (its box on ``in1_box``).
 
     Contract
     --------
@@ -92,6 +96,10 @@ class EngineLoader(wiring.Component):
             if reads not in LOADER_READS:
                 raise ValueError(f"reads must be one of {[sorted(r) for r in LOADER_READS]} "
                                  f"(kinds of {list(READ_KINDS)}), not {sorted(reads)}")
+            if "input_half" in reads and not PortMap(2).splits_inputs(core.in_groups):
+                raise ValueError(f"reads has input_half, but the core's input boxes do not "
+                                 f"split ({core.in_groups} input slot groups, not an even "
+                                 f"number)")
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
         self.in_box_layout, self.res_box_layout = in_box, res_box
         self.reads = reads
@@ -117,6 +125,8 @@ class EngineLoader(wiring.Component):
                 ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
         if "weights" in reads:
             ports["w_o"] = Out(beat)
+        if "input_half" in reads:
+            ports |= {"in1_o": Out(beat), "in1_box": Out(in_box)}
         if "weight_half" in reads:
             ports["w1_o"] = Out(beat)
         super().__init__(ports)
@@ -131,12 +141,17 @@ class EngineLoader(wiring.Component):
             ld.reset(ctl.new_desc)
         rd_box = Signal(box_layout(self.addr_width))
         m.d.comb += self.rd_cmd.payload.eq(rd_box)
-        dest = Signal(range(6))
-        # 0 params, 1 residual, 2 input, 3 weights (or their first half), 4 second half
-        ld_phase = Signal(range(5))
-        # A loader without inputs starts each pass at its weights, one without weights steps
-        # the walk at the input's status.
-        first_phase = 0 if loads_in else 3
+        dest = Signal(range(7))
+        # 0 params, 1 residual, 2 input (or its lower half), 3 weights (or their first half),
+        # 4 second half of the weights, 5 upper half of the input
+        ld_phase = Signal(range(6))
+        in_halves = "input_half" in self.reads
+        # A loader without inputs starts each pass at its weights (or the input's upper half),
+        # one without weights steps the walk at the input's status.
+        def first_phase(desc):
+            if loads_in:
+                return 0
+            return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
         m.d.comb += self.rd_data.ready.eq(dest == _DEST_PARAM)
         phases, params_loaded = {}, None
         split = (d.flags & FLAG_WSPLIT).bool()
@@ -157,14 +172,21 @@ class EngineLoader(wiring.Component):
             with m.If(dest == _DEST_W):
                 m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
                              self.rd_data.ready.eq(self.w_o.ready)]
-            phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase, split)
+            phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
+                                           split)
+        if in_halves:
+            m.d.comb += self.in1_o.payload.eq(self.rd_data.payload)
+            with m.If(dest == _DEST_IN1):
+                m.d.comb += [self.in1_o.valid.eq(self.rd_data.valid),
+                             self.rd_data.ready.eq(self.in1_o.ready)]
+            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase)
 
         ld_cmd_valid = Signal()
         m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
         with m.FSM(name="loader") as loader_fsm:
             with m.State("IDLE"):
                 with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
-                    m.d.sync += ld_phase.eq(first_phase)
+                    m.d.sync += ld_phase.eq(first_phase(ctl.new_desc))
                     m.next = "NEXT"
             with m.State("NEXT"):
                 # Decide the next transfer of the nest; wait until its buffer is free.
@@ -217,6 +239,28 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
+    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase):
+        """Phase 5, first of a ``FLAG_ISPLIT`` pass on the weight loader: the upper half of
+        the input box's slot groups (:func:`~fcircnn.arch.ports.input_halves`), once the
+        input buffer's second stream takes it and the walk has settled on the pass."""
+        lower, upper = input_halves(self.core.in_groups)
+        box = Signal(box_layout(self.addr_width))
+        span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld1_in_span{f}")
+                for f in "dhw"]
+        # The upper groups start lower.stop slot-group strides after the box's first group.
+        ld.input_box(box, span, d.in_base + ld.nt_in + d.in_stride[0] * len(lower),
+                     len(upper))
+        size = Signal.like(self.in1_box)
+        m.d.comb += self.in1_box.eq(size)
+
+        def issue():
+            with m.If(self.in1_o.ready & ld.settled):
+                m.d.sync += [dest.eq(_DEST_IN1), rd_box.eq(box), ld_phase.eq(3),
+                             size.groups.eq(len(upper)), size.d.eq(span[0]),
+                             size.h.eq(span[1]), size.w.eq(span[2])]
+                m.next = "CMD"
+        return issue
+
     def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, split):
         """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor: the second half of
         the pass's weight tile, once the weight buffer takes it."""
@@ -251,6 +295,11 @@ class EngineLoader(wiring.Component):
         # Only the input slot groups the layer has (a PE input without a loaded group reads
         # whatever its bank holds, times the zero weights of the absent channels).
         in_groups = ld.groups_n if core.tn > 16 else 1
+        if "weights" not in self.reads and PortMap(2).splits_inputs(core.in_groups):
+            # The input loader of a core whose boxes split: a split box's lower half, the
+            # first G/2 groups (the walk's groups_n is G then, arch.walk.splits_inputs).
+            in_groups = Mux(d.flags & FLAG_ISPLIT, len(input_halves(core.in_groups)[0]),
+                            in_groups)
         ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
         ld.out_box(res_box, d.res_base, write=False)
         # The input buffer's box: latched with the command, constant while its beats arrive.
@@ -317,4 +366,4 @@ class EngineLoader(wiring.Component):
 
 
 #: Where the beats of the transfer in flight go.
-_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1 = range(6)
+_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1 = range(7)

@@ -13,7 +13,7 @@ from amaranth.hdl import Module
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_WSPLIT, descriptor_layout
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT, descriptor_layout
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
@@ -74,7 +74,10 @@ class LayerEngine(wiring.Component):
       allow, so loads overlap compute. With two AXI ports (``axi_ports``) a second loader
       (``wloader``) issues the weight tiles on ``rd1_*`` and the first the rest on ``rd_*``;
       a descriptor with ``FLAG_WSPLIT`` has each loader read one half of every weight tile,
-      both halves filling the weight buffer at once (``splits``);
+      both halves filling the weight buffer at once (``splits``); one with ``FLAG_ISPLIT``
+      has the first read the lower half of every input box's slot groups and the second the
+      upper half before its weight tile, both filling the input buffer at once
+      (``splits_inputs``);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -149,6 +152,8 @@ class LayerEngine(wiring.Component):
             self.ports = PortMap(axi_ports)
             #: Whether a descriptor can split this core's weight tiles over the two ports.
             self.splits = self.ports.splits_weights(self.core.weight_tile_beats(1))
+            #: Whether a descriptor can split this core's input boxes over the two ports.
+            self.splits_inputs = self.ports.splits_inputs(self.core.in_groups)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.geometry = geometry
@@ -196,7 +201,7 @@ class LayerEngine(wiring.Component):
         """The core's buffers, PE array and post chain, as submodules of ``m``."""
         geo, core = self.geometry, self.core
         Tn, Tm, Td, Tr, Tc, B, L = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.lanes
-        m.submodules.inbuf = InputBuffer.of(core, geo)
+        m.submodules.inbuf = InputBuffer.of(core, geo, splittable=self.splits_inputs)
         m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps, splittable=self.splits)
         m.submodules.pe = PEArray(Tn, Tm, B, L)
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
@@ -220,7 +225,8 @@ class LayerEngine(wiring.Component):
         resbuf = sub.resbuf if geo.residual else None
         m.submodules.control = EngineControl(aw)
         for name, reads in zip(("loader", "wloader"),
-                               self.ports.loader_reads(core.weight_tile_beats(1)), strict=False):
+                               self.ports.loader_reads(core.weight_tile_beats(1),
+                                                       core.in_groups), strict=False):
             m.submodules[name] = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
                 res_box=resbuf.box.shape() if resbuf is not None else None)
@@ -290,6 +296,10 @@ class LayerEngine(wiring.Component):
         if self.splits:
             wiring.connect(m, ld.w1_o, wbuf.i1)
             m.d.comb += wbuf.split.eq((ctl.ctl.desc.flags & FLAG_WSPLIT).bool())
+        if self.splits_inputs:
+            wiring.connect(m, wl.in1_o, inbuf.i1)
+            m.d.comb += [inbuf.box1.eq(wl.in1_box),
+                         inbuf.split.eq((ctl.ctl.desc.flags & FLAG_ISPLIT).bool())]
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]
         if self.geometry.residual:

@@ -1,5 +1,5 @@
 """The port contract (:mod:`fcircnn.arch.ports`): which port carries which read, and the
-rule for splitting a weight tile over both ports."""
+rules for splitting a weight tile or an input box over both ports."""
 
 import pytest
 
@@ -9,8 +9,10 @@ from fcircnn.arch.ports import (
     LOADER_READS,
     READ_KINDS,
     SPLIT_INPUT_READS,
+    SPLIT_WEIGHT_READS,
     WEIGHT_READS,
     PortMap,
+    input_halves,
     weight_halves,
 )
 
@@ -32,11 +34,33 @@ def test_two_ports_give_the_weights_a_loader_and_split_even_tiles():
                                                                    True]
 
 
+def test_two_ports_split_input_boxes_of_an_even_number_of_slot_groups():
+    ports = PortMap(2)
+    assert [ports.splits_inputs(g) for g in (1, 2, 3, 4, 8)] == [False, True, False, True, True]
+    assert ports.loader_reads(1, 4) == (INPUT_READS, SPLIT_WEIGHT_READS)
+    assert ports.loader_reads(2, 2) == (SPLIT_INPUT_READS, SPLIT_WEIGHT_READS)
+    assert ports.loader_reads(2, 1) == (SPLIT_INPUT_READS, WEIGHT_READS)
+    assert not PortMap(1).splits_inputs(4) and PortMap(1).loader_reads(2, 4) == (ALL_READS,)
+
+
 def test_the_read_kinds_are_partitioned_between_the_loaders():
-    assert ALL_READS | {"weight_half"} == set(READ_KINDS)
+    assert ALL_READS | {"weight_half", "input_half"} == set(READ_KINDS)
     assert INPUT_READS | WEIGHT_READS == ALL_READS and not INPUT_READS & WEIGHT_READS
     assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
-    assert len(set(LOADER_READS)) == len(LOADER_READS) == 4
+    assert SPLIT_WEIGHT_READS - WEIGHT_READS == {"input_half"}
+    assert not SPLIT_INPUT_READS & SPLIT_WEIGHT_READS
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 5
+
+
+def test_input_halves_are_the_lower_and_upper_slot_groups():
+    assert input_halves(2) == (range(0, 1), range(1, 2))
+    assert input_halves(4) == (range(0, 2), range(2, 4))
+
+
+@pytest.mark.parametrize("groups", [0, 1, 3, 2.0, True])
+def test_input_halves_need_an_even_count(groups):
+    with pytest.raises(ValueError, match="even number of slot groups"):
+        input_halves(groups)
 
 
 def test_weight_halves_are_the_first_and_second_half_of_a_tap():

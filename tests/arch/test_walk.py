@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry
 from fcircnn.arch.walk import (
     Box,
@@ -19,7 +19,9 @@ from fcircnn.arch.walk import (
     conv_tiles,
     conv_writes,
     halved_axes,
+    input_groups,
     pool_boxes,
+    splits_inputs,
 )
 from fcircnn.gen.compiler import plan_network
 from fcircnn.gen.dma_plan import conv_input_range
@@ -110,6 +112,33 @@ def test_a_split_weight_tile_is_read_in_two_contiguous_halves(desc, core, fused)
         assert (second.addr, second.len[2] * 16) == (box.addr + half, half)
     # Each pass: [residual] input, the weight loader's half, the input loader's half.
     assert "".join(k[0] for k in kinds if k != "residual").replace("iww", "") == ""
+
+
+def test_a_split_input_box_is_its_lower_and_upper_slot_groups():
+    # ResNet-18's folded conv1 on the two-port best core: four slot groups in one n-tile, the
+    # compiler splits its boxes; the halves are the whole box's groups, upper after lower.
+    acc = load_config(builtin_path("r3d18_zcu102_best"))
+    desc = plan_network(acc).layers[0].descriptor
+    core = CoreGeometry.of(acc.cores[0], acc.block_size)
+    assert desc.flags & FLAG_ISPLIT and splits_inputs(desc, core)
+    whole = dataclasses.replace(desc, flags=desc.flags & ~FLAG_ISPLIT)
+    boxes = [box for kind, box in conv_reads(whole, core) if kind == "input"]
+    reads = [(kind, box) for kind, box in conv_reads(desc, core) if kind.startswith("input")]
+    assert len(reads) == 2 * len(boxes) > 0
+    for box, (k0, lo), (k1, hi) in zip(boxes, reads[::2], reads[1::2], strict=True):
+        assert (k0, k1, lo.groups, hi.groups, box.groups) == ("input", "input_half", 2, 2, 4)
+        assert lo == box._replace(groups=2)
+        assert hi == box._replace(addr=box.addr + 2 * box.stride_g, groups=2)
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_input_boxes_split_only_where_every_n_tile_has_every_slot_group(desc, core, fused):
+    groups = input_groups(desc, core)
+    assert splits_inputs(desc, core) == (core.in_groups % 2 == 0 and core.tn > 16
+                                         and set(groups) == {core.in_groups})
+    if not splits_inputs(desc, core):
+        with pytest.raises(ValueError, match="FLAG_ISPLIT"):
+            list(conv_reads(dataclasses.replace(desc, flags=desc.flags | FLAG_ISPLIT), core))
 
 
 @pytest.mark.parametrize(("desc", "core", "fused"), CONV)

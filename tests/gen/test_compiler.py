@@ -19,6 +19,7 @@ import pytest
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CRELU,
+    FLAG_ISPLIT,
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -39,7 +40,7 @@ from fcircnn.gen.compiler import (
     image_for_clip,
     pack_weight_image,
     plan_network,
-    split_pays,
+    port_split,
 )
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
@@ -198,18 +199,19 @@ def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
 
 def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator):
     # On two ports the fused test network's FC layer is weight-bound: the compiler splits
-    # its tiles (the model says so) and lays each out half-major; the decoder above reads
-    # that layout independently and the image still computes the golden contract.
+    # its tiles (the model says so) and lays each out half-major; f1 splits its tiles and its
+    # input boxes (the boxes' layout does not change); the decoder above reads that layout
+    # independently and the image still computes the golden contract.
     path = fused_accelerator(tmp_path)
     path.write_text(path.read_text() + "axi_ports: 2\n")
     acc2 = load_accelerator(path)
     image = compile_network(acc2, seed=4, base=0x10000)
-    flagged = {lp.layer.name: bool(lp.descriptor.flags & FLAG_WSPLIT)
-               for lp in image.plan.layers}
-    assert flagged == {"f1": False, "f2": False, "fc": True}
+    splits = FLAG_WSPLIT | FLAG_ISPLIT
+    flagged = {lp.layer.name: lp.descriptor.flags & splits for lp in image.plan.layers}
+    assert flagged == {"f1": splits, "f2": 0, "fc": FLAG_WSPLIT}
     for lp in image.plan.layers:
-        assert split_pays(acc2, replace(lp.descriptor, flags=lp.descriptor.flags
-                                        & ~FLAG_WSPLIT), lp.core) == flagged[lp.layer.name]
+        unsplit = replace(lp.descriptor, flags=lp.descriptor.flags & ~splits)
+        assert port_split(acc2, unsplit, lp.core) == flagged[lp.layer.name]
     outputs = _execute(image.data, image.base, image.desc_ptr, acc2)
     for layer in acc2.network.resolved:
         for c in (0, 1):

@@ -180,9 +180,11 @@ class Dma:
 
 
 def weight_bytes(acc, image, kind: str = "weights") -> int:
-    """Bytes of every weight tile (or tile half) of ``kind`` the layer engines read (a tile
-    once per spatial tile)."""
-    return sum(box.len[2] * 16 for lp in image.plan.layers for d in lp.descriptors
+    """Bytes of every read of ``kind`` (a weight tile, a tile half or an input box half) the
+    layer engines read (a weight tile once per spatial tile; a box's voxels inside the map:
+    its padding is not read)."""
+    return sum(box.groups * box.len[0] * box.len[1] * box.len[2] * 16
+               for lp in image.plan.layers for d in lp.descriptors
                if d.op != OP_POOL
                for k, box in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
                if k == kind)

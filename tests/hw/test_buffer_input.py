@@ -137,6 +137,91 @@ def test_ping_pong_overlaps_load_and_compute():
     assert not ev["conflict"]
 
 
+def run_split(dut, tiles, reads, *, split, seed):
+    """Load ``tiles`` ((box, beats) of the whole box) with ``split`` on: the lower half of
+    the slot groups on ``i``, the upper on ``i1``, each stream pausing at random; read as
+    :func:`run_buffer`."""
+    import random
+
+    rng = random.Random(seed)
+    out = [[] for _ in tiles]
+    events = {"conflict": 0}
+
+    def stream(port, box_port, half):
+        async def feed(ctx):
+            for box, beats in tiles:
+                n = len(beats) // 2 if split else len(beats)
+                part = (beats[:n] if half == 0 else beats[n:]) if split else beats
+                ctx.set(box_port, box | {"groups": box["groups"] // 2} if split else box)
+                for k, beat in enumerate(part):
+                    while rng.random() < 0.3:
+                        ctx.set(port.valid, 0)
+                        await ctx.tick()
+                    ctx.set(port.payload, {"data": beat, "last": int(k == len(part) - 1)})
+                    ctx.set(port.valid, 1)
+                    await ctx.tick().until(port.ready)
+                ctx.set(port.valid, 0)
+        return feed
+
+    async def reader(ctx):
+        for t, addrs in enumerate(reads):
+            await ctx.tick().until(dut.r_valid)
+            for addr in addrs:
+                ctx.set(dut.r_addr, addr)
+                ctx.set(dut.r_en, 1)
+                await ctx.tick()
+                ctx.set(dut.r_en, 0)
+                out[t].append(ctx.get(dut.act))
+                if rng.random() < 0.3:
+                    await ctx.tick()
+            ctx.set(dut.r_release, 1)
+            await ctx.tick()
+            ctx.set(dut.r_release, 0)
+        events["conflict"] = ctx.get(dut.conflict)
+
+    async def setup(ctx):
+        ctx.set(dut.split, int(split))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(setup)
+    sim.add_testbench(stream(dut.i, dut.box, 0), background=True)
+    if split:
+        sim.add_testbench(stream(dut.i1, dut.box1, 1), background=True)
+    sim.add_testbench(reader)
+    sim.run()
+    return out, events
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one stream"])
+@pytest.mark.parametrize(("Tn", "Td"), [(64, 2), (32, 3)])
+def test_split_load_fills_both_halves_of_the_slot_groups(Tn, Td, split):
+    # FLAG_ISPLIT: the lower slot groups on i, the upper on i1, both streams and the reader
+    # pausing at random over three ping-pong tiles; the same buffer without split takes the
+    # whole box on i.
+    rng = np.random.default_rng(Tn + Td)
+    buf = InputBuffer(Tn, Td, 2, 3, kernel=3, stride=1, splittable=True)
+    box = [conv_input_range(0, n, 3, 1, 1) for n in (Td, 2, 3)]
+    tiles, parts = [], []
+    for _ in range(3):
+        p, beats = padded_box(rng, Tn // 2, (5, 4, 4), box)
+        parts.append(p)
+        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
+                      beats))
+    reads, coords = conv_reads(buf, (Td, 2, 3))
+    got, ev = run_split(buf, tiles, [reads] * 3, split=split, seed=Tn * Td)
+    for t in range(3):
+        check_tile(buf, parts[t], got[t], coords)
+    assert not ev["conflict"]
+
+
+def test_a_split_buffer_needs_an_even_number_of_slot_groups():
+    with pytest.raises(ValueError, match="even number of slot groups"):
+        InputBuffer(16, 2, 2, 2, splittable=True)
+    with pytest.raises(TypeError, match="splittable must be a bool"):
+        InputBuffer(32, 2, 2, 2, splittable=1)
+
+
 def test_small_tn_selects_sub_group():
     rng = np.random.default_rng(4)
     buf = InputBuffer(8, 2, 2, 2, kernel=1, stride=(2, 2, 2))

@@ -7,6 +7,7 @@ partial-sum back-pressure."""
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 
 import pytest
@@ -134,7 +135,7 @@ def run(case, *, seed=0, stall=0.3):
 @pytest.mark.parametrize("case", conv_cases(), ids=str)
 def test_compute_beats_and_tags_follow_the_walk(case):
     ref, ref_tags = ref_beats(case)
-    beats, tags, releases = run(case, seed=hash(case.name) % 1000)
+    beats, tags, releases = run(case, seed=zlib.crc32(case.name.encode()))
     assert len(releases) == len(list(conv_passes(case.desc, case.core)))
     assert beats == ref
     assert tags == ref_tags

@@ -7,6 +7,7 @@ the output buffer at the (pooled, with a fused pool) voxel; with random back-pre
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 
 import pytest
@@ -187,7 +188,7 @@ def run(case, *, seed=0, stall=0.3):
 @pytest.mark.parametrize("case", conv_cases(), ids=str)
 def test_the_drain_follows_the_walk_with_every_beats_operands(case):
     ref, ref_shapes = ref_out(case)
-    out, shapes, releases = run(case, seed=hash(case.name) % 1000)
+    out, shapes, releases = run(case, seed=zlib.crc32(case.name.encode()))
     assert releases == list(range(len(ref_shapes)))
     assert shapes == ref_shapes
     assert out == ref

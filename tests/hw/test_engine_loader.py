@@ -3,20 +3,28 @@ the Python walk (:func:`fcircnn.arch.walk.conv_reads`): the same reads in the sa
 beat routed to its buffer, with random DMA and buffer back-pressure; a failing read ends the
 walk with its status. The same for the two loaders of a two-port engine (the input loader's
 reads and the weight loader's, each in the walk's order), also with every weight tile split
-between them (``FLAG_WSPLIT``)."""
+between them (``FLAG_WSPLIT``) and with every input box split between them
+(``FLAG_ISPLIT``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import zlib
 
 import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
-from fcircnn.arch.descriptor import FLAG_WSPLIT
-from fcircnn.arch.ports import ALL_READS, INPUT_READS, SPLIT_INPUT_READS, WEIGHT_READS
-from fcircnn.arch.walk import conv_reads
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT
+from fcircnn.arch.ports import (
+    ALL_READS,
+    INPUT_READS,
+    SPLIT_INPUT_READS,
+    SPLIT_WEIGHT_READS,
+    WEIGHT_READS,
+)
+from fcircnn.arch.walk import conv_reads, splits_inputs
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.buffer_input import input_box_layout
 from fcircnn.hw.engine_loader import EngineLoader
@@ -50,6 +58,8 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
             sink_ports["weights"] = dut.w_o
         if "weight_half" in reads:
             sink_ports["weight_half"] = dut.w1_o
+        if "input_half" in reads:
+            sink_ports["input_half"] = dut.in1_o
         if case.geometry.residual and loads_in:
             sink_ports["residual"] = dut.res_o
         while True:
@@ -66,6 +76,8 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
             sinks.append(("weights", dut.w_o.valid, dut.w_o.ready))
         if "weight_half" in reads:
             sinks.append(("weight_half", dut.w1_o.valid, dut.w1_o.ready))
+        if "input_half" in reads:
+            sinks.append(("input_half", dut.in1_o.valid, dut.in1_o.ready))
         if case.geometry.residual and loads_in:
             sinks.append(("residual", dut.res_o.valid, dut.res_o.ready))
         ports = [dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
@@ -107,7 +119,7 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
 def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds):
     reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
     boxes, taken, fails, (idle, params_ready) = run(case, reads=kinds,
-                                                     seed=hash(case.name) % 1000)
+                                                     seed=zlib.crc32(case.name.encode()))
     assert idle and not fails
     assert boxes == [box for _, box in reads]
     for n, (kind, box) in enumerate(reads):
@@ -136,14 +148,44 @@ def test_split_weight_tiles_are_read_half_by_each_loader(case, kinds):
     the input loader the second after its input box; without it the input loader of a core
     that can split reads no weights."""
     split = bool(case.desc.flags & FLAG_WSPLIT)
-    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
     assert split == any(kind == "weight_half" for kind, _ in conv_reads(case.desc, case.core))
-    boxes, taken, fails, (idle, _) = run(case, reads=kinds, seed=hash(case.name) % 1000)
+    check_the_walks_reads(case, kinds)
+
+
+def check_the_walks_reads(case, kinds):
+    """Run ``case`` through a loader issuing ``kinds``: the walk's reads of those kinds, each
+    beat to its sink, in order."""
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    boxes, taken, fails, (idle, _) = run(case, reads=kinds, seed=zlib.crc32(case.name.encode()))
     assert idle and not fails
     assert boxes == [box for _, box in reads]
     for n, (kind, box) in enumerate(reads):
         assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
         assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+
+
+def input_split_cases():
+    """The conv cases whose input boxes can split, their descriptors with ``FLAG_ISPLIT``
+    (also with ``FLAG_WSPLIT``: both loaders then read half of each)."""
+    return [dataclasses.replace(c, name=f"{c.name}-isplit{'-wsplit' if w else ''}",
+                                desc=dataclasses.replace(c.desc, flags=c.desc.flags
+                                                         | FLAG_ISPLIT | w))
+            for c in conv_cases() if splits_inputs(c.desc, c.core) for w in (0, FLAG_WSPLIT)]
+
+
+@pytest.mark.parametrize("kinds", [INPUT_READS, SPLIT_INPUT_READS, SPLIT_WEIGHT_READS],
+                         ids=["input loader", "input loader, weight halves", "weight loader"])
+@pytest.mark.parametrize("case", [*input_split_cases(), *(
+    c for c in conv_cases() if splits_inputs(c.desc, c.core))], ids=str)
+def test_split_input_boxes_are_read_half_by_each_loader(case, kinds):
+    """With ``FLAG_ISPLIT`` the input loader reads the lower half of every input box's slot
+    groups and the weight loader the upper half before its weight tile; without it the
+    weight loader of a core that can split reads no input."""
+    if (case.desc.flags & FLAG_WSPLIT) and kinds == INPUT_READS:
+        pytest.skip("an input loader without weight halves never gets FLAG_WSPLIT")
+    split = bool(case.desc.flags & FLAG_ISPLIT)
+    assert split == any(kind == "input_half" for kind, _ in conv_reads(case.desc, case.core))
+    check_the_walks_reads(case, kinds)
 
 
 @pytest.mark.parametrize("status", [Status.BAD_COMMAND, Status.OVERFLOW, Status.BUS_ERROR])
@@ -166,3 +208,5 @@ def test_the_loader_refuses_a_residual_box_for_a_core_without_residuals():
     for reads in (frozenset(), {"input", "weights"}, {"params", "residual", "input", "bias"}):
         with pytest.raises(ValueError, match="reads must be"):
             loader(case, frozenset(reads))
+    with pytest.raises(ValueError, match="input_half"):
+        loader(next(c for c in conv_cases() if c.core.in_groups == 1), SPLIT_WEIGHT_READS)

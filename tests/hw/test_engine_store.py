@@ -6,6 +6,7 @@ random back-pressure on every stream; a failing write ends the walk with ``4 | s
 from __future__ import annotations
 
 import random
+import zlib
 
 import pytest
 from amaranth.sim import Simulator
@@ -64,7 +65,7 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
 
 @pytest.mark.parametrize("case", conv_cases(), ids=str)
 def test_the_store_writes_what_the_walk_writes_with_the_buffers_beats(case):
-    writes, dma, fails, done, idle = run(case, seed=hash(case.name) % 1000)
+    writes, dma, fails, done, idle = run(case, seed=zlib.crc32(case.name.encode()))
     assert idle and not fails and done == [1]
     assert dma.boxes == writes
     for n, beats in enumerate(dma.written):
