@@ -113,9 +113,27 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
     return dma.boxes, taken, fails, idle
 
 
-@pytest.mark.parametrize("kinds", [ALL_READS, INPUT_READS, WEIGHT_READS],
-                         ids=["one loader", "input loader", "weight loader"])
-@pytest.mark.parametrize("case", conv_cases(), ids=str)
+#: The layers the two-port loaders run in the default suite (the rest are slow): several
+#: n-tiles and m-tiles, a residual, stride 2, an FC layer, gap, a fused pool. The one loader
+#: runs every layer.
+TWO_PORT_DEFAULT = {"two_core:c5", "two_core:fc6", "two_core:r_b2b", "two_core:r_b2d",
+                    "two_core:gap", "fused:f2"}
+
+
+def loader_matrix():
+    """Every test layer with the one loader; with each two-port loader the layers of
+    :data:`TWO_PORT_DEFAULT`, the others marked slow."""
+    out = []
+    for case in conv_cases():
+        for kinds, label in ((ALL_READS, "one loader"), (INPUT_READS, "input loader"),
+                             (WEIGHT_READS, "weight loader")):
+            slow = kinds != ALL_READS and case.name not in TWO_PORT_DEFAULT
+            out.append(pytest.param(case, kinds, id=f"{case}-{label}",
+                                    marks=[pytest.mark.slow] if slow else []))
+    return out
+
+
+@pytest.mark.parametrize(("case", "kinds"), loader_matrix())
 def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds):
     reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
     boxes, taken, fails, (idle, params_ready) = run(case, reads=kinds,
