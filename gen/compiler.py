@@ -551,7 +551,9 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     (:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`, where the core
     :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and the layer
     :func:`~fcircnn.arch.walk.splits_inputs`) and both (each port then reads half of each);
-    the performance model picks the fastest, no split unless a split is faster."""
+    the performance model picks the fastest, no split unless a split is faster. A descriptor
+    that the model finds waiting on its loads less than 0.5% of its cycles is not split (a
+    split cannot save more than that wait; this keeps the sweep's per-point cost low)."""
     from .perf_model import memory_of, model_descriptor
 
     B = acc.block_size
@@ -563,7 +565,10 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     if not candidates:
         return 0
     mem = memory_of(acc)
-    best, best_span = 0, model_descriptor(d, core, B, mem)["span"]
+    base = model_descriptor(d, core, B, mem)
+    if base["dma_stall"] * 200 < base["cycles"]:
+        return 0
+    best, best_span = 0, base["span"]
     for flags in candidates:
         span = model_descriptor(replace(d, flags=d.flags | flags), core, B, mem)["span"]
         if span < best_span:
