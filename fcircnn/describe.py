@@ -75,4 +75,8 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         lines.append(f"  {r.name} runs with its depth taps folded into input channels: "
                      f"{run.in_channels} channels, kernel {fmt3(run.kernel)} "
                      "(fold_input_taps)")
+    for r in (r for r in acc.network.resolved if acc.folds_fc_input(r)):
+        run = acc.engine_layer(r)
+        lines.append(f"  {r.name} reads its 1x1x1 input as a {fmt3(run.in_shape)} map of "
+                     f"{run.in_channels} channels ({fmt3(run.kernel)} weight taps per tile)")
     return "\n".join(lines)

@@ -113,7 +113,7 @@ from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
-from fcircnn.models.fold import fold_input_slots, fold_weight_slots
+from fcircnn.models.fold import fold_fc_weight_slots, fold_input_slots, fold_weight_slots
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
     LayerOverflowError,
@@ -188,10 +188,12 @@ class LayerPlan:
 
     ``descriptor`` is the layer's convolution (weights, post table); ``descriptors`` all of
     its descriptors in list order: the convolution, then the pool pass if the layer pools.
-    ``engine_layer`` is the layer as the engine runs it: ``layer`` itself, or the first layer
+    ``engine_layer`` is the layer as the engine runs it: ``layer`` itself, the first layer
     with its depth taps folded into input channels
-    (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`), whose geometry the
-    descriptor carries; ``layer`` keeps the network's view (name, dense operations).
+    (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`) or an fc layer reading its
+    1x1x1 input as a map (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_fc_input`),
+    whose geometry the descriptor carries; ``layer`` keeps the network's view (name, dense
+    operations).
     """
 
     layer: ResolvedLayer
@@ -209,7 +211,8 @@ class LayerPlan:
 
     @property
     def folded(self) -> bool:
-        """Whether the layer runs with its depth taps folded into input channels."""
+        """Whether the layer runs folded (depth taps into input channels, or an fc input
+        read as a map)."""
         return self.engine_layer != self.layer
 
 
@@ -825,6 +828,8 @@ def compile_network(
         layer, ql, d = lp.layer, qnet.layers[lp.layer.name], lp.descriptor
         if layer.kind == "gap":
             wq_re, wq_im = gap_weight_slots(layer.padded_in_channels // B, B, layer.kernel)
+        elif lp.folded and layer.kind == "fc":
+            wq_re, wq_im = fold_fc_weight_slots(ql.wq_re, ql.wq_im, B)
         elif lp.folded:
             wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im)
         else:

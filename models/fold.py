@@ -1,4 +1,6 @@
-"""Depth-tap folding of the first layer: its input and weights as the engine runs them.
+"""Folded layers: their input and weights as the engine runs them.
+
+Depth-tap folding of the first layer:
 
 A first layer with few input channels (C3D conv1a: 3 channels, one block of ``B = 8``) leaves
 most of a core's ``Tn/B`` input blocks idle. Folded (:meth:`ResolvedLayer.fold_depth_taps
@@ -8,15 +10,23 @@ of tap ``t`` and input block ``q`` moves to input block ``t*Q + q`` of a ``1 x K
 Every product of the original sum appears exactly once in the folded one, so the integer
 accumulators are equal (:func:`fcircnn.models.spectral.conv3d_slots_int`, exact in int32):
 folding changes where the PE array finds the operands, not the numeric contract.
+
+Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_input
+<fcircnn.models.config.ResolvedLayer.fold_fc_input>`): the engine reads the same bytes as a
+``(1, 4, 4)`` map of a sixteenth of the channels, so only the weight blocks move
+(:func:`fold_fc_weight_slots`); the sums are again the same.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .config import ResolvedLayer
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
 
-__all__ = ["fold_input_slots", "fold_weight_slots"]
+from .config import ResolvedLayer
+from .resolve import FC_FOLD_SHAPE
+
+__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_weight_slots"]
 
 
 def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer
@@ -61,4 +71,36 @@ def fold_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray
         p, q, half, kd, kr, kc = part.shape
         moved = np.moveaxis(part, 3, 1)  # [P, Kd, Q, B/2, Kr, Kc]
         out.append(moved.reshape(p, kd * q, half, 1, kr, kc))
+    return out[0], out[1]
+
+
+def fold_fc_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, block_size: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Weight slots ``[P, Q, B/2, 1, 1, 1]`` of an fc layer on a 1x1x1 input to the
+    ``[P, Q/16, B/2, 1, 4, 4]`` of its folded form: block ``(p, q')`` at tap ``t = 4*h + w``
+    is block ``(p, (16*(q' // b) + t) * b + q' % b)``, ``b = 16/B`` blocks per slot group
+    (the slot group ``16*g + t`` of the 1x1x1 input is group ``g`` at position ``t`` of the
+    map; :meth:`ResolvedLayer.fold_fc_input <fcircnn.models.config.ResolvedLayer.fold_fc_input>`).
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not fc weight slots whose blocks fill whole slot groups at every
+        position of the map.
+    """
+    positions = int(np.prod(FC_FOLD_SHAPE))
+    out = []
+    for part in (wq_re, wq_im):
+        part = np.asarray(part)
+        per_group = SLOT_GROUP_CHANNELS // block_size if block_size else 0
+        if (part.ndim != 6 or part.shape[3:] != (1, 1, 1) or not per_group
+                or part.shape[1] % (positions * per_group)):
+            raise ValueError(f"fc weight slots [P, Q, B/2, 1, 1, 1] in whole slot groups at "
+                             f"{positions} positions (Q a multiple of {positions * per_group} "
+                             f"at B = {block_size}), not {part.shape}")
+        p, q, half = part.shape[:3]
+        # [P, Q/(16 b), 16 positions, b, B/2] -> [P, Q/(16 b), b, B/2, positions]
+        grouped = part.reshape(p, q // (positions * per_group), positions, per_group, half)
+        moved = grouped.transpose(0, 1, 3, 4, 2)
+        out.append(moved.reshape(p, q // positions, half, *FC_FOLD_SHAPE))
     return out[0], out[1]

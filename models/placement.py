@@ -3,8 +3,10 @@
 A core fits a layer when the layer's kernel, stride and pool window are within the core's
 ``max_*`` (:func:`fit_problems`); a layer runs on the fitting core with the smallest
 ``max_kernel`` (:func:`core_for`); the first layer folds its depth taps into input channels
-when its input leaves input blocks of its core idle (:func:`folds_input`,
-:func:`engine_layer`). :class:`~.schema.AcceleratorConfig` offers these as methods.
+when its input leaves input blocks of its core idle (:func:`folds_input`), and an fc layer on a
+1x1x1 input reads it as a ``(1, 4, 4)`` map where its core's buffers already hold such a kernel
+(:func:`folds_fc_input`); :func:`engine_layer` is the layer as the engine runs it.
+:class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
+
 from .errors import Problem
-from .resolve import ResolvedLayer, fmt3
+from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
 
 if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
-__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folds_input",
-           "placement_problems"]
+__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folds_fc_input",
+           "folds_input", "placement_problems"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -81,10 +85,37 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
         return False
     return layer.padded_in_channels < core_for(acc, layer).tn
 
+def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+    """Whether fc ``layer`` reads its 1x1x1 input as a ``(1, 4, 4)`` map
+    (:meth:`~.resolve.ResolvedLayer.fold_fc_input`): 16 weight taps per tile and DMA command
+    instead of one.
+
+    The input must come from another layer (the host writes the network input as it is), be
+    whole slot groups at every position of the map and fill the core's ``Tn`` at each
+    (``C >= 16 * Tn``), and another layer on the same core must already have a kernel that
+    covers the map, so the fold does not grow the core's buffers (C3D: fc7 and fc8 beside
+    fc6's 1x4x4 kernel).
+    """
+    if layer.kind != "fc" or layer.input is None or layer.in_shape != (1, 1, 1):
+        return False
+    core = core_for(acc, layer)
+    positions = math.prod(FC_FOLD_SHAPE)
+    channels = layer.padded_in_channels
+    if channels % (positions * SLOT_GROUP_CHANNELS) or channels // positions < core.tn:
+        return False
+    return any(other.name != layer.name and other.kind != "gap"
+               and all(k >= f for k, f in zip(other.kernel, FC_FOLD_SHAPE, strict=True))
+               and core_for(acc, other).name == core.name
+               for other in acc.network.resolved)
+
+
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
-    """``layer`` as the engine runs it: folded if :func:`folds_input`, else itacc. It
-    runs on ``core_for(layer)`` of the original layer."""
-    return layer.fold_depth_taps() if folds_input(acc, layer) else layer
+    """``layer`` as the engine runs it: depth taps folded if :func:`folds_input`, its input
+    read as a map if :func:`folds_fc_input`, else itself. It runs on ``core_for(layer)`` of
+    the original layer."""
+    if folds_input(acc, layer):
+        return layer.fold_depth_taps()
+    return layer.fold_fc_input() if folds_fc_input(acc, layer) else layer
 
 
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:

@@ -17,14 +17,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
+
 from .errors import Problem, show
 from .spectral import ACC_BITS, INT8_MAX, accumulator_bound
 
 if TYPE_CHECKING:
     from .schema import NetworkConfig
 
-__all__ = ["Pool", "ResolvedLayer", "Vec3Tuple", "fmt3", "fmt_dims", "resolve_network",
-           "round_up"]
+#: The map an fc layer's 1x1x1 input is read as when it folds
+#: (:meth:`ResolvedLayer.fold_fc_input`): 16 positions, so each weight tile carries 16 taps.
+FC_FOLD_SHAPE: tuple[int, int, int] = (1, 4, 4)
+
+__all__ = ["FC_FOLD_SHAPE", "Pool", "ResolvedLayer", "Vec3Tuple", "fmt3", "fmt_dims",
+           "resolve_network", "round_up"]
 
 Vec3Tuple = tuple[int, int, int]
 
@@ -162,6 +168,37 @@ class ResolvedLayer:
                        in_shape=(self.conv_shape[0], *self.in_shape[1:]), kernel=(1, kr, kc),
                        stride=(1, *self.stride[1:]), padding=(0, *self.padding[1:]))
 
+
+    def fold_fc_input(self) -> ResolvedLayer:
+        """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.
+
+        The bytes do not change: in NC/8DHW8 a 1x1x1 map of ``C`` channels is its ``C/16``
+        slot groups one after the other, and the same bytes are a ``(1, 4, 4)`` map of
+        ``C/16`` channels whose slot group ``g`` at position ``p = 4*h + w`` is the original
+        group ``16*g + p``. The folded layer has ``in_channels = C/16``, ``in_shape`` and
+        ``kernel`` :data:`FC_FOLD_SHAPE`; its weight block ``(m, q')`` at tap ``p`` is the
+        original block ``(m, q)``, ``q = (16*(q' // b) + p) * b + q' % b`` with ``b = 16/B``
+        blocks per slot group (:func:`fcircnn.models.fold.fold_fc_weight_slots`). It computes
+        the same sums in another order, so the integer accumulators are equal: the engine reads
+        16 weight taps per tile instead of one (C3D fc7: 8 KB weight tiles for 512 B ones).
+        Like :meth:`fold_depth_taps`, only the input side changes; ``dense_ops`` are not the
+        network's.
+
+        Raises
+        ------
+        ValueError
+            If the layer is not an fc layer on a 1x1x1 input, or its padded input channels are
+            not whole slot groups at every position of the map.
+        """
+        positions = math.prod(FC_FOLD_SHAPE)
+        if self.kind != "fc" or self.in_shape != (1, 1, 1):
+            raise ValueError(f"layer {self.name!r}: only an fc layer on a 1x1x1 input folds its "
+                             f"input to {fmt3(FC_FOLD_SHAPE)}")
+        if self.padded_in_channels % (positions * SLOT_GROUP_CHANNELS):
+            raise ValueError(f"layer {self.name!r}: {self.padded_in_channels} input channels are "
+                             f"not a multiple of {positions * SLOT_GROUP_CHANNELS}")
+        return replace(self, in_channels=self.padded_in_channels // positions,
+                       in_shape=FC_FOLD_SHAPE, kernel=FC_FOLD_SHAPE)
 
 def fmt_dims(channels: int, shape: Sequence[int]) -> str:
     return "x".join(str(v) for v in (channels, *shape))

@@ -445,6 +445,11 @@ class AcceleratorConfig(_Strict):
         """Whether ``layer`` runs with its depth taps folded (:func:`~.placement.folds_input`)."""
         return placement.folds_input(self, layer)
 
+    def folds_fc_input(self, layer: ResolvedLayer) -> bool:
+        """Whether fc ``layer`` reads its 1x1x1 input as a map
+        (:func:`~.placement.folds_fc_input`)."""
+        return placement.folds_fc_input(self, layer)
+
     def engine_layer(self, layer: ResolvedLayer) -> ResolvedLayer:
         """``layer`` as the engine runs it (:func:`~.placement.engine_layer`)."""
         return placement.engine_layer(self, layer)

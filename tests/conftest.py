@@ -76,7 +76,9 @@ layers:
 #: C3D's classifier in small: an FC layer from a map (fc1: a 2x4x4 kernel, 32 taps, as fc6 from
 #: pool5) and FC layers on 1x1x1 (fc2, fc3: one tap), several weight tiles per layer on a
 #: ``Tn = Tm = 32`` core; on two AXI ports the compiler splits fc1's weight tiles
-#: (``FLAG_WSPLIT``), whose 256 beats dwarf its 64 input beats a pass.
+#: (``FLAG_WSPLIT``), whose 256 beats dwarf its 64 input beats a pass. fc2's 512 input
+#: channels are read as a 1x4x4 map of 32 (``folds_fc_input``, as C3D's fc7 beside fc6: 16
+#: taps a weight tile); fc3's 256 would leave half of ``Tn`` idle so, and stay 1x1x1.
 FC_NET = """
 name: fc_stack
 input: {channels: 64, depth: 2, height: 4, width: 4}
@@ -84,7 +86,7 @@ classes: 10
 block_size: %(B)d
 layers:
   - {name: c1, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: fc1, type: fc, out_channels: 256, crelu: true}
+  - {name: fc1, type: fc, out_channels: 512, crelu: true}
   - {name: fc2, type: fc, out_channels: 256, crelu: true}
   - {name: fc3, type: fc, out_channels: 10}
 """

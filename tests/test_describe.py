@@ -24,3 +24,6 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     assert all(r.name in text for r in acc.network.resolved)
     folded = [r for r in acc.network.resolved if acc.folds_input(r)]
     assert all(f"{r.name} runs with its depth taps folded" in text for r in folded)
+    fc = [r.name for r in acc.network.resolved if acc.folds_fc_input(r)]
+    assert fc == (["fc7", "fc8"] if name == "c3d_zcu102" else [])
+    assert all(f"{n} reads its 1x1x1 input as a 1x4x4 map" in text for n in fc)

@@ -18,7 +18,8 @@ from fcircnn.models.config import (
     load_accelerator,
     load_network,
 )
-from fcircnn.models.fold import fold_input_slots, fold_weight_slots
+from fcircnn.models.fold import fold_fc_weight_slots, fold_input_slots, fold_weight_slots
+from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.spectral import conv3d_slots_int
 
 
@@ -122,3 +123,67 @@ def test_a_first_layer_without_depth_taps_does_not_fold(tmp_path):
     (tmp_path / "acc.yaml").write_text(yaml.safe_dump(acc_data))
     acc = load_accelerator(tmp_path / "acc.yaml")
     assert not any(acc.folds_input(layer) for layer in acc.network.resolved)
+
+
+def _fc_layer(channels, out_channels=16, block_size=8):
+    """An fc layer on a 1x1x1 input, fed by another layer (C3D's fc7 with other sizes)."""
+    fc7 = load_accelerator(builtin_path("c3d_zcu102")).network.resolved[-2]
+    return replace(fc7, in_channels=channels, out_channels=out_channels, block_size=block_size)
+
+
+@pytest.mark.parametrize("channels, block_size", [(256, 8), (512, 8), (256, 4), (512, 16)])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_fc_folded_accumulators_equal_the_original(channels, block_size, data):
+    """The folded fc layer on the same input bytes (re-read as its map through the NC/8DHW8
+    unpacker) with the permuted weights sums exactly what the original sums."""
+    layer = _fc_layer(channels, block_size=block_size)
+    folded = layer.fold_fc_input()
+    assert (folded.in_channels, folded.in_shape, folded.kernel) == \
+        (channels // 16, (1, 4, 4), (1, 4, 4))
+    rng = np.random.default_rng(channels + block_size)
+    slots, q, p = channels // 2, channels // block_size, 16 // block_size
+    shapes = [(slots, 1, 1, 1)] * 2 + [(p, q, block_size // 2, 1, 1, 1)] * 2
+    if data == "random":
+        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
+    else:
+        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    fx = unpack_ncdhw8(pack_ncdhw8(xr, xi), slots // 16, folded.in_shape)
+    fw = fold_fc_weight_slots(wr, wi, block_size)
+    assert fw[0].shape == (p, q // 16, block_size // 2, 1, 4, 4)
+    want = conv3d_slots_int(xr, xi, wr, wi)
+    got = conv3d_slots_int(*fx, *fw)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fc_fold_rule_on_the_builtin_networks():
+    """C3D's fc7 and fc8 fold beside fc6's 1x4x4 kernel (fc6 reads a map already); no layer
+    of the paper's ResNet-18 does (its fc reads 512 channels after GAP, on the pointwise core
+    with 1x1x1 kernels only)."""
+    c3d = load_accelerator(builtin_path("c3d_zcu102"))
+    assert [r.name for r in c3d.network.resolved if c3d.folds_fc_input(r)] == ["fc7", "fc8"]
+    fc7 = c3d.engine_layer(c3d.network.resolved[-2])
+    assert (fc7.in_channels, fc7.in_shape, fc7.kernel) == (256, (1, 4, 4), (1, 4, 4))
+    r3d = load_accelerator(builtin_path("r3d18_zcu102"))
+    assert not any(r3d.folds_fc_input(r) for r in r3d.network.resolved)
+
+
+def test_fc_fold_needs_whole_groups_a_full_tn_and_a_covering_kernel():
+    c3d = load_accelerator(builtin_path("c3d_zcu102"))
+    fc7 = c3d.network.resolved[-2]
+    assert c3d.folds_fc_input(fc7)
+    assert not c3d.folds_fc_input(replace(fc7, in_channels=4096 - 128))  # not whole groups
+    assert not c3d.folds_fc_input(replace(fc7, in_channels=256))  # 16 channels < Tn = 32
+    assert not c3d.folds_fc_input(replace(fc7, input=None))  # the network input
+    # ResNet-18's fc has whole groups and 32 channels a position for a Tn = 8 core, but no
+    # other layer of that core has a kernel covering 1x4x4: its buffers would have to grow.
+    r3d = load_accelerator(builtin_path("r3d18_zcu102"))
+    fc = r3d.network.resolved[-1]
+    assert fc.padded_in_channels == 512 and r3d.core_for(fc).tn <= 512 // 16
+    assert not r3d.folds_fc_input(fc)
+    with pytest.raises(ValueError, match="fc layer on a 1x1x1 input"):
+        _fc_layer(256).fold_fc_input().fold_fc_input()
+    with pytest.raises(ValueError, match="multiple of 256"):
+        _fc_layer(128).fold_fc_input()
+    with pytest.raises(ValueError, match="whole slot groups"):
+        fold_fc_weight_slots(np.zeros((1, 8, 4, 1, 1, 1)), np.zeros((1, 8, 4, 1, 1, 1)), 8)

@@ -583,6 +583,29 @@ def test_fused_pool_descriptor_walks_the_pooled_map():
     assert pool_fuses(by_name["conv5b"].layer, by_name["conv5b"].core) is False
 
 
+
+def test_an_fc_input_read_as_a_map_reproduces_the_golden_contract(tmp_path):
+    """fc2 of the FC test network (512 channels on 1x1x1, beside fc1's 2x4x4 kernel) runs as
+    a 1x4x4 map of 32 channels: its descriptor reads fc1's output region as that map and its
+    weight image holds 16-tap tiles; decoded from the bytes alone, every layer equals the
+    golden integer contract (the permuted weight blocks meet the re-read input exactly)."""
+    from conftest import write_fc_accelerator
+
+    acc = load_accelerator(write_fc_accelerator(tmp_path))
+    img = compile_network(acc, seed=4, base=0x10000)
+    by_name = {lp.layer.name: lp for lp in img.plan.layers}
+    assert [n for n, lp in by_name.items() if lp.folded] == ["fc2"]
+    d = by_name["fc2"].descriptor
+    assert (d.in_slots, d.in_shape, d.kernel) == (16, (1, 4, 4), (1, 4, 4))
+    assert d.in_base == img.plan.region("fc1.output").base
+    assert d.weight_tile_bytes == 16 * 4 * 4 * 4 * 2  # 16 taps, 4x4 blocks, 4 slots, re/im
+    assert by_name["fc3"].descriptor.kernel == (1, 1, 1)
+    outputs = _execute(img.data, img.base, img.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          img.expected[layer.name][c], layer.name)
+
 # --------------------------------------------------------------------------------------------
 # Full size
 
@@ -598,11 +621,14 @@ def test_full_size_plan(name, layers):
     assert len(plan.layers) == layers and len(plan.descriptors) == layers + passes
     assert plan.end <= 1 << acc.address_width
     B = acc.block_size
+    # conv1a / conv1: 3 channels on Tn = 32; fc7 and fc8: 4,096 channels on 1x1x1 read as
+    # 1x4x4 maps beside fc6's 1x4x4 kernel
+    folded = {"c3d_zcu102": {"conv1a", "fc7", "fc8"}, "r3d18_zcu102": {"conv1"}}[name]
     for lp in plan.layers:
         layer, d = lp.layer, lp.descriptor
         core = lp.core
         taps = lp.engine_layer.kernel_volume
-        assert lp.folded == (layer.index == 0)  # conv1a / conv1: 3 channels on Tn = 32
+        assert lp.folded == (layer.name in folded), layer.name
         expect = d.m_tiles * d.n_tiles * taps * (core.tm // B) * (core.tn // B) * B
         assert d.weight_bytes == plan.region(f"{layer.name}.weights").size == expect
         assert plan.region(f"{layer.name}.output").size == ncdhw8_size(d.out_slots,
