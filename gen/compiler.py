@@ -546,6 +546,11 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     return re, im
 
 
+#: The share of its cycles a descriptor must wait on its loads for :func:`port_split` to try
+#: splitting them: a split cannot save more than that wait.
+SPLIT_MIN_STALL = 0.005
+
+
 def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> int:
     """The flags that split conv descriptor ``d``'s reads over the two AXI ports, or 0.
 
@@ -555,8 +560,9 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and the layer
     :func:`~fcircnn.arch.walk.splits_inputs`) and both (each port then reads half of each);
     the performance model picks the fastest, no split unless a split is faster. A descriptor
-    that the model finds waiting on its loads less than 0.5% of its cycles is not split (a
-    split cannot save more than that wait; this keeps the sweep's per-point cost low)."""
+    that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
+    is not split (a split cannot save more than that wait; this keeps the sweep's per-point
+    cost low)."""
     from .perf_model import memory_of, model_descriptor
 
     B = acc.block_size
@@ -569,7 +575,7 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
         return 0
     mem = memory_of(acc)
     base = model_descriptor(d, core, B, mem)
-    if base["dma_stall"] * 200 < base["cycles"]:
+    if base["dma_stall"] < SPLIT_MIN_STALL * base["cycles"]:
         return 0
     best, best_span = 0, base["span"]
     for flags in candidates:

@@ -19,6 +19,8 @@ Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_inpu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
@@ -88,11 +90,11 @@ def fold_fc_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, block_size: int
         If the arrays are not fc weight slots whose blocks fill whole slot groups at every
         position of the map.
     """
-    positions = int(np.prod(FC_FOLD_SHAPE))
+    positions = math.prod(FC_FOLD_SHAPE)
+    per_group = SLOT_GROUP_CHANNELS // block_size if block_size > 0 else 0
     out = []
     for part in (wq_re, wq_im):
         part = np.asarray(part)
-        per_group = SLOT_GROUP_CHANNELS // block_size if block_size else 0
         if (part.ndim != 6 or part.shape[3:] != (1, 1, 1) or not per_group
                 or part.shape[1] % (positions * per_group)):
             raise ValueError(f"fc weight slots [P, Q, B/2, 1, 1, 1] in whole slot groups at "

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
-
 from .errors import Problem
 from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
 
@@ -85,6 +83,7 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
         return False
     return layer.padded_in_channels < core_for(acc, layer).tn
 
+
 def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     """Whether fc ``layer`` reads its 1x1x1 input as a ``(1, 4, 4)`` map
     (:meth:`~.resolve.ResolvedLayer.fold_fc_input`): 16 weight taps per tile and DMA command
@@ -96,12 +95,14 @@ def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     covers the map, so the fold does not grow the core's buffers (C3D: fc7 and fc8 beside
     fc6's 1x4x4 kernel).
     """
-    if layer.kind != "fc" or layer.input is None or layer.in_shape != (1, 1, 1):
+    if layer.kind != "fc" or layer.input is None:
+        return False
+    try:
+        folded = layer.fold_fc_input()  # states which inputs fold at all
+    except ValueError:
         return False
     core = core_for(acc, layer)
-    positions = math.prod(FC_FOLD_SHAPE)
-    channels = layer.padded_in_channels
-    if channels % (positions * SLOT_GROUP_CHANNELS) or channels // positions < core.tn:
+    if folded.in_channels < core.tn:
         return False
     return any(other.name != layer.name and other.kind != "gap"
                and all(k >= f for k, f in zip(other.kernel, FC_FOLD_SHAPE, strict=True))

@@ -168,7 +168,6 @@ class ResolvedLayer:
                        in_shape=(self.conv_shape[0], *self.in_shape[1:]), kernel=(1, kr, kc),
                        stride=(1, *self.stride[1:]), padding=(0, *self.padding[1:]))
 
-
     def fold_fc_input(self) -> ResolvedLayer:
         """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.
 
@@ -199,6 +198,7 @@ class ResolvedLayer:
                              f"not a multiple of {positions * SLOT_GROUP_CHANNELS}")
         return replace(self, in_channels=self.padded_in_channels // positions,
                        in_shape=FC_FOLD_SHAPE, kernel=FC_FOLD_SHAPE)
+
 
 def fmt_dims(channels: int, shape: Sequence[int]) -> str:
     return "x".join(str(v) for v in (channels, *shape))

@@ -583,7 +583,6 @@ def test_fused_pool_descriptor_walks_the_pooled_map():
     assert pool_fuses(by_name["conv5b"].layer, by_name["conv5b"].core) is False
 
 
-
 def test_an_fc_input_read_as_a_map_reproduces_the_golden_contract(tmp_path):
     """fc2 of the FC test network (512 channels on 1x1x1, beside fc1's 2x4x4 kernel) runs as
     a 1x4x4 map of 32 channels: its descriptor reads fc1's output region as that map and its
@@ -605,6 +604,7 @@ def test_an_fc_input_read_as_a_map_reproduces_the_golden_contract(tmp_path):
         for c in (0, 1):
             np.testing.assert_array_equal(outputs[layer.index][c],
                                           img.expected[layer.name][c], layer.name)
+
 
 # --------------------------------------------------------------------------------------------
 # Full size
