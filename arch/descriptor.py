@@ -17,7 +17,7 @@ offset  bytes  field             contents
 0x04    2      ``flags``         bit 0 :data:`FLAG_CBN`, bit 1 :data:`FLAG_CRELU`, bit 2
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
                                  :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
-                                 :data:`FLAG_ISPLIT`; other bits 0
+                                 :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -89,8 +89,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DESCRIPTOR_BYTES",
+    "DFOLD_DEPTHS",
     "FLAG_CBN",
     "FLAG_CRELU",
+    "FLAG_DFOLD",
     "FLAG_ISPLIT",
     "FLAG_LAST",
     "FLAG_POOL",
@@ -101,6 +103,7 @@ __all__ = [
     "OP_POOL",
     "LayerDescriptor",
     "descriptor_layout",
+    "stored_map",
 ]
 
 #: Bytes of one descriptor (sixteen 128-bit beats).
@@ -124,7 +127,26 @@ FLAG_WSPLIT = 1 << 5
 #: Each input box is read in two halves of its slot groups, one on each AXI port of a two-port
 #: accelerator (:meth:`fcircnn.arch.ports.PortMap.splits_inputs`).
 FLAG_ISPLIT = 1 << 6
-_FLAGS_MASK = 0x7F
+#: The output channels are two depths of the stored map (a first layer whose output depth
+#: pairs fold into the core's idle output lanes, :meth:`fcircnn.models.config.ResolvedLayer.
+#: fold_depth_taps`): slot group ``j*G/2 + g`` of the tile at depth ``d`` is group ``g`` of the
+#: stored map at depth ``2*d + j``. The store writes each half of a tile's groups as its own
+#: box, half ``j`` at ``out_stride[1] / 2 * j`` bytes further (``out_stride[1]``: two depth
+#: planes of the stored map); :meth:`LayerDescriptor.stored_output` is that map.
+FLAG_DFOLD = 1 << 7
+#: Output depths per folded depth with :data:`FLAG_DFOLD`.
+DFOLD_DEPTHS = 2
+_FLAGS_MASK = 0xFF
+
+
+def stored_map(flags: int, out_slots: int, out_shape: Vec3) -> tuple[int, Vec3]:
+    """Slots and ``D, H, W`` of the map a descriptor with these fields writes at
+    ``out_base``: ``out_slots`` x ``out_shape``, or with :data:`FLAG_DFOLD` the unfolded map
+    of ``out_slots / 2`` slots and twice the depth."""
+    if flags & FLAG_DFOLD:
+        d, h, w = out_shape
+        return out_slots // DFOLD_DEPTHS, (d * DFOLD_DEPTHS, h, w)
+    return out_slots, tuple(out_shape)
 
 # (field, struct code, count) in byte order; vectors are (d, h, w) tuples.
 _FIELDS: tuple[tuple[str, str, int], ...] = (
@@ -269,6 +291,12 @@ class LayerDescriptor:
             if value >> address_width:
                 raise ValueError(f"{name} = {value:#x} does not fit the {address_width}-bit "
                                  f"address space (< 2**{address_width})")
+
+    @property
+    def stored_output(self) -> tuple[int, Vec3]:
+        """Slots and ``D, H, W`` of the map the descriptor writes at ``out_base``
+        (:func:`stored_map`)."""
+        return stored_map(self.flags, self.out_slots, self.out_shape)
 
     @property
     def last(self) -> bool:

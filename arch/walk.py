@@ -15,7 +15,8 @@ tiles):
   :func:`~fcircnn.arch.ports.input_halves`) then the ``(mt, nt)`` weight tile (with
   ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
-* writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool).
+* writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool); with
+  ``FLAG_DFOLD`` two, one per half of the tile's slot groups (each half one depth of a pair).
 
 A pool pass (:func:`pool_boxes`) reads and writes one slot group's whole map at a time.
 """
@@ -26,6 +27,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .descriptor import (
+    DFOLD_DEPTHS,
+    FLAG_DFOLD,
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -228,14 +231,20 @@ def halved_axes(desc: LayerDescriptor, fused_pool: bool) -> tuple[bool, bool, bo
 
 def conv_writes(desc: LayerDescriptor, core: CoreGeometry, *, fused_pool: bool = False
                 ) -> Iterator[Box]:
-    """The write boxes of a conv descriptor in order, one per tile; ``fused_pool``: the core
-    is built with a pool fused into its drain
+    """The write boxes of a conv descriptor in order, one per tile, with
+    :data:`~fcircnn.arch.descriptor.FLAG_DFOLD` one per half of its slot groups (the lower
+    half first, the upper ``out_stride[1] / 2`` bytes, one stored plane, further on);
+    ``fused_pool``: the core is built with a pool fused into its drain
     (:attr:`~fcircnn.arch.geometry.EngineGeometry.fused_pool`)."""
     halved = halved_axes(desc, fused_pool)
+    folds = DFOLD_DEPTHS if desc.flags & FLAG_DFOLD else 1
+    plane = desc.out_stride[1] // DFOLD_DEPTHS
     for tile in conv_tiles(desc, core):
         ext = tuple(e >> 1 if h else e for e, h in zip(tile.ext, halved, strict=True))
-        yield Box(_out_addr(desc, tile, desc.out_base), *desc.out_stride, tile.groups,
-                  (0, 0, 0), ext, (0, 0, 0), tile.last_lanes)
+        addr = _out_addr(desc, tile, desc.out_base)
+        for j in range(folds):
+            yield Box(addr + j * plane, *desc.out_stride, tile.groups // folds, (0, 0, 0), ext,
+                      (0, 0, 0), tile.last_lanes if j == folds - 1 else SLOTS_PER_BEAT)
 
 
 def pool_boxes(desc: LayerDescriptor) -> Iterator[tuple[Box, Box]]:

@@ -62,7 +62,9 @@ class Case:
 #: ``kinds_2ports``: ``small`` and ``kinds`` with two AXI ports (the weight loader on its own
 #: read engine); ``fused_2ports``: ``fused`` on two ports, whose FC layer splits its weight
 #: tiles over both (``FLAG_WSPLIT``); ``fc_2ports``: a classifier of FC layers on two ports,
-#: the first splitting its 16 weight tiles of 256 beats (steady state of the split).
+#: the first splitting its 16 weight tiles of 256 beats (steady state of the split); ``dfold``:
+#: ``small`` on a ``Tn = Tm = 32`` core, whose first layer folds pairs of output depths
+#: (``FLAG_DFOLD``: two write boxes per tile).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -72,6 +74,7 @@ CASES: tuple[Case, ...] = (
          axi_ports=2),
     Case("fused_2ports", "write_fused_accelerator", seed=5, axi_ports=2),
     Case("fc_2ports", "write_fc_accelerator"),
+    Case("dfold", "write_dfold_accelerator"),
 )
 
 

@@ -75,6 +75,10 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         lines.append(f"  {r.name} runs with its depth taps folded into input channels: "
                      f"{run.in_channels} channels, kernel {fmt3(run.kernel)} "
                      "(fold_input_taps)")
+        if (depths := acc.folded_depths(r)) > 1:
+            lines.append(f"  {r.name} computes {depths} output depths a pass in its core's idle "
+                         f"output lanes: {run.out_channels} channels at depth "
+                         f"{run.conv_shape[0]}")
     for r in (r for r in acc.network.resolved if acc.folds_fc_input(r)):
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} reads its 1x1x1 input as a {fmt3(run.in_shape)} map of "

@@ -22,7 +22,8 @@ Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 
 * ``input`` -- the quantized network input, NC/8DHW8 (:func:`fcircnn.models.layout.pack_ncdhw8`);
   when the first layer runs with its depth taps folded into input channels
   (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`), its ``Kd`` depth-shifted
-  copies (:func:`pack_network_input`);
+  copies (``Kd + sd`` at twice the depth stride when it also folds output depth pairs,
+  :meth:`~fcircnn.models.config.AcceleratorConfig.folded_depths`) (:func:`pack_network_input`);
 * per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
   output shape, zero in the image: the engine writes it); a layer whose pool runs as a pool
   pass also ``<name>.conv`` (the conv output before the pool).
@@ -89,6 +90,7 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CBN,
     FLAG_CRELU,
+    FLAG_DFOLD,
     FLAG_ISPLIT,
     FLAG_LAST,
     FLAG_POOL,
@@ -113,7 +115,12 @@ from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
-from fcircnn.models.fold import fold_fc_weight_slots, fold_input_slots, fold_weight_slots
+from fcircnn.models.fold import (
+    fold_fc_weight_slots,
+    fold_input_slots,
+    fold_post_slots,
+    fold_weight_slots,
+)
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
     LayerOverflowError,
@@ -215,6 +222,12 @@ class LayerPlan:
         read as a map)."""
         return self.engine_layer != self.layer
 
+    @property
+    def depths(self) -> int:
+        """Output depths per depth the engine computes (2 with
+        :data:`~fcircnn.arch.descriptor.FLAG_DFOLD`, else 1)."""
+        return self.engine_layer.out_channels // self.layer.out_channels
+
 
 @dataclass(frozen=True)
 class NetworkPlan:
@@ -267,10 +280,14 @@ def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
     return (D * H * W * 16, H * W * 16, W * 16)
 
 
-def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False) -> dict:
+def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False,
+             depths: int = 1) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
-    moves ``tile / window`` pooled voxels."""
+    moves ``tile / window`` pooled voxels; with ``depths`` output depths folded
+    (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`) the output strides are the stored map's
+    (``depths`` times the depth and ``1/depths`` the slot groups of ``layer``'s), a depth step
+    ``depths`` stored planes."""
     conv = layer.conv_shape
     cg = CoreGeometry.of(core, B)
     tile = cg.layer_tile(conv)
@@ -279,6 +296,8 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
     window = layer.pool.window if fused else (1, 1, 1)
     ins, outs = _strides(layer.in_shape), _strides(layer.out_shape if fused else conv)
+    if depths > 1:
+        outs = (outs[0] * depths, outs[1] * depths, outs[2])
     axis_in = (ins[1], ins[2], 16)
     axis_out = (outs[1], outs[2], 16)
     return {
@@ -441,26 +460,28 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
                       f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}")}
     per_layer = []
-    for layer, (core, _), separate in zip(layers, fits, pool_pass, strict=True):
+    for layer, orig, (core, _), separate in zip(layers, originals, fits, pool_pass,
+                                                strict=True):
         m_tiles = -(-layer.padded_out_channels // core.tm)
         n_tiles = -(-layer.padded_in_channels // core.tn)
         taps = layer.kernel_volume
         wbytes = m_tiles * n_tiles * CoreGeometry.of(core, B).weight_tile_beats(taps) * 16
-        out_slots = _slots(layer.padded_out_channels)
         w = add(f"{layer.name}.weights", wbytes, "weights",
                 f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "
                 f"(core {core.name})")
         records = m_tiles * core.tm // 2
         p = add(f"{layer.name}.post", records * POST_RECORD_BYTES, "post",
-                f"{out_slots} post records of {POST_RECORD_BYTES} bytes (+ zero records to "
-                f"{m_tiles} whole output-channel tiles)")
+                f"{_slots(layer.padded_out_channels)} post records of {POST_RECORD_BYTES} "
+                f"bytes (+ zero records to {m_tiles} whole output-channel tiles)")
+        # The maps the layer stores are the network's (a depth fold writes them back).
+        out_slots = _slots(orig.padded_out_channels)
         mid = None
         if separate:
-            mid = add(f"{layer.name}.conv", ncdhw8_size(out_slots, *layer.conv_shape), "conv",
+            mid = add(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape), "conv",
                       f"conv output before the pool, {out_slots} slots x "
-                      f"{_fmt(layer.conv_shape)} NC/8DHW8")
-        o = add(f"{layer.name}.output", ncdhw8_size(out_slots, *layer.out_shape), "output",
-                f"output {out_slots} slots x {'x'.join(map(str, layer.out_shape))} NC/8DHW8")
+                      f"{_fmt(orig.conv_shape)} NC/8DHW8")
+        o = add(f"{layer.name}.output", ncdhw8_size(out_slots, *orig.out_shape), "output",
+                f"output {out_slots} slots x {'x'.join(map(str, orig.out_shape))} NC/8DHW8")
         maps[layer.name] = o
         per_layer.append((w, p, mid, o, m_tiles, n_tiles))
     end = cursor
@@ -477,9 +498,10 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         pool = layer.pool if pool_pass[i] else None  # the pool pass's
         fused = layer.pool is not None and not pool_pass[i]
         out_slots = _slots(layer.padded_out_channels)
+        depths = acc.folded_depths(originals[i])
         flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
                  | (FLAG_RESIDUAL if layer.residual is not None else 0)
-                 | (FLAG_POOL if fused else 0))
+                 | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0))
         ones, zeros = (1, 1, 1), (0, 0, 0)
         window = layer.pool.window if fused else ones
 
@@ -501,22 +523,24 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 in_base=maps[layer.input].base, out_base=(mid or o).base,
                 res_base=0 if layer.residual is None else maps[layer.residual].base,
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
-                n_tiles=n_tiles, **link(k, conv_last), **_derived(layer, core, B, fused=fused),
+                n_tiles=n_tiles, **link(k, conv_last),
+                **_derived(layer, core, B, fused=fused, depths=depths),
             )
             d = replace(d, flags=d.flags | port_split(acc, d, core))
             d.check_address_width(acc.address_width)
             descs = [d]
-            if pool is not None:
+            if pool is not None:  # on the stored map (the network's, also when folded)
+                orig, slots = originals[i], _slots(originals[i].padded_out_channels)
                 pd = LayerDescriptor(
                     layer=i, core=core_index, op=OP_POOL,
                     flags=FLAG_POOL | (FLAG_LAST if last_layer else 0),
-                    in_slots=out_slots, in_shape=layer.conv_shape, out_slots=out_slots,
-                    conv_shape=layer.conv_shape, out_shape=layer.out_shape, kernel=ones,
+                    in_slots=slots, in_shape=orig.conv_shape, out_slots=slots,
+                    conv_shape=orig.conv_shape, out_shape=orig.out_shape, kernel=ones,
                     stride=ones, padding=zeros, pool_window=pool.window,
                     pool_stride=pool.stride, pool_padding=pool.padding, in_base=mid.base,
                     out_base=o.base, res_base=0, weight_base=0, post_base=0, weight_bytes=0,
                     m_tiles=1, n_tiles=1, **link(k + 1, last_layer),
-                    in_stride=_strides(layer.conv_shape), out_stride=_strides(layer.out_shape),
+                    in_stride=_strides(orig.conv_shape), out_stride=_strides(orig.out_shape),
                 )
                 pd.check_address_width(acc.address_width)
                 descs.append(pd)
@@ -741,7 +765,7 @@ def pack_network_input(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray) 
     """
     first = plan.layers[0]
     if first.folded:
-        xq_re, xq_im = fold_input_slots(xq_re, xq_im, first.layer)
+        xq_re, xq_im = fold_input_slots(xq_re, xq_im, first.layer, first.depths)
     return pack_ncdhw8(xq_re, xq_im)
 
 
@@ -837,7 +861,7 @@ def compile_network(
         elif lp.folded and layer.kind == "fc":
             wq_re, wq_im = fold_fc_weight_slots(ql.wq_re, ql.wq_im, B)
         elif lp.folded:
-            wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im)
+            wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im, lp.depths, layer.stride[0])
         else:
             wq_re, wq_im = ql.wq_re, ql.wq_im
         blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B,
@@ -845,7 +869,8 @@ def compile_network(
         assert len(blob) == d.weight_bytes
         put(d.weight_base, blob)
         try:
-            put(d.post_base, pack_post_table(ql.post, records=d.m_tiles * lp.core.tm // 2))
+            post = fold_post_slots(ql.post, lp.depths) if lp.depths > 1 else ql.post
+            put(d.post_base, pack_post_table(post, records=d.m_tiles * lp.core.tm // 2))
         except OverflowError as exc:
             raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
     expected = _expected(ints)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from fcircnn.arch.descriptor import stored_map
 from fcircnn.models.layout import ncdhw8_size, unpack_ncdhw8
 
 __all__ = [
@@ -103,9 +104,11 @@ class DescriptorInfo:
     out_base : int
         Address of the map the descriptor writes (NC/8DHW8).
     out_slots : int
-        Slots of that map.
+        The descriptor's ``out_slots``: the map's slots (half of them with ``FLAG_DFOLD``,
+        :attr:`stored`).
     out_shape : (int, int, int)
-        ``D, H, W`` of that map.
+        The descriptor's ``out_shape``: the map's ``D, H, W`` (half the depth with
+        ``FLAG_DFOLD``).
     cycles_addr : int
         Address of the descriptor's cycles entry.
     """
@@ -120,9 +123,16 @@ class DescriptorInfo:
     cycles_addr: int
 
     @property
+    def stored(self) -> tuple[int, Vec3]:
+        """Slots and ``D, H, W`` of the map at ``out_base``
+        (:func:`~fcircnn.arch.descriptor.stored_map`)."""
+        return stored_map(self.flags, self.out_slots, self.out_shape)
+
+    @property
     def out_bytes(self) -> int:
         """Bytes of the output map (slots padded to a multiple of 8)."""
-        return ncdhw8_size(self.out_slots, *self.out_shape)
+        slots, shape = self.stored
+        return ncdhw8_size(slots, *shape)
 
 
 @dataclass(frozen=True)
@@ -236,8 +246,7 @@ class CompiledImage:
             self._check_range(d.out_base, d.out_bytes, f"descriptor {i} ({d.name}) output map")
             self._check_range(d.cycles_addr, CYCLES_ENTRY_BYTES,
                               f"descriptor {i} ({d.name}) cycles entry")
-            outputs[d.name] = LayerOutput(d.name, d.out_base, d.out_bytes, d.out_slots,
-                                          d.out_shape)
+            outputs[d.name] = LayerOutput(d.name, d.out_base, d.out_bytes, *d.stored)
         expected: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name, out in outputs.items():
             if name not in self.expected:

@@ -41,7 +41,8 @@ What a descriptor costs
     CMaxPool (:attr:`EngineTiming.fused_pool_gap`);
   - *store*: per tile one write box (``groups x d x h`` rows of ``w`` beats of the tile, or
     of the pooled tile, AW before W, the write walker's two cycles per row), then the write
-    response and the status.
+    response and the status; with ``FLAG_DFOLD`` two, one per half of the groups, the second
+    commanded in the cycle after the first's status.
 
   A per-pass recurrence of these event times (max-plus, exact for the modelled rules) gives
   the layer's cycles, PE-busy and DMA-stall cycles. Runs of identical tiles (interior tiles,
@@ -63,6 +64,8 @@ from dataclasses import dataclass, field, replace
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    DFOLD_DEPTHS,
+    FLAG_DFOLD,
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -445,6 +448,7 @@ class _Conv:
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.split = bool(d.flags & FLAG_WSPLIT)
         self.i_split = bool(d.flags & FLAG_ISPLIT)
+        self.out_boxes = DFOLD_DEPTHS if d.flags & FLAG_DFOLD else 1
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
         self.steps = 0
@@ -555,7 +559,13 @@ class _Conv:
         # store
         out_valid = t.out_valid + (t.pool_latency if self.fused else 0)
         cmd = max(s[_STW], rel + out_valid) + 1
-        last_w = _write_last(mem, t, cmd, st_beats, st_rows)
+        # FLAG_DFOLD: one box per half of the groups, the second's command right after the
+        # first's status
+        boxes = self.out_boxes
+        last_w = _write_last(mem, t, cmd, st_beats // boxes, st_rows // boxes)
+        for _ in range(boxes - 1):
+            last_w = _write_last(mem, t, last_w + mem.write_response + t.write_status,
+                                 st_beats // boxes, st_rows // boxes)
         s[_SR2], s[_SR1] = s[_SR1], last_w
         s[_STW] = last_w + mem.write_response + t.write_status
         s[_LAST] = s[_STW]

@@ -1,4 +1,5 @@
-"""The layer engine's store walker: one DMA write box per finished output tile."""
+"""The layer engine's store walker: one DMA write box per finished output tile (two with a
+folded output depth)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import OP_POOL
-from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
+from fcircnn.arch.descriptor import FLAG_DFOLD, OP_POOL
+from fcircnn.arch.geometry import SLOTS_PER_BEAT, CoreGeometry, EngineGeometry
 
 from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
 from .axi_dma_write import write_beat_layout
@@ -20,7 +21,9 @@ __all__ = ["EngineStore"]
 class EngineStore(wiring.Component):
     """Per output tile of a conv layer (:class:`TileWalk` without ``nt``), once the output
     buffer has it (``out_o.valid``), one write box on ``wr_cmd`` (NC/8DHW8; the pooled tile with
-    a fused pool) and the buffer's beats on ``wr_data``, overlapping the next tile's work.
+    a fused pool) and the buffer's beats on ``wr_data``, overlapping the next tile's work. With
+    ``FLAG_DFOLD`` two boxes per tile, one per half of its slot groups (the lower half first,
+    the upper one stored plane further on: :func:`~fcircnn.arch.walk.conv_writes`).
 
     Contract
     --------
@@ -59,8 +62,12 @@ class EngineStore(wiring.Component):
         d = ctl.desc
         _, halved = fused_pool_axes(m, d, self.geometry.fused_pool)
         st = TileWalk(m, "st", d, self.core, self.geometry.stride, with_nt=False)
+        # FLAG_DFOLD: the tile's groups in two boxes; ``upper``: the second is under way.
+        fold = (d.flags & FLAG_DFOLD).bool()
+        upper = Signal()
         with m.If(ctl.start):
             st.reset(ctl.new_desc)
+            m.d.sync += upper.eq(0)
 
         wr_box = Signal(box_layout(self.addr_width))
         out_box = Signal(box_layout(self.addr_width))
@@ -83,6 +90,9 @@ class EngineStore(wiring.Component):
                     m.next = "IDLE"
                 with m.Elif(self.out_o.valid):
                     m.d.sync += wr_box.eq(out_box)
+                    with m.If(fold):
+                        m.d.sync += [wr_box.groups.eq(out_box.groups >> 1),
+                                     wr_box.last_lanes.eq(SLOTS_PER_BEAT)]
                     m.next = "CMD"
             with m.State("CMD"):
                 m.d.comb += self.wr_cmd.valid.eq(1)
@@ -97,7 +107,14 @@ class EngineStore(wiring.Component):
                                      self.fail.code.eq(4 | status.code.as_value()),
                                      self.fail.addr.eq(status.addr)]
                         m.next = "IDLE"
+                    with m.Elif(fold & ~upper):
+                        # The upper half of the groups: one stored plane further on.
+                        plane = d.out_stride[1] >> 1  # out_stride[1] / DFOLD_DEPTHS (2)
+                        m.d.sync += [upper.eq(1), wr_box.addr.eq(wr_box.addr + plane),
+                                     wr_box.last_lanes.eq(out_box.last_lanes)]
+                        m.next = "CMD"
                     with m.Else():
+                        m.d.sync += upper.eq(0)
                         st.advance()
                         m.next = "WAIT"
         m.d.comb += self.idle.eq(store_fsm.ongoing("IDLE"))

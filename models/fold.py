@@ -11,6 +11,13 @@ Every product of the original sum appears exactly once in the folded one, so the
 accumulators are equal (:func:`fcircnn.models.spectral.conv3d_slots_int`, exact in int32):
 folding changes where the PE array finds the operands, not the numeric contract.
 
+With ``depths = 2`` (:func:`fcircnn.models.placement.folded_depths`: the layer's output
+channels fill at most half the core's output lanes) each folded depth also computes two output
+depths: the host writes ``Kd + sd`` copies at twice the depth stride, output block ``j*P + p``
+is output block ``p`` at depth ``2*z + j`` (its weight blocks those of depth taps shifted by
+``j*sd``, zero where no tap is left; its post records repeated), and the store writes the two
+halves back to the depths they belong to (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`).
+
 Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_input
 <fcircnn.models.config.ResolvedLayer.fold_fc_input>`): the engine reads the same bytes as a
 ``(1, 4, 4)`` map of a sixteenth of the channels, so only the weight blocks move
@@ -26,17 +33,19 @@ import numpy as np
 from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
 
 from .config import ResolvedLayer
+from .quant import PostParams
 from .resolve import FC_FOLD_SHAPE
 
-__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_weight_slots"]
+__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_weight_slots"]
 
 
-def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The input slots ``[Kd*S, Do, H, W]`` of ``layer`` folded, from its input ``[S, D, H, W]``.
+def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
+                     depths: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The input slots ``[T*S, Do/depths, H, W]`` of ``layer`` folded, from its input
+    ``[S, D, H, W]``, ``T = Kd + (depths - 1) * sd`` copies.
 
-    Slot ``t*S + s`` at output depth ``do`` is input slot ``s`` at depth ``do*sd + t - pd``
-    (zero outside ``[0, D)``), ``S = padded_in_channels / 2``.
+    Slot ``t*S + s`` at folded depth ``z`` is input slot ``s`` at depth ``z*depths*sd + t -
+    pd`` (zero outside ``[0, D)``), ``S = padded_in_channels / 2``.
 
     Raises
     ------
@@ -44,7 +53,8 @@ def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer
         If the arrays do not have the layer's input shape.
     """
     kd, sd, pd = layer.kernel[0], layer.stride[0], layer.padding[0]
-    depth = layer.conv_shape[0]
+    depth = layer.conv_shape[0] // depths
+    copies, step = kd + (depths - 1) * sd, depths * sd
     slots = layer.padded_in_channels // 2
     expected = (slots, *layer.in_shape)
     folded = []
@@ -53,27 +63,41 @@ def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer
         if part.shape != expected:
             raise ValueError(f"layer {layer.name!r}: input slots have shape {part.shape}, "
                              f"expected {expected}")
-        # Pad the depth so that every tap's window is inside the array.
-        after = max(0, (depth - 1) * sd + kd - pd - part.shape[1])
+        # Pad the depth so that every copy's window is inside the array.
+        after = max(0, (depth - 1) * step + copies - pd - part.shape[1])
         padded = np.pad(part, ((0, 0), (pd, after), (0, 0), (0, 0)))
         folded.append(np.concatenate(
-            [padded[:, t:t + (depth - 1) * sd + 1:sd] for t in range(kd)], axis=0))
+            [padded[:, t:t + (depth - 1) * step + 1:step] for t in range(copies)], axis=0))
     return folded[0], folded[1]
 
 
-def fold_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` to the folded ``[P, Kd*Q, B/2, 1, Kr, Kc]``:
-    block ``(p, t*Q + q)`` of the folded layer is block ``(p, q)`` at depth tap ``t``."""
+def fold_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, depths: int = 1,
+                      stride_d: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` to the folded ``[depths*P, T*Q, B/2, 1, Kr,
+    Kc]``, ``T = Kd + (depths - 1) * stride_d``: block ``(j*P + p, t*Q + q)`` of the folded
+    layer is block ``(p, q)`` at depth tap ``t - j*stride_d``, zero where that is not in
+    ``[0, Kd)``."""
     out = []
     for part in (wq_re, wq_im):
         part = np.asarray(part)
         if part.ndim != 6:
             raise ValueError(f"weight slots must be [P, Q, B/2, Kd, Kr, Kc], not {part.shape}")
         p, q, half, kd, kr, kc = part.shape
+        copies = kd + (depths - 1) * stride_d
         moved = np.moveaxis(part, 3, 1)  # [P, Kd, Q, B/2, Kr, Kc]
-        out.append(moved.reshape(p, kd * q, half, 1, kr, kc))
+        folded = np.zeros((depths, p, copies, q, half, kr, kc), dtype=part.dtype)
+        for j in range(depths):
+            folded[j, :, j * stride_d:j * stride_d + kd] = moved
+        out.append(folded.reshape(depths * p, copies * q, half, 1, kr, kc))
     return out[0], out[1]
+
+
+def fold_post_slots(post: PostParams, depths: int) -> PostParams:
+    """``post`` of a layer whose output depths fold ``depths`` to a layer: every per-slot
+    parameter ``[2, S]`` repeated to ``[2, depths*S]`` (slot ``j*S + s`` is slot ``s``)."""
+    def rep(a):
+        return None if a is None else np.concatenate([np.asarray(a)] * depths, axis=1)
+    return PostParams(rep(post.mult), rep(post.bias), rep(post.shift), rep(post.res_mult))
 
 
 def fold_fc_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, block_size: int

@@ -3,9 +3,11 @@
 A core fits a layer when the layer's kernel, stride and pool window are within the core's
 ``max_*`` (:func:`fit_problems`); a layer runs on the fitting core with the smallest
 ``max_kernel`` (:func:`core_for`); the first layer folds its depth taps into input channels
-when its input leaves input blocks of its core idle (:func:`folds_input`), and an fc layer on a
-1x1x1 input reads it as a ``(1, 4, 4)`` map where its core's buffers already hold such a kernel
-(:func:`folds_fc_input`); :func:`engine_layer` is the layer as the engine runs it.
+when its input leaves input blocks of its core idle (:func:`folds_input`), and pairs of its
+output depths into output channels when it leaves half the output lanes idle
+(:func:`folded_depths`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
+its core's buffers already hold such a kernel (:func:`folds_fc_input`); :func:`engine_layer`
+is the layer as the engine runs it.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
@@ -14,14 +16,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fcircnn.arch.descriptor import DFOLD_DEPTHS
+
 from .errors import Problem
 from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
 
 if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
-__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folds_fc_input",
-           "folds_input", "placement_problems"]
+__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
+           "folds_fc_input", "folds_input", "placement_problems"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -84,6 +88,34 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     return layer.padded_in_channels < core_for(acc, layer).tn
 
 
+def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+    """Output depths per depth of ``layer`` folded (:meth:`~.resolve.ResolvedLayer.
+    fold_depth_taps`): :data:`~fcircnn.arch.descriptor.DFOLD_DEPTHS` when it folds its depth
+    taps (:func:`folds_input`) and its core's idle output lanes take a second output depth,
+    else 1.
+
+    The core must have room for the doubled output channels in one output-channel tile
+    (``2 * M <= Tm``) and for the input copies of both depths in one input-channel tile
+    (``(Kd + sd) * N <= Tn``, ``N`` padded), the layer must add no residual (its tile would be
+    read as two boxes too), and the fold must keep the sums (whole slot groups, an even
+    output depth, no pool across depths). C3D conv1a on a ``Tm = 128`` core: 64 output
+    channels fill half the lanes; folded, each pass computes two output depths.
+    """
+    if not folds_input(acc, layer) or layer.residual is not None:
+        return 1
+    core = core_for(acc, layer)
+    depths = DFOLD_DEPTHS
+    if (depths * layer.padded_out_channels > core.tm
+            or (layer.kernel[0] + (depths - 1) * layer.stride[0]) * layer.padded_in_channels
+            > core.tn):
+        return 1
+    try:
+        layer.fold_depth_taps(depths)  # states which layers fold at all
+    except ValueError:
+        return 1
+    return depths
+
+
 def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     """Whether fc ``layer`` reads its 1x1x1 input as a ``(1, 4, 4)`` map
     (:meth:`~.resolve.ResolvedLayer.fold_fc_input`): 16 weight taps per tile and DMA command
@@ -111,11 +143,11 @@ def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
 
 
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
-    """``layer`` as the engine runs it: depth taps folded if :func:`folds_input`, its input
-    read as a map if :func:`folds_fc_input`, else itself. It runs on ``core_for(layer)`` of
-    the original layer."""
+    """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths)
+    folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, else
+    itself. It runs on ``core_for(layer)`` of the original layer."""
     if folds_input(acc, layer):
-        return layer.fold_depth_taps()
+        return layer.fold_depth_taps(folded_depths(acc, layer))
     return layer.fold_fc_input() if folds_fc_input(acc, layer) else layer
 
 

@@ -145,28 +145,52 @@ class ResolvedLayer:
         """Output ``(channels, D, H, W)``."""
         return (self.out_channels, *self.out_shape)
 
-    def fold_depth_taps(self) -> ResolvedLayer:
-        """This conv with its ``Kd`` depth taps folded into input channels.
+    def fold_depth_taps(self, depths: int = 1) -> ResolvedLayer:
+        """This conv with its ``Kd`` depth taps folded into input channels, and with
+        ``depths > 1`` that many consecutive output depths into output channels.
 
-        The folded layer reads ``Kd`` copies of the (channel-padded) input, copy ``t`` shifted
-        to input depth ``do*sd + t - pd`` for output depth ``do`` (zero outside the map): its
-        input has ``Kd * padded_in_channels`` channels (channel ``t*padded_in_channels + c``)
-        and depth ``Do``, its kernel, stride and padding are ``(1, Kr, Kc)``, ``(1, sr, sc)``
-        and ``(0, pr, pc)``, and its weight block ``(p, t*Q + q)`` is the original block
-        ``(p, q)`` at depth tap ``t``. It computes the same sums, in another order, so its
-        integer accumulators equal the original's exactly (:mod:`fcircnn.models.fold`).
-        Name, outputs and post-processing are the original's; only the input side changes.
-        Its ``in_channels`` count the padding of every tap's block, so its ``dense_ops`` are
-        not the network's: throughput figures use the original layer
+        The folded layer reads ``T = Kd + (depths - 1) * sd`` copies of the (channel-padded)
+        input, copy ``t`` shifted to input depth ``z*depths*sd + t - pd`` for folded depth
+        ``z`` (zero outside the map): its input has ``T * padded_in_channels`` channels (channel
+        ``t*padded_in_channels + c``) and depth ``Do / depths``, its kernel, stride and padding
+        are ``(1, Kr, Kc)``, ``(1, sr, sc)`` and ``(0, pr, pc)``. Its output channel ``j*M +
+        m`` (``M`` padded) at depth ``z`` is output channel ``m`` at depth ``z*depths + j``, so
+        its weight block ``(j*P + p, t*Q + q)`` is the original block ``(p, q)`` at depth tap
+        ``t - j*sd`` (zero where that is no tap) and its post-processing is the original's,
+        repeated per ``j``. It computes the same sums, in another order, so its integer
+        accumulators equal the original's exactly (:mod:`fcircnn.models.fold`). Its
+        ``in_channels`` count the padding of every tap's block, so its ``dense_ops`` are not
+        the network's: throughput figures use the original layer
         (:attr:`fcircnn.gen.compiler.LayerPlan.layer`).
+
+        Raises
+        ------
+        ValueError
+            If the layer is not a conv; with ``depths > 1`` also if its output depth is not a
+            multiple of ``depths``, its output channels are not whole slot groups, or its pool
+            mixes depths (a depth window, stride or padding other than 1, 1, 0).
         """
         if self.kind != "conv":
             raise ValueError(f"layer {self.name!r}: only a conv folds its depth taps, not "
                              f"a {self.kind} layer")
         kd, kr, kc = self.kernel
-        return replace(self, in_channels=kd * self.padded_in_channels,
-                       in_shape=(self.conv_shape[0], *self.in_shape[1:]), kernel=(1, kr, kc),
-                       stride=(1, *self.stride[1:]), padding=(0, *self.padding[1:]))
+        out = {}
+        if depths > 1:
+            pool = self.pool
+            if self.conv_shape[0] % depths or self.out_channels % SLOT_GROUP_CHANNELS or (
+                    pool is not None and (pool.window[0], pool.stride[0], pool.padding[0])
+                    != (1, 1, 0)):
+                raise ValueError(f"layer {self.name!r}: folds no {depths} output depths (needs "
+                                 f"a depth a multiple of {depths}, whole slot groups of output "
+                                 f"channels and no pool across depths)")
+            out = {"out_channels": depths * self.out_channels,
+                   "conv_shape": (self.conv_shape[0] // depths, *self.conv_shape[1:]),
+                   "out_shape": (self.out_shape[0] // depths, *self.out_shape[1:])}
+        taps = kd + (depths - 1) * self.stride[0]
+        return replace(self, in_channels=taps * self.padded_in_channels,
+                       in_shape=(self.conv_shape[0] // depths, *self.in_shape[1:]),
+                       kernel=(1, kr, kc), stride=(1, *self.stride[1:]),
+                       padding=(0, *self.padding[1:]), **out)
 
     def fold_fc_input(self) -> ResolvedLayer:
         """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.

@@ -445,6 +445,10 @@ class AcceleratorConfig(_Strict):
         """Whether ``layer`` runs with its depth taps folded (:func:`~.placement.folds_input`)."""
         return placement.folds_input(self, layer)
 
+    def folded_depths(self, layer: ResolvedLayer) -> int:
+        """Output depths per depth of ``layer`` as it runs (:func:`~.placement.folded_depths`)."""
+        return placement.folded_depths(self, layer)
+
     def folds_fc_input(self, layer: ResolvedLayer) -> bool:
         """Whether fc ``layer`` reads its 1x1x1 input as a map
         (:func:`~.placement.folds_fc_input`)."""

@@ -100,6 +100,13 @@ def write_fc_accelerator(folder: Path) -> Path:
     return path
 
 
+def write_dfold_accelerator(folder: Path) -> Path:
+    """The small accelerator with ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16 output
+    channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths
+    (``FLAG_DFOLD``, :func:`fcircnn.models.placement.folded_depths`)."""
+    return write_small_accelerator(folder, tn=32, tm=32)
+
+
 def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm")
                             ) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` and the given ``unroll`` on

@@ -16,7 +16,7 @@ def test_network_summary_lists_every_layer(name):
     assert f"{net.dense_ops / 1e9:.3f} GOP dense-equivalent" in text
 
 
-@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102"])
+@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102", "c3d_zcu102_best"])
 def test_accelerator_summary_lists_cores_and_placement(name):
     acc = load_accelerator(builtin_path(name))
     text = describe_accelerator(acc)
@@ -24,6 +24,9 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     assert all(r.name in text for r in acc.network.resolved)
     folded = [r for r in acc.network.resolved if acc.folds_input(r)]
     assert all(f"{r.name} runs with its depth taps folded" in text for r in folded)
+    paired = [r.name for r in folded if acc.folded_depths(r) > 1]
+    assert paired == (["conv1a"] if name == "c3d_zcu102_best" else [])
+    assert all(f"{n} computes 2 output depths a pass" in text for n in paired)
     fc = [r.name for r in acc.network.resolved if acc.folds_fc_input(r)]
-    assert fc == (["fc7", "fc8"] if name == "c3d_zcu102" else [])
+    assert fc == (["fc7", "fc8"] if name.startswith("c3d") else [])
     assert all(f"{n} reads its 1x1x1 input as a 1x4x4 map" in text for n in fc)

@@ -1,5 +1,6 @@
 """Depth-tap folding of the first layer (:mod:`fcircnn.models.fold`,
-``ResolvedLayer.fold_depth_taps`` and ``AcceleratorConfig.folds_input``).
+``ResolvedLayer.fold_depth_taps``, ``AcceleratorConfig.folds_input`` and
+``AcceleratorConfig.folded_depths``).
 
 The decisive property: the folded layer's integer accumulators equal the original's exactly,
 for strides, paddings and kernels of every size the engine runs, on random and extreme data.
@@ -18,8 +19,14 @@ from fcircnn.models.config import (
     load_accelerator,
     load_network,
 )
-from fcircnn.models.fold import fold_fc_weight_slots, fold_input_slots, fold_weight_slots
+from fcircnn.models.fold import (
+    fold_fc_weight_slots,
+    fold_input_slots,
+    fold_post_slots,
+    fold_weight_slots,
+)
 from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
+from fcircnn.models.quant import PostParams
 from fcircnn.models.spectral import conv3d_slots_int
 
 
@@ -58,6 +65,60 @@ def test_folded_accumulators_equal_the_original(kernel, stride, padding, in_shap
     got = conv3d_slots_int(*fx, *fw, folded.stride, folded.padding)
     for a, b in zip(want, got, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kernel, stride, padding, in_shape, channels", [
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (4, 6, 6), 3),      # C3D conv1a
+    ((7, 7, 7), (1, 2, 2), (3, 3, 3), (6, 9, 9), 3),      # ResNet-18 conv1
+    ((3, 1, 1), (2, 1, 1), (0, 0, 0), (9, 3, 3), 16),     # depth stride 2: 5 copies
+    ((3, 3, 3), (1, 1, 1), (2, 0, 1), (2, 4, 4), 5),      # padding deeper than the map
+])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_folded_output_depths_are_the_original_accumulators(kernel, stride, padding, in_shape,
+                                                            channels, data):
+    """Two output depths folded into output channels: folded slot ``j*S + s`` at depth ``z`` is
+    exactly the original slot ``s`` at depth ``2*z + j`` (a wrong tap shift or copy stride
+    moves a product to another depth and fails)."""
+    layer = _conv_layer(kernel, stride, padding, in_shape, channels)
+    folded = layer.fold_depth_taps(2)
+    rng = np.random.default_rng(7 * sum(kernel) + sum(in_shape))
+    slots, q, p = layer.padded_in_channels // 2, layer.padded_in_channels // 8, 4
+    shapes = [(slots, *in_shape), (slots, *in_shape), (p, q, 4, *kernel), (p, q, 4, *kernel)]
+    if data == "random":
+        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
+    else:
+        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    copies = kernel[0] + stride[0]
+    fx = fold_input_slots(xr, xi, layer, 2)
+    fw = fold_weight_slots(wr, wi, 2, stride[0])
+    assert fx[0].shape == (folded.padded_in_channels // 2, *folded.in_shape) == \
+        (copies * slots, layer.conv_shape[0] // 2, *in_shape[1:])
+    assert fw[0].shape == (2 * p, copies * q, 4, *folded.kernel)
+    want = conv3d_slots_int(xr, xi, wr, wi, layer.stride, layer.padding)
+    got = conv3d_slots_int(*fx, *fw, folded.stride, folded.padding)
+    s_out = want[0].shape[0]
+    for a, b in zip(want, got, strict=True):
+        assert b.shape == (2 * s_out, a.shape[1] // 2, *a.shape[2:])
+        for j in range(2):
+            np.testing.assert_array_equal(b[j * s_out:(j + 1) * s_out], a[:, j::2])
+
+
+def test_folded_output_depths_geometry_and_post():
+    layer = load_accelerator(builtin_path("c3d_zcu102")).network.resolved[0]
+    folded = layer.fold_depth_taps(2)
+    assert (folded.in_channels, folded.in_shape) == (32, (8, 112, 112))
+    assert (folded.out_channels, folded.conv_shape, folded.out_shape) == \
+        (128, (8, 112, 112), (8, 56, 56))
+    assert (folded.kernel, folded.stride, folded.padding) == ((1, 3, 3), (1, 1, 1), (0, 1, 1))
+    # pools across depths, odd depths and partial slot groups do not fold
+    for bad in (replace(layer, pool=replace(layer.pool, window=(2, 2, 2))),
+                replace(layer, conv_shape=(15, 112, 112)), replace(layer, out_channels=56)):
+        with pytest.raises(ValueError, match="folds no 2 output depths"):
+            bad.fold_depth_taps(2)
+    part = np.arange(6).reshape(2, 3)
+    post = fold_post_slots(PostParams(part, part + 1, part + 2, None), 2)
+    np.testing.assert_array_equal(post.bias, np.concatenate([part + 1, part + 1], axis=1))
+    assert post.res_mult is None
 
 
 def test_folded_layer_geometry():
@@ -105,6 +166,22 @@ def test_which_first_layers_fold():
     # ResNet-18: conv1 on the spatial core folds, its 1x1x1 shortcuts never read the input
     r18 = _accelerator("r3d18_zcu102")
     assert [r.name for r in r18.network.resolved if r18.folds_input(r)] == ["conv1"]
+
+
+def test_which_first_layers_fold_output_depths():
+    """Output depth pairs fold where the layer's outputs fill at most half of ``Tm`` and both
+    depths' input copies fit ``Tn``."""
+    conv1a = _accelerator("c3d_zcu102_best").network.resolved[0]
+    assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128).folded_depths(conv1a) == 2
+    assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=64).folded_depths(conv1a) == 1
+    # 4 copies of one block need Tn >= 32
+    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=128).folded_depths(conv1a) == 1
+    # no depth taps folded, no output depths either
+    off = _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128, fold_input_taps=False)
+    assert off.folded_depths(conv1a) == 1 and off.engine_layer(conv1a) is conv1a
+    acc = _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128)
+    assert acc.engine_layer(conv1a) == conv1a.fold_depth_taps(2)
+    assert all(acc.folded_depths(r) == 1 for r in acc.network.resolved[1:])
 
 
 def test_a_first_layer_without_depth_taps_does_not_fold(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CRELU,
+    FLAG_DFOLD,
     FLAG_ISPLIT,
     FLAG_LAST,
     FLAG_POOL,
@@ -42,6 +43,7 @@ from fcircnn.gen.compiler import (
     plan_network,
     port_split,
 )
+from fcircnn.gen.image import CompiledImage
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots
@@ -137,6 +139,11 @@ def _execute(data, base, desc_ptr, acc):
             parts = _execute_conv(d, read, acc)
             seen += 1
         assert parts[0].shape[1:] == d.out_shape
+        if d.flags & FLAG_DFOLD:
+            # Two output depths per depth: slot j*S + s at depth z is slot s at depth 2z + j.
+            slots, shape = d.stored_output
+            parts = [np.stack([p[:slots], p[slots:]], axis=2).reshape(slots, *shape)
+                     for p in parts]
         blob = pack_ncdhw8(*parts)
         assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
         mem[d.out_base - base:d.out_base - base + len(blob)] = blob
@@ -562,19 +569,24 @@ def test_which_pools_fuse(tmp_path, small_accelerator, pool, shape, fuses):
 
 def test_fused_pool_descriptor_walks_the_pooled_map():
     """The best C3D core fuses pool1-pool4 (pool5 has padding): the output fields describe
-    the pooled map, a tile step moves tile / window pooled voxels."""
+    the pooled map, a tile step moves tile / window pooled voxels. conv1a also folds pairs of
+    output depths: its fields describe half the depth, its strides the stored map's."""
     acc = load_accelerator(builtin_path("c3d_zcu102_best"))
     plan = plan_network(acc)
     by_name = {lp.layer.name: lp for lp in plan.layers}
+    assert [lp.layer.name for lp in plan.layers if lp.depths > 1] == ["conv1a"]
     for name in ("conv1a", "conv2a", "conv3b", "conv4b"):
         lp = by_name[name]
         (d,) = lp.descriptors
         D, H, W = lp.layer.out_shape
+        k = lp.depths
         window = lp.layer.pool.window
-        assert d.flags & FLAG_POOL and d.out_shape == (D, H, W)
+        assert d.flags & FLAG_POOL and d.out_shape == (D // k, H, W)
+        assert d.stored_output == (lp.layer.padded_out_channels // 2, (D, H, W))
+        assert bool(d.flags & FLAG_DFOLD) == (k > 1)
         assert d.out_base == plan.region(f"{name}.output").base
-        assert d.out_stride == (D * H * W * 16, H * W * 16, W * 16)
-        axis = (H * W * 16, W * 16, 16)
+        assert d.out_stride == (D * H * W * 16, k * H * W * 16, W * 16)
+        axis = (k * H * W * 16, W * 16, 16)
         assert d.out_step == tuple(t // k * b for t, k, b in zip(d.tile, window, axis,
                                                                  strict=True))
         assert d.out_mt_step == acc.cores[0].tm // 16 * d.out_stride[0]
@@ -604,6 +616,38 @@ def test_an_fc_input_read_as_a_map_reproduces_the_golden_contract(tmp_path):
         for c in (0, 1):
             np.testing.assert_array_equal(outputs[layer.index][c],
                                           img.expected[layer.name][c], layer.name)
+
+
+def test_folded_output_depths_reproduce_the_golden_contract(tmp_path, small_accelerator):
+    """On a ``Tn = Tm = 32`` core the small network's c1 (3 -> 16 channels) folds its depth
+    taps and pairs of output depths: its descriptor computes 32 channels at half the depth
+    (``FLAG_DFOLD``), reads 4 depth-shifted copies of the input at twice the depth stride and
+    writes the network's map back (two depths per tile); decoded from the bytes alone, every
+    layer equals the golden integer contract, and the image holds the copies."""
+    acc = load_accelerator(small_accelerator(tmp_path, tn=32, tm=32))
+    img = compile_network(acc, seed=5, base=0x10000)
+    first = img.plan.layers[0]
+    d = first.descriptor
+    assert first.depths == 2 and d.flags & FLAG_DFOLD
+    assert [lp.depths for lp in img.plan.layers[1:]] == [1] * (len(img.plan.layers) - 1)
+    assert (d.in_slots, d.in_shape, d.kernel) == (16, (2, 8, 8), (1, 3, 3))
+    assert (d.out_slots, d.out_shape, d.stored_output) == (16, (2, 8, 8), (8, (4, 8, 8)))
+    plane = 8 * 8 * 16
+    assert d.out_stride == (4 * plane, 2 * plane, 8 * 16)
+    assert img.plan.region("c1.output").size == ncdhw8_size(8, 4, 8, 8)
+    outputs = _execute(img.data, img.base, img.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          img.expected[layer.name][c], layer.name)
+    re, im = img.input_parts
+    copies = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer, 2)
+    assert copies[0].shape == (16, 2, 8, 8)
+    assert img.read(img.region("input").base, img.region("input").size) == \
+        pack_ncdhw8(*copies)
+    # the host reads the network's map back
+    out = CompiledImage.from_ddr_image(img).output("c1")
+    assert (out.slots, out.shape, out.addr) == (8, (4, 8, 8), d.out_base)
 
 
 # --------------------------------------------------------------------------------------------

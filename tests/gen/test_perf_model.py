@@ -100,7 +100,8 @@ def _core(tn):
 @pytest.mark.parametrize("config, names", [
     ("c3d_zcu102.yaml", ["conv2a", "conv4a", "conv5b", "fc6"]),
     ("r3d18_zcu102.yaml", ["l2b1_conv1", "l2b1_down", "l4b1_conv2", "gap"]),
-    ("c3d_zcu102_best.yaml", ["fc6", "fc7"]),  # two ports, weight tiles split (FLAG_WSPLIT)
+    # two ports, weight tiles split (FLAG_WSPLIT); conv1a: output depth pairs (FLAG_DFOLD)
+    ("c3d_zcu102_best.yaml", ["conv1a", "fc6", "fc7"]),
 ])
 def test_steady_state_shortcut_is_exact(config, names):
     acc = load_accelerator(MODELS / config)

@@ -36,23 +36,37 @@ class Case:
         return self.name
 
 
-def _fused_accelerator() -> Path:
-    """The fused-pool test accelerator of ``tests/conftest.py``, written to a temporary
-    folder."""
+def _conftest():
     spec = importlib.util.spec_from_file_location("_engine_conftest", CONFIGS.parent.parent
                                                   / "conftest.py")
     conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conftest)
-    return conftest.write_fused_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-fused-")))
+    return conftest
+
+
+def _fused_accelerator() -> Path:
+    """The fused-pool test accelerator of ``tests/conftest.py``, written to a temporary
+    folder."""
+    return _conftest().write_fused_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-fused-")))
+
+
+def _dfold_accelerator() -> Path:
+    """The small test accelerator with ``Tn = Tm = 32``, whose first layer folds pairs of
+    output depths (``FLAG_DFOLD``), written to a temporary folder."""
+    return _conftest().write_dfold_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-dfold-")))
 
 
 @cache
 def cases() -> tuple[Case, ...]:
-    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core."""
+    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core, and the
+    depth-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
     out = []
-    for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator())):
+    for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
+                        ("dfold", _dfold_accelerator())):
         acc = load_config(path)
         for lp in plan_network(acc).layers:
+            if label == "dfold" and lp.depths == 1:
+                continue
             core = acc.cores[lp.core_index]
             for k, desc in enumerate(lp.descriptors):
                 name = f"{label}:{lp.layer.name}{'.pool' if k else ''}"
