@@ -88,6 +88,7 @@ import numpy as np
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    DFOLD_DEPTHS,
     FLAG_CBN,
     FLAG_CRELU,
     FLAG_DFOLD,
@@ -224,9 +225,10 @@ class LayerPlan:
 
     @property
     def depths(self) -> int:
-        """Output depths per depth the engine computes (2 with
-        :data:`~fcircnn.arch.descriptor.FLAG_DFOLD`, else 1)."""
-        return self.engine_layer.out_channels // self.layer.out_channels
+        """Output depths per depth the engine computes: 2 with
+        :data:`~fcircnn.arch.descriptor.FLAG_DFOLD`
+        (:meth:`~fcircnn.models.config.AcceleratorConfig.folded_depths`), else 1."""
+        return DFOLD_DEPTHS if self.descriptor.flags & FLAG_DFOLD else 1
 
 
 @dataclass(frozen=True)
@@ -284,10 +286,10 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
              depths: int = 1) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
-    moves ``tile / window`` pooled voxels; with ``depths`` output depths folded
-    (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`) the output strides are the stored map's
-    (``depths`` times the depth and ``1/depths`` the slot groups of ``layer``'s), a depth step
-    ``depths`` stored planes."""
+    moves ``tile / window`` pooled voxels; with ``depths`` output depths per depth of
+    ``layer`` (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`) the output strides are those of
+    the map stored: its slot-group stride, and ``depths`` of its planes per depth of
+    ``layer``."""
     conv = layer.conv_shape
     cg = CoreGeometry.of(core, B)
     tile = cg.layer_tile(conv)
