@@ -34,12 +34,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ALL_READS", "AXI_PORTS", "INPUT_READS", "LOADER_READS", "MANAGERS", "READ_KINDS",
+__all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_READS", "LOADER_READS", "MANAGERS",
+           "READ_KINDS",
            "SPLIT_INPUT_READS", "SPLIT_WEIGHT_READS", "WEIGHT_READS", "PortMap", "input_halves",
            "weight_halves"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2)
+#: The depths of the read engines' command queues (``dma_queue``): the commands a loader keeps
+#: in flight on its read engine (:class:`fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
+DMA_QUEUE: range = range(1, 9)
 #: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
 #: transfer but the weight tiles of a two-port design) and the read-only ``m_axi1``.
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")

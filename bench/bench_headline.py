@@ -48,6 +48,7 @@ def rows_for(network: str) -> list[list[object]]:
         cores = " + ".join(f"{c.tn}/{c.tm}/{c.td}{'u' if 'td' in c.unroll else ''}/{c.tr}/{c.tc}"
                            for c in acc.cores)
         cores += f"@{acc.axi_ports}p" if acc.axi_ports > 1 else ""
+        cores += f"q{acc.dma_queue}" if acc.dma_queue > 1 else ""
         rows.append([network, label, cores, f"{perf.effective_gops:.1f}",
                      f"{perf.effective_gops / res.dsp:.3f}", res.dsp, f"{res.bram36:.1f}",
                      res.lut, res.ff, f"{perf.seconds * 1e3:.2f}", f"{perf.pe_utilization:.1%}",

@@ -52,6 +52,8 @@ class Case:
     verilator_opt: str | None = "-O0"
     #: The accelerator's ``axi_ports`` instead of its file's.
     axi_ports: int | None = None
+    #: The accelerator's ``dma_queue`` instead of its file's.
+    dma_queue: int | None = None
 
 
 #: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
@@ -64,7 +66,9 @@ class Case:
 #: tiles over both (``FLAG_WSPLIT``); ``fc_2ports``: a classifier of FC layers on two ports,
 #: the first splitting its 16 weight tiles of 256 beats (steady state of the split); ``dfold``:
 #: ``small`` on a ``Tn = Tm = 32`` core, whose first layer folds pairs of output depths
-#: (``FLAG_DFOLD``: two write boxes per tile).
+#: (``FLAG_DFOLD``: two write boxes per tile); ``small_q2``, ``kinds_2ports_q2`` and
+#: ``fc_2ports_q2``: ``small``, ``kinds_2ports`` and ``fc_2ports`` with a command queue of two
+#: (``dma_queue: 2``).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -75,6 +79,10 @@ CASES: tuple[Case, ...] = (
     Case("fused_2ports", "write_fused_accelerator", seed=5, axi_ports=2),
     Case("fc_2ports", "write_fc_accelerator"),
     Case("dfold", "write_dfold_accelerator"),
+    Case("small_q2", "write_small_accelerator", dma_queue=2),
+    Case("kinds_2ports_q2", config="tests/hw/configs/two_core.yaml", seed=5,
+         verilator_opt=None, axi_ports=2, dma_queue=2),
+    Case("fc_2ports_q2", "write_fc_accelerator", dma_queue=2),
 )
 
 
@@ -97,15 +105,17 @@ def hw_source_hash() -> str:
 
 def load_case(case: Case, folder: Path):
     """Write the case's accelerator into ``folder`` and load it (validated), with the case's
-    ``axi_ports``."""
+    ``axi_ports`` and ``dma_queue``."""
     from fcircnn.models.config import load_accelerator
 
     if case.config is not None:
         acc = load_accelerator(ROOT / case.config)
     else:
         acc = load_accelerator(getattr(_conftest(), case.writer)(folder, **case.kwargs))
-    if case.axi_ports is not None:
-        acc = acc.model_copy(update={"axi_ports": case.axi_ports})
+    changes = {k: v for k, v in (("axi_ports", case.axi_ports), ("dma_queue", case.dma_queue))
+               if v is not None}
+    if changes:
+        acc = acc.model_copy(update=changes)
     return acc
 
 

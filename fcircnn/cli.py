@@ -723,7 +723,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             tn=args.tn, tm=args.tm, td=args.td, tr=args.tr, tc=args.tc,
             unroll_td={"both": (False, True), "yes": (True,), "no": (False,)}[args.unroll_td],
             cores=args.cores, pointwise=args.pointwise, block_sizes=args.block_size,
-            axi_ports=args.axi_ports)
+            axi_ports=args.axi_ports, dma_queue=args.dma_queue)
         space.check(net.block_size)
         objective = sweep.Objective(args.maximise.replace("-", "_"), args.floor)
     except sweep.SweepError as exc:
@@ -1086,6 +1086,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--axi-ports", type=_int_list, default=space.axi_ports, metavar="LIST",
                     help="AXI ports, 1 and/or 2 (2: the weight tiles on a port of their own, "
                          "split over both where they bind; default: 1)")
+    sw.add_argument("--dma-queue", type=_int_list, default=space.dma_queue, metavar="LIST",
+                    help="read commands each loader keeps in flight, 1..8 (default: 1)")
     sw.add_argument("--reference", action="append", metavar="ACC.yaml",
                     help="accelerator file(s) to mark as references (default: the built-in "
                          "<network>_zcu102, the paper's configuration)")

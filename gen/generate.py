@@ -95,12 +95,20 @@ class GenerateResult:
     vivado_command: str
 
 
+#: Accelerator keys added after fingerprints were first recorded, with the value that builds
+#: the hardware as before them: left out of :func:`canonical_config` at that value, so the
+#: fingerprints of earlier configurations (recordings, calibration points, build caches) hold.
+_LATER_KEYS = {"dma_queue": 1}
+
+
 def canonical_config(acc: AcceleratorConfig) -> dict[str, Any]:
-    """The validated accelerator and its network as plain JSON data (defaults applied)."""
-    return {
-        "accelerator": acc.model_dump(mode="json", by_alias=True),
-        "network": acc.network.model_dump(mode="json"),
-    }
+    """The validated accelerator and its network as plain JSON data (defaults applied; a key
+    of :data:`_LATER_KEYS` at its earlier value left out)."""
+    accelerator = acc.model_dump(mode="json", by_alias=True)
+    for key, value in _LATER_KEYS.items():
+        if accelerator.get(key) == value:
+            del accelerator[key]
+    return {"accelerator": accelerator, "network": acc.network.model_dump(mode="json")}
 
 
 def config_fingerprint(acc: AcceleratorConfig) -> str:

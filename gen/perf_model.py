@@ -74,7 +74,7 @@ from fcircnn.arch.descriptor import (
     LayerDescriptor,
 )
 from fcircnn.arch.geometry import CoreGeometry
-from fcircnn.arch.ports import PortMap
+from fcircnn.arch.ports import DMA_QUEUE, PortMap
 from fcircnn.arch.walk import axis_tiles, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
 from fcircnn.models.layout import SLOTS_PER_BEAT
@@ -130,6 +130,12 @@ class MemoryModel:
         for it: the RTL of a two-port accelerator (``axi_ports: 2``,
         :class:`~fcircnn.arch.ports.PortMap`), which :func:`memory_of` sets; ``False``: one
         loader that issues every read in turn.
+    dma_queue : int
+        Read commands each loader keeps in flight (the accelerator's ``dma_queue``, which
+        :func:`memory_of` sets): 1, one at a time; more, a command is issued the cycle after
+        the previous handshake once a queue slot is free (the oldest transfer's status taken,
+        ``read_status`` after its last beat) and no transfer to the same buffer is in flight,
+        and its beats follow the previous transfer's on the read engine.
     """
 
     read_latency: int = 2
@@ -138,6 +144,7 @@ class MemoryModel:
     axi_ports: int = 1
     efficiency: float = 1.0
     weight_engine: bool = False
+    dma_queue: int = 1
 
     def __post_init__(self) -> None:
         _check_int("read_latency", self.read_latency, 0, 100_000)
@@ -148,6 +155,7 @@ class MemoryModel:
             raise ValueError(f"efficiency must be in (0, 1], not {self.efficiency!r}")
         if not isinstance(self.weight_engine, bool):
             raise TypeError(f"weight_engine must be a bool, not {self.weight_engine!r}")
+        _check_int("dma_queue", self.dma_queue, DMA_QUEUE[0], DMA_QUEUE[-1])
 
     def beats(self, n: int) -> float:
         """Cycles to move ``n`` beats at the ports' rate."""
@@ -428,6 +436,54 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
 _NSTATE = 17
 
 
+class _Queue:
+    """The transfers in flight of one loader with a command queue of ``depth``: oldest first,
+    their destinations (``dests``, ``None`` for a free slot) and the cycles their slots free
+    (``read_status`` after the last beat: the status taken); the read engine's last beat
+    (``r_end``) and the cycle its walker takes the next command (``walk``). The times live in
+    the recurrence's state from index ``base`` on (they shift with it)."""
+
+    def __init__(self, base: int, depth: int):
+        self.depth = depth
+        self.r_end, self.walk = base, base + 1
+        self.free = list(range(base + 2, base + 2 + depth))
+        self.slots = self.size(depth)
+        self.dests: list[str | None] = [None] * depth
+
+    @staticmethod
+    def size(depth: int) -> int:
+        return 2 + depth
+
+    def _pop(self, s: list, count: int) -> None:
+        """Retire the ``count`` oldest transfers."""
+        keep = [s[i] for i in self.free[count:]]
+        for i, v in zip(self.free, keep + [_NEG] * count, strict=True):
+            s[i] = v
+        self.dests = self.dests[count:] + [None] * count
+
+    def wait(self, s: list, at: float, dest: str) -> float:
+        """The cycle a command to ``dest`` can be decided, from ``at``: once a slot is free
+        and no transfer to ``dest`` is in flight (the transfers retired meanwhile, in
+        order)."""
+        while True:
+            live = [k for k, d in enumerate(self.dests) if d is not None]
+            done = sum(1 for k in live if s[self.free[k]] <= at)
+            if done:
+                self._pop(s, done)
+                continue
+            if len(live) == self.depth:
+                at = max(at, s[self.free[0]])
+            elif dest in self.dests:
+                at = max(at, s[self.free[self.dests.index(dest)]])
+            else:
+                return at
+
+    def push(self, s: list, dest: str, free: float) -> None:
+        k = self.dests.index(None)
+        self.dests[k] = dest
+        s[self.free[k]] = free
+
+
 class _Conv:
     """The per-pass recurrence of one conv descriptor (see the module docstring)."""
 
@@ -454,6 +510,30 @@ class _Conv:
         self.steps = 0
         # accumulators: pe_busy, stall, bytes read, bytes written
         self.acc = [0, 0, 0, 0]
+        # With a command queue, per loader (input "in", weights "w") its transfers in flight.
+        self.queues = ({who: _Queue(_NSTATE + k * _Queue.size(mem.dma_queue), mem.dma_queue)
+                        for k, who in enumerate(("in", "w"))} if mem.dma_queue > 1 else {})
+        self.nstate = _NSTATE + sum(q.slots for q in self.queues.values())
+
+    def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
+              burst_rows: int, gaps: int) -> tuple[float, float]:
+        """One read command of loader ``who`` deciding at ``dec``, its buffer free at
+        ``gate``: returns the loader's next decision cycle and the read's last beat (one at a
+        time: ``read_status`` after it; with a queue: the cycle after the handshake)."""
+        mem, t = self.mem, self.t
+        if not self.queues:
+            last = _read_last(mem, t, max(dec, gate) + 1, n, rows, burst_rows, gaps)
+            return last + t.read_status, last
+        q = self.queues[who]
+        cmd = max(q.wait(s, max(dec, gate), dest) + 1, s[q.walk])
+        # Its beats come after the previous transfer's: its first burst's latency overlaps
+        # them, its later bursts are served in turn (the row bubbles of _read_last).
+        after = (_read_last(mem, t, 0, n, rows, burst_rows, gaps, setup=0) - mem.read_latency
+                 - (mem.burst_latency if gaps else 0))
+        last = max(_read_last(mem, t, cmd, n, rows, burst_rows, gaps), s[q.r_end] + 1 + after)
+        s[q.r_end], s[q.walk] = last, cmd + 1 + rows * t.row_cycles
+        q.push(s, dest, last + t.read_status)
+        return cmd + 1, last
 
     # ---- one tile -------------------------------------------------------------------------
     def tile(self, s: list, groups: int, ax: tuple[_Axis, _Axis, _Axis], first_of_mt: bool):
@@ -479,20 +559,17 @@ class _Conv:
         for nt in range(self.n_tiles):
             # phase 0: post records of this m-tile
             if first_of_mt and nt == 0:
-                cmd = max(ld, s[_MD2]) + 1
-                last = _read_last(mem, t, cmd, self.core.tm, 1, 1, 1)
-                ld = last + t.read_status
-                prm = ld
+                ld, last = self._read(s, "in", ld, "params", s[_MD2], self.core.tm, 1, 1, 1)
+                prm = last + t.read_status
                 acc[2] += self.core.tm * _BEAT
             else:
                 ld += 1
             # phase 1: residual box
             if self.residual and nt == 0:
-                cmd = max(ld, s[_DR2] + 1) + 1
                 gaps = out_rows if not out_whole else groups * ext_d
-                last = _read_last(mem, t, cmd, out_beats, out_rows, out_rows, gaps)
+                ld, last = self._read(s, "in", ld, "residual", s[_DR2] + 1, out_beats, out_rows,
+                                      out_rows, gaps)
                 res_ready = last + 1
-                ld = last + t.read_status
                 acc[2] += out_beats * _BEAT
             else:
                 ld += 1
@@ -500,38 +577,37 @@ class _Conv:
             g_in = self.in_groups[nt]
             free = s[_CR2] + 1
 
-            def in_read(cmd, groups, ax=(ad, ah, aw)):
+            def in_read(who, dec, dest, gate, groups, ax=(ad, ah, aw)):
                 ad, ah, aw = ax
                 rows, bus_rows = groups * ad.total * ah.total, groups * ad.length * ah.length
                 gaps = bus_rows if not whole_rows else max(1, groups * (
                     ad.length if ah.length != d.in_shape[1] else 1))
                 acc[2] += bus_rows * aw.length * _BEAT
-                return _read_last(mem, t, cmd, rows * aw.total, rows, bus_rows, gaps)
+                return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
+                                  gaps)
 
             if self.i_split:
                 # lower half on the input loader, upper half on the weight loader (two cycles
                 # after its step, its box then settled), both once the last box committed
                 half = g_in // 2
-                last = in_read(max(ld, free, s[_IC]) + 1, half)
-                last1 = in_read(max(s[_WL] + 2, free, s[_IC]) + 1, g_in - half)
-                s[_WL] = last1 + t.read_status
+                gate = max(free, s[_IC])
+                ld, last = in_read("in", ld, "input", gate, half)
+                settled = s[_WL] + (1 if self.queues else 2)
+                s[_WL], last1 = in_read("w", settled, "input_half", gate, g_in - half)
                 s[_IC] = max(last, last1) + 1
                 in_ready = s[_IC]
             else:
-                last = in_read(max(ld, free) + 1, g_in)
+                ld, last = in_read("in", ld, "input", free, g_in)
                 in_ready = last + 1
-            ld = last + t.read_status
             # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
             if self.split:
                 ld, w_ready = self._split_weights(s, ld, free)
-            else:
-                cmd = max(s[_WL] if mem.weight_engine else ld, free) + 1
-                last = _read_last(mem, t, cmd, self.w_beats, 1, 1, 1)
+            elif mem.weight_engine:
+                s[_WL], last = self._read(s, "w", s[_WL], "weights", free, self.w_beats, 1, 1, 1)
                 w_ready = last + 1
-                if mem.weight_engine:
-                    s[_WL] = last + t.read_status
-                else:
-                    ld = last + t.read_status
+            else:
+                ld, last = self._read(s, "in", ld, "weights", free, self.w_beats, 1, 1, 1)
+                w_ready = last + 1
             acc[2] += self.w_beats * _BEAT
             # compute
             ready = max(s[_CPW], in_ready, w_ready)
@@ -575,25 +651,24 @@ class _Conv:
         """A ``FLAG_WSPLIT`` weight tile: the first half on the weight engine, the second on
         the input loader after its input box, both once the previous tile committed. Returns
         the input loader's next decision and the cycle the tile is in the buffer."""
-        mem, t = self.mem, self.t
         half = self.w_beats // 2
-        cmd0 = max(s[_WL], free, s[_WC]) + 1
-        last0 = _read_last(mem, t, cmd0, half, 1, 1, 1)
-        s[_WL] = last0 + t.read_status
-        cmd1 = max(ld, free, s[_WC]) + 1
-        last1 = _read_last(mem, t, cmd1, half, 1, 1, 1)
+        gate = max(free, s[_WC])
+        s[_WL], last0 = self._read(s, "w", s[_WL], "weights", gate, half, 1, 1, 1)
+        ld, last1 = self._read(s, "in", ld, "weight_half", gate, half, 1, 1, 1)
         s[_WC] = max(last0, last1) + 1
-        return last1 + t.read_status, max(last0, last1) + 1
+        return ld, max(last0, last1) + 1
 
     def end_of_mt(self, s: list):
         s[_MD2], s[_MD1] = s[_MD1], s[_DR1] + 1
 
     # ---- the nest with steady-state extrapolation ------------------------------------------
     def run(self) -> tuple[float, list]:
-        s = [0] * _NSTATE
+        s = [0] * self.nstate
         s[_CR1] = s[_CR2] = s[_DR1] = s[_DR2] = s[_SR1] = s[_SR2] = _NEG
         s[_MD1] = s[_MD2] = _NEG
         s[_PRM] = s[_WC] = s[_IC] = _NEG
+        for i in range(_NSTATE, self.nstate):
+            s[i] = _NEG
         dr, hr, wr = (_axis_runs(self.d, a) for a in range(3))
         mruns = _m_runs(self.d, self.core.tm)
 
@@ -629,17 +704,19 @@ class _Conv:
         while done < count:
             self._clamp(s)
             before = list(s)
+            dests_before = [q.dests[:] for q in self.queues.values()]
             acc_before = list(self.acc)
             body(s)
             done += 1
             self._clamp(s)
             diffs = {b - a for a, b in zip(before, s, strict=True)}
-            if len(diffs) == 1:
+            same_dests = dests_before == [q.dests for q in self.queues.values()]
+            if len(diffs) == 1 and same_dests:
                 (shift,) = diffs
                 if self.extrapolate and shift == prev_shift and done < count:
                     rem = count - done
                     inc = [a - b for a, b in zip(self.acc, acc_before, strict=True)]
-                    for i in range(_NSTATE):
+                    for i in range(self.nstate):
                         s[i] += shift * rem
                     for i in range(4):
                         self.acc[i] += inc[i] * rem
@@ -648,12 +725,11 @@ class _Conv:
             else:
                 prev_shift = None
 
-    @staticmethod
-    def _clamp(s: list) -> None:
+    def _clamp(self, s: list) -> None:
         # Event times older than every walker's position can no longer bind: raise them to
         # that floor so a steady state shifts the whole state uniformly.
         floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL])
-        for i in range(_NSTATE):
+        for i in range(self.nstate):
             if s[i] < floor:
                 s[i] = floor
 
@@ -684,11 +760,14 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
 
 
 def memory_of(acc: AcceleratorConfig, memory: MemoryModel | None = None) -> MemoryModel:
-    """``memory`` (default :class:`MemoryModel`) with ``acc``'s AXI ports: its own weight
-    engine when the accelerator has a weight port (:class:`~fcircnn.arch.ports.PortMap`)."""
+    """``memory`` (default :class:`MemoryModel`) with ``acc``'s AXI ports (its own weight
+    engine when the accelerator has a weight port, :class:`~fcircnn.arch.ports.PortMap`) and
+    its loaders' command queue (``dma_queue``)."""
     mem = memory or MemoryModel()
     if PortMap(acc.axi_ports).weight_loader and not mem.weight_engine:
         mem = replace(mem, weight_engine=True)
+    if acc.dma_queue > mem.dma_queue:
+        mem = replace(mem, dma_queue=acc.dma_queue)
     return mem
 
 

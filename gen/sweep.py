@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fcircnn.arch.ports import AXI_PORTS
+from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE
 from fcircnn.models.config import (
     MAX_CHANNEL_TILE,
     MAX_TILE,
@@ -106,7 +106,8 @@ class Point:
     ``pointwise`` is ``None`` for one core running every layer, else ``(Tn, Tm)`` of a second
     core with a 1x1x1 kernel (same ``Td, Tr, Tc``) that runs the 1x1x1 convolutions, the FC
     layers and global average pooling, as in the paper's 3D ResNet-18 design. ``axi_ports``:
-    the accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`).
+    the accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`); ``dma_queue``: the read
+    commands each loader keeps in flight.
     """
 
     B: int
@@ -118,16 +119,19 @@ class Point:
     unroll_td: bool
     pointwise: tuple[int, int] | None = None
     axi_ports: int = 1
+    dma_queue: int = 1
 
     @property
     def label(self) -> str:
-        """``Tn/Tm/Td/Tr/Tc`` with ``u`` for an unrolled depth loop, ``+pw`` core and ``@2p``
-        for two AXI ports."""
+        """``Tn/Tm/Td/Tr/Tc`` with ``u`` for an unrolled depth loop, ``+pw`` core, ``@2p``
+        for two AXI ports and ``q2`` for a command queue of two."""
         text = f"{self.tn}/{self.tm}/{self.td}{'u' if self.unroll_td else ''}/{self.tr}/{self.tc}"
         if self.pointwise is not None:
             text += f"+pw{self.pointwise[0]}/{self.pointwise[1]}"
         if self.axi_ports != 1:
             text += f"@{self.axi_ports}p"
+        if self.dma_queue != 1:
+            text += f"q{self.dma_queue}"
         return text if self.B == 8 else f"B{self.B}:{text}"
 
 
@@ -147,7 +151,8 @@ class SweepSpace:
 
     ``cores`` holds 1 (one core) and/or 2 (spatial core + pointwise core, whose ``(Tn, Tm)``
     come from ``pointwise``). ``block_sizes`` empty means the network's own block size.
-    ``axi_ports``: the AXI port counts swept (:data:`~fcircnn.arch.ports.AXI_PORTS`).
+    ``axi_ports``: the AXI port counts swept (:data:`~fcircnn.arch.ports.AXI_PORTS`);
+    ``dma_queue``: the command-queue depths swept (:data:`~fcircnn.arch.ports.DMA_QUEUE`).
     """
 
     tn: tuple[int, ...] = (8, 16, 32, 64)
@@ -160,6 +165,7 @@ class SweepSpace:
     pointwise: tuple[tuple[int, int], ...] = ((8, 32), (16, 64))
     block_sizes: tuple[int, ...] = ()
     axi_ports: tuple[int, ...] = (1,)
+    dma_queue: tuple[int, ...] = (1,)
 
     def __post_init__(self) -> None:
         for name in ("tn", "tm", "td", "tr", "tc"):
@@ -175,6 +181,10 @@ class SweepSpace:
         if bad or not self.axi_ports:
             raise SweepError(f"axi_ports: allowed values are {', '.join(map(str, AXI_PORTS))}, "
                              f"not {list(self.axi_ports)}")
+        bad = [n for n in self.dma_queue if n not in DMA_QUEUE]
+        if bad or not self.dma_queue:
+            raise SweepError(f"dma_queue: allowed values are {DMA_QUEUE[0]}..{DMA_QUEUE[-1]}, "
+                             f"not {list(self.dma_queue)}")
         from fcircnn.models.spectral import BLOCK_SIZES
 
         bad = [b for b in self.block_sizes if b not in BLOCK_SIZES]
@@ -219,12 +229,13 @@ class SweepSpace:
             pw.append(None)
         if 2 in self.cores:
             pw.extend(self.pointwise)
-        for B, tn, tm, td, tr, tc, u, p, ports in itertools.product(
+        for B, tn, tm, td, tr, tc, u, p, ports, queue in itertools.product(
                 self.block_sizes or (network_B,), self.tn, self.tm, self.td, self.tr, self.tc,
-                sorted(set(self.unroll_td)), pw, sorted(set(self.axi_ports))):
+                sorted(set(self.unroll_td)), pw, sorted(set(self.axi_ports)),
+                sorted(set(self.dma_queue))):
             if td == 1 and u:
                 continue  # unrolling a loop of one iteration is the same hardware
-            yield Point(B, tn, tm, td, tr, tc, u, p, ports)
+            yield Point(B, tn, tm, td, tr, tc, u, p, ports, queue)
 
     def size(self, network_B: int) -> int:
         """Number of points."""
@@ -282,7 +293,8 @@ def accelerator_data(point: Point, net: NetworkConfig, device: Device, clock_mhz
         device_data["board"] = device.board
     return {"name": name, "network": network_file or f"{net.name}.yaml", "device": device_data,
             "clock_mhz": clock_mhz, "block_size": point.B, "bus_width": 128,
-            "address_width": 40, "axi_ports": point.axi_ports, "cores": cores}
+            "address_width": 40, "axi_ports": point.axi_ports, "dma_queue": point.dma_queue,
+            "cores": cores}
 
 
 def accelerator_for(point: Point, net: NetworkConfig, device: Device,

@@ -92,10 +92,15 @@ class Accelerator(wiring.Component):
                                  f"({addr_width})")
             if len({e.ports for e in engines}) != 1:
                 raise ValueError("every engine must have the same AXI ports (axi_ports)")
+            if len({e.commands for e in engines}) != 1:
+                raise ValueError("every engine must have the same command queue (dma_queue)")
         self.engines = engines
         self.addr_width = addr_width
         #: Which port carries which read (every engine's).
         self.ports = engines[0].ports
+        #: Read commands each loader keeps in flight (every engine's), so its read engine's
+        #: command queue.
+        self.commands = engines[0].commands
         members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
         members |= _flat_members("s_axi_control",
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
@@ -133,14 +138,14 @@ class Accelerator(wiring.Component):
         ``None`` without)."""
         aw = self.addr_width
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
-        m.submodules.dma = dma = AxiDma(aw)
+        m.submodules.dma = dma = AxiDma(aw, read_commands=self.commands)
         dma1 = None
         main, *weights = self.ports.managers
         buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
                   regs.s_axi_control), (main, AXI4Signature(addr_width=aw), dma.m_axi)]
         if weights:
             (name,) = weights
-            m.submodules.dma1 = dma1 = AxiDmaRead(aw)
+            m.submodules.dma1 = dma1 = AxiDmaRead(aw, commands=self.commands)
             buses.append((name, AXI4ReadSignature(addr_width=aw), dma1.m_axi))
         for prefix, signature, inner in buses:
             for name, member in signature.members.items():

@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axi4 import AXI4Signature
 from .axi_dma_box import box_layout, check_addr_width, status_layout
-from .axi_dma_read import AxiDmaRead, check_outstanding, read_beat_layout
+from .axi_dma_read import AxiDmaRead, check_commands, check_outstanding, read_beat_layout
 from .axi_dma_write import AxiDmaWrite, write_beat_layout
 from .common import rejecting
 
@@ -35,6 +35,9 @@ class AxiDma(wiring.Component):
         AXI address width, 32..64 (default 40, the ``address_width`` of the accelerator file).
     read_outstanding, write_outstanding : int
         Bursts in flight per direction, 1..64.
+    read_commands : int
+        The read engine's command queue, 1..8 (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`
+        ``commands``).
 
     Ports
     -----
@@ -44,12 +47,14 @@ class AxiDma(wiring.Component):
     """
 
     def __init__(self, addr_width: int = 40, *, read_outstanding: int = 8,
-                 write_outstanding: int = 8):
+                 write_outstanding: int = 8, read_commands: int = 1):
         with rejecting(self):
             check_addr_width(addr_width)
             check_outstanding("read_outstanding", read_outstanding)
             check_outstanding("write_outstanding", write_outstanding)
+            check_commands("read_commands", read_commands)
         self.addr_width = addr_width
+        self.read_commands = read_commands
         self.read_outstanding = read_outstanding
         self.write_outstanding = write_outstanding
         super().__init__({
@@ -72,7 +77,8 @@ class AxiDma(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
-        m.submodules.rd = rd = AxiDmaRead(aw, outstanding=self.read_outstanding)
+        m.submodules.rd = rd = AxiDmaRead(aw, outstanding=self.read_outstanding,
+                                          commands=self.read_commands)
         m.submodules.wr = wr = AxiDmaWrite(aw, outstanding=self.write_outstanding)
         wiring.connect(m, wiring.flipped(self.rd_cmd), rd.cmd)
         wiring.connect(m, rd.o, wiring.flipped(self.rd_data))

@@ -4,6 +4,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.ports import DMA_QUEUE
+
 from .axi4 import BURST_INCR, AXI4ReadSignature
 from .axi_dma_box import (
     COUNT_WIDTH,
@@ -15,7 +17,8 @@ from .axi_dma_box import (
 )
 from .common import rejecting
 
-__all__ = ["AxiDmaRead", "BeatCounter", "check_outstanding", "command_ready", "read_beat_layout"]
+__all__ = ["MAX_COMMANDS", "AxiDmaRead", "BeatCounter", "check_commands", "check_outstanding",
+           "command_ready", "read_beat_layout"]
 
 #: 128-bit beats.
 DATA_WIDTH = 128
@@ -32,6 +35,18 @@ def check_outstanding(name: str, value) -> None:
         raise TypeError(f"{name} must be an integer, not {value!r}")
     if not 1 <= value <= 64:
         raise ValueError(f"{name} must be in 1..64, not {value}")
+
+
+#: Largest DMA command queue (:class:`AxiDmaRead` ``commands``).
+MAX_COMMANDS = DMA_QUEUE[-1]
+
+
+def check_commands(name: str, value) -> None:
+    """Validate a command-queue depth (1..:data:`MAX_COMMANDS`)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not 1 <= value <= MAX_COMMANDS:
+        raise ValueError(f"{name} must be in 1..{MAX_COMMANDS}, not {value}")
 
 
 def command_ready(m: Module, busy) -> Signal:
@@ -96,10 +111,18 @@ class AxiDmaRead(wiring.Component):
       with RLAST breaks AXI: the DMA flags it but still expects the burst's remaining beats).
       Bad commands and address
       overflow are reported without issuing the offending burst (:class:`BoxWalker`).
-    * A new command is accepted once the previous status has been taken (not in the first cycle
-      out of reset). ``cmd.ready`` is a register; the AR registers and the walker only see
-      registers, ``ARREADY`` and the order FIFO's level (see :class:`BoxWalker`), so the box
-      arithmetic stays a few LUT levels deep.
+    * Command queue: up to ``commands`` commands are accepted and not yet reported. With
+      ``commands = 1`` a new command is accepted once the previous status has been taken (not
+      in the first cycle out of reset) and ``cmd.ready`` is a register. With more, the next
+      command is accepted as soon as the walker has issued the previous one's last segment, so
+      its bursts follow the previous ones' on AR and its beats follow theirs on ``o`` without
+      a gap for the command, the walker's start or the memory latency; beats and statuses stay
+      in command order, each status once its command's last beat is delivered. After an error
+      every command accepted before its status has been taken (and any accepted meanwhile)
+      ends at once (no further beat) and reports the same code and address; the first error's
+      status, like every status in that state, waits until no burst is in flight.
+    * The AR registers and the walker only see registers, ``ARREADY`` and the order FIFO's
+      level (see :class:`BoxWalker`), so the box arithmetic stays a few LUT levels deep.
 
     Parameters
     ----------
@@ -107,6 +130,8 @@ class AxiDmaRead(wiring.Component):
         AXI address width, 32..64 (the accelerator's ``address_width``).
     outstanding : int
         Bursts in flight, 1..64.
+    commands : int
+        Commands accepted and not yet reported, 1..8 (:func:`check_commands`).
 
     Ports
     -----
@@ -117,12 +142,14 @@ class AxiDmaRead(wiring.Component):
     busy : Out(1)
     """
 
-    def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
+    def __init__(self, addr_width: int = 40, *, outstanding: int = 8, commands: int = 1):
         with rejecting(self):
             check_addr_width(addr_width)
             check_outstanding("outstanding", outstanding)
+            check_commands("commands", commands)
         self.addr_width = addr_width
         self.outstanding = outstanding
+        self.commands = commands
         super().__init__({
             "cmd": In(stream.Signature(box_layout(addr_width))),
             "o": Out(stream.Signature(read_beat_layout())),
@@ -144,24 +171,36 @@ class AxiDmaRead(wiring.Component):
         m.submodules.fifo = q = fifo.SyncFIFO(width=entry.size, depth=depth)
         axi = self.m_axi
 
-        busy = Signal()
+        queue = self.commands > 1
+        pending = Signal(range(self.commands + 1))  # accepted, status not yet taken
         err = Signal()          # a bus error was seen: drain
         err_addr = Signal(aw)
         inflight = Signal(range(self.outstanding + 1))
         st_valid = Signal()
         st = Signal(status_layout(aw))
 
-        # Command: accepted by the walker, one at a time.
-        cmd_ready = command_ready(m, busy)
+        # Command: accepted by the walker when it is idle and the queue has room.
+        if queue:
+            cmd_ready = Signal()
+            m.d.comb += cmd_ready.eq(walker.cmd.ready & (pending < self.commands))
+        else:
+            cmd_ready = command_ready(m, pending != 0)
+        accept = self.cmd.valid & cmd_ready
         m.d.comb += [
             walker.cmd.payload.eq(self.cmd.payload),
             walker.cmd.valid.eq(self.cmd.valid & cmd_ready),
             self.cmd.ready.eq(cmd_ready),
-            self.busy.eq(busy),
+            self.busy.eq(pending != 0),
             walker.abort.eq(err),
         ]
-        with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [busy.eq(1), cmd_ready.eq(0)]
+        taken = self.status.valid & self.status.ready
+        with m.If(accept & ~taken):
+            m.d.sync += pending.eq(pending + 1)
+        with m.Elif(~accept & taken):
+            m.d.sync += pending.eq(pending - 1)
+        if not queue:
+            with m.If(accept):
+                m.d.sync += cmd_ready.eq(0)
 
         # Segment issue: bursts go out on AR (registered) and into the order FIFO.
         seg = walker.seg.payload
@@ -203,7 +242,8 @@ class AxiDmaRead(wiring.Component):
         # deliver zeros).
         m.d.comb += [o.payload.data.eq(Mux(head.burst, axi.rdata, 0)),
                      o.payload.last.eq(head.last & at_end)]
-        with m.If(q.r_rdy & ~st_valid):
+        # One command at a time: its beats wait for the previous status to be taken.
+        with m.If(q.r_rdy & (~st_valid if not queue else 1)):
             with m.If(head.status != Status.OK):
                 m.d.comb += [q.r_en.eq(1), finish.eq(1)]
                 with m.If(~err):
@@ -234,17 +274,26 @@ class AxiDmaRead(wiring.Component):
                         m.d.sync += counter.restart()
                         m.d.comb += [q.r_en.eq(1), finish.eq(head.last)]
 
-        # Status: after the box's last entry, once every burst has drained.
-        done_wait = Signal()
-        with m.If(finish):
-            m.d.sync += done_wait.eq(1)
-        with m.If(done_wait & (inflight == 0) & ~ar_pending & ~st_valid):
-            m.d.sync += [st_valid.eq(1), done_wait.eq(0)]
-            with m.If(~err):
-                m.d.sync += st.code.eq(Status.OK)
-        m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.code.eq(st.code),
-                     self.status.payload.addr.eq(err_addr)]
-        with m.If(self.status.valid & self.status.ready):
-            m.d.sync += [st_valid.eq(0), busy.eq(0), cmd_ready.eq(1), err.eq(0),
-                         err_addr.eq(0)]
+        # Status: after the box's last entry (with an error once every burst has drained),
+        # in command order; ``finished`` counts the commands whose last entry is out.
+        finished = Signal(range(self.commands + 1))
+        quiet = (inflight == 0) & ~ar_pending
+        raise_ = (finished != 0) & ~st_valid & (~err | quiet)
+        with m.If(finish & ~raise_):
+            m.d.sync += finished.eq(finished + 1)
+        with m.Elif(~finish & raise_):
+            m.d.sync += finished.eq(finished - 1)
+        out = Signal(status_layout(aw))
+        with m.If(raise_):
+            m.d.sync += [st_valid.eq(1), out.code.eq(Mux(err, st.code, Status.OK)),
+                         out.addr.eq(Mux(err, err_addr, 0))]
+        m.d.comb += [self.status.valid.eq(st_valid), self.status.payload.eq(out)]
+        with m.If(taken):
+            m.d.sync += st_valid.eq(0)
+            if not queue:
+                m.d.sync += cmd_ready.eq(1)
+            # The last command reported: the error state ends (a command accepted in the same
+            # cycle is still ended by it).
+            with m.If((pending == 1) & ~accept):
+                m.d.sync += [err.eq(0), err_addr.eq(0)]
         return m

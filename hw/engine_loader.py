@@ -4,7 +4,7 @@ allow."""
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
@@ -13,7 +13,7 @@ from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS, PortMap, inp
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
-from .axi_dma_read import read_beat_layout
+from .axi_dma_read import check_commands, read_beat_layout
 from .common import rejecting
 from .engine_walk import TileWalk, control_signature, fail_signature
 
@@ -62,11 +62,21 @@ class EngineLoader(wiring.Component):
     --------
     * ``ctl.start`` with a conv descriptor starts the walk; it ends after the last pass (back
       to idle, ``idle`` high) or at ``ctl.failed``.
-    * One transfer at a time: the command, then its beats, then its status. A status other
-      than OK pulses ``fail`` (code = the status) and ends the walk.
-    * The walk steps to the next pass with the status of the pass's last read: its weight
+    * ``commands = 1``: one transfer at a time: the command, then its beats, then its status;
+      the walk steps to the next pass with the status of the pass's last read: its weight
       tile (or half), or its input box for a loader without weights (or the tile's second
       half with ``FLAG_WSPLIT``).
+    * ``commands > 1`` (a read engine with a command queue as deep,
+      :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`): up to ``commands`` transfers in flight;
+      the next command is issued as soon as its own condition holds (the buffer's ``ready``,
+      the drain's m-tile for post records), the walk steps with the handshake of the pass's
+      last read, and each transfer's destination, box size and m-tile parity travel with it
+      (a FIFO of the commands in flight) to route its beats and take its status. A transfer
+      issued while an earlier one still fills the same buffer waits, beat by beat, for the
+      buffer (``ready``); every transfer depends only on earlier ones, so in command order
+      nothing waits on a later one. The walk ends, and a failure settles, only once every
+      transfer in flight has reported.
+    * A status other than OK pulses ``fail`` (code = the status) and ends the walk.
     * ``params_ready[h]``: the records of the m-tile of parity ``h`` are loaded.
 
     Parameters
@@ -81,15 +91,19 @@ class EngineLoader(wiring.Component):
     reads : frozenset of str
         The read kinds this loader issues, one of :data:`~fcircnn.arch.ports.LOADER_READS`:
         every kind (default), or the input or the weight half of a two-port split.
+    commands : int
+        Transfers in flight, 1..:data:`~fcircnn.hw.axi_dma_read.MAX_COMMANDS` (its read
+        engine's command queue).
     """
 
     def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
                  res_box: data.Layout | None, addr_width: int = 40,
-                 reads: frozenset[str] = ALL_READS):
+                 reads: frozenset[str] = ALL_READS, commands: int = 1):
         with rejecting(self):
             if not isinstance(core, CoreGeometry) or not isinstance(geometry, EngineGeometry):
                 raise TypeError("core must be a CoreGeometry and geometry an EngineGeometry")
             check_addr_width(addr_width)
+            check_commands("commands", commands)
             if (res_box is not None) != geometry.residual:
                 raise ValueError("res_box must be given exactly when the core has residuals")
             reads = frozenset(reads)
@@ -103,6 +117,7 @@ class EngineLoader(wiring.Component):
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
         self.in_box_layout, self.res_box_layout = in_box, res_box
         self.reads = reads
+        self.commands = commands
         beat = stream.Signature(read_beat_layout())
         ports = {
             "ctl": In(control_signature()),
@@ -141,7 +156,11 @@ class EngineLoader(wiring.Component):
             ld.reset(ctl.new_desc)
         rd_box = Signal(box_layout(self.addr_width))
         m.d.comb += self.rd_cmd.payload.eq(rd_box)
-        dest = Signal(range(7))
+        # ``dest``: the transfer being decided and commanded; ``route``: where the beats on
+        # rd_data go (the same with one transfer at a time, else the oldest in flight's).
+        dest, route = Signal(range(7)), Signal(range(7))
+        flight = _InFlight(m, self) if self.commands > 1 else None
+        m.d.comb += route.eq(dest if flight is None else flight.route)
         # 0 params, 1 residual, 2 input (or its lower half), 3 weights (or their first half),
         # 4 second half of the weights, 5 upper half of the input
         ld_phase = Signal(range(6))
@@ -152,35 +171,37 @@ class EngineLoader(wiring.Component):
             if loads_in:
                 return 0
             return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
-        m.d.comb += self.rd_data.ready.eq(dest == _DEST_PARAM)
-        phases, params_loaded = {}, None
+        m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
+        phases, params = {}, None
         split = (d.flags & FLAG_WSPLIT).bool()
         halves = "weight_half" in self.reads
         # After the input box: the weights, the second half of a split tile, or the next pass.
         after_input = 3 if loads_w else Mux(split, 4, 0) if halves else 0
         if loads_in:
-            phases, params_loaded = self._input_side(m, ld, dest, rd_box, ld_phase,
-                                                     after_input=after_input)
+            phases, params = self._input_side(m, ld, dest, route, rd_box, ld_phase, flight,
+                                              after_input=after_input)
+        for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
+                                     ("weights", "w_o", _DEST_W),
+                                     ("input_half", "in1_o", _DEST_IN1)):
+            if kind in self.reads:
+                self._route(m, route, dest_, getattr(self, stream_))
         if halves:
-            m.d.comb += self.w1_o.payload.eq(self.rd_data.payload)
-            with m.If(dest == _DEST_W1):
-                m.d.comb += [self.w1_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.w1_o.ready)]
-            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, split)
+            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, split, flight)
         if loads_w:
-            m.d.comb += self.w_o.payload.eq(self.rd_data.payload)
-            with m.If(dest == _DEST_W):
-                m.d.comb += [self.w_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.w_o.ready)]
             phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
-                                           split)
+                                           split, flight)
         if in_halves:
-            m.d.comb += self.in1_o.payload.eq(self.rd_data.payload)
-            with m.If(dest == _DEST_IN1):
-                m.d.comb += [self.in1_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.in1_o.ready)]
-            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase)
-
+            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase, flight)
+        # The pass's last read: its weight tile (or first half), its input box, or with
+        # FLAG_WSPLIT the second half after the input box.
+        if loads_w:
+            step = dest == _DEST_W
+        elif halves:
+            step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
+        else:
+            step = dest == _DEST_IN
+        if flight is not None:
+            failing = flight.take_statuses(self, params)
         ld_cmd_valid = Signal()
         m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
         with m.FSM(name="loader") as loader_fsm:
@@ -189,49 +210,65 @@ class EngineLoader(wiring.Component):
                     m.d.sync += ld_phase.eq(first_phase(ctl.new_desc))
                     m.next = "NEXT"
             with m.State("NEXT"):
-                # Decide the next transfer of the nest; wait until its buffer is free.
-                with m.If(ctl.failed | ld.done):
-                    m.next = "IDLE"
+                # Decide the next transfer of the nest; wait until its buffer is free (and,
+                # with a queue, until it has room; at the end until every transfer reported).
+                if flight is None:
+                    with m.If(ctl.failed | ld.done):
+                        m.next = "IDLE"
+                else:
+                    with m.If(ctl.failed | ld.done | failing):
+                        with m.If(flight.empty):
+                            m.next = "IDLE"
+                    with m.Elif(flight.full):
+                        pass
                 for phase, issue in sorted(phases.items()):
                     with m.Elif(ld_phase == phase):
                         issue()
             with m.State("CMD"):
                 m.d.comb += ld_cmd_valid.eq(1)
                 with m.If(self.rd_cmd.ready):
-                    m.next = "DATA"
-            with m.State("DATA"):
-                status = self.rd_status.payload
-                m.d.comb += self.rd_status.ready.eq(1)
-                with m.If(self.rd_status.valid):
-                    m.d.sync += dest.eq(_DEST_NONE)
-                    with m.If(status.code != Status.OK):
-                        m.d.comb += [self.fail.valid.eq(1),
-                                     self.fail.code.eq(status.code.as_value()),
-                                     self.fail.addr.eq(status.addr)]
-                        m.next = "IDLE"
-                    with m.Else():
-                        if loads_in:
-                            with m.If(dest == _DEST_PARAM):
-                                m.d.sync += params_loaded.eq(1)
-                        # The pass's last read: its weight tile (or first half), its input
-                        # box, or with FLAG_WSPLIT the second half after the input box.
-                        if loads_w:
-                            step = dest == _DEST_W
-                        elif halves:
-                            step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
-                        else:
-                            step = dest == _DEST_IN
+                    if flight is None:
+                        m.next = "DATA"
+                    else:
+                        flight.push(dest)
                         with m.If(step):
                             ld.advance()
                         m.next = "NEXT"
+            if flight is None:
+                with m.State("DATA"):
+                    status = self.rd_status.payload
+                    m.d.comb += self.rd_status.ready.eq(1)
+                    with m.If(self.rd_status.valid):
+                        m.d.sync += dest.eq(_DEST_NONE)
+                        with m.If(status.code != Status.OK):
+                            self._fail(m, status)
+                            m.next = "IDLE"
+                        with m.Else():
+                            if loads_in:
+                                with m.If(dest == _DEST_PARAM):
+                                    params.loaded(m, None)
+                            with m.If(step):
+                                ld.advance()
+                            m.next = "NEXT"
         m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
         return m
 
-    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase, split):
+    def _fail(self, m, status):
+        """Pulse ``fail`` with a read status."""
+        m.d.comb += [self.fail.valid.eq(1), self.fail.code.eq(status.code.as_value()),
+                     self.fail.addr.eq(status.addr)]
+
+    def _route(self, m, route, dest, out):
+        """The beats on ``rd_data`` go to ``out`` while ``route`` is ``dest``."""
+        m.d.comb += out.payload.eq(self.rd_data.payload)
+        with m.If(route == dest):
+            m.d.comb += [out.valid.eq(self.rd_data.valid), self.rd_data.ready.eq(out.ready)]
+
+    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase, split, flight):
         """Phase 3: the pass's ``(mt, nt)`` weight tile (with ``FLAG_WSPLIT`` its first half),
         once its buffer half is free."""
         def issue():
-            with m.If(self.w_o.ready):
+            with m.If(_free(flight, _DEST_W, self.w_o.ready)):
                 m.d.sync += [dest.eq(_DEST_W), ld_phase.eq(first_phase),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
                                         Mux(split, d.weight_tile_bytes >> 5,
@@ -239,7 +276,7 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
-    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase):
+    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight):
         """Phase 5, first of a ``FLAG_ISPLIT`` pass on the weight loader: the upper half of
         the input box's slot groups (:func:`~fcircnn.arch.ports.input_halves`), once the
         input buffer's second stream takes it and the walk has settled on the pass."""
@@ -251,43 +288,38 @@ class EngineLoader(wiring.Component):
         ld.input_box(box, span, d.in_base + ld.nt_in + d.in_stride[0] * len(lower),
                      len(upper))
         size = Signal.like(self.in1_box)
-        m.d.comb += self.in1_box.eq(size)
+        m.d.comb += self.in1_box.eq(size if flight is None else flight.head.in1_size)
+        if flight is not None:
+            flight.sources["in1_size"] = size
 
         def issue():
-            with m.If(self.in1_o.ready & ld.settled):
+            with m.If(_free(flight, _DEST_IN1, self.in1_o.ready) & ld.settled):
                 m.d.sync += [dest.eq(_DEST_IN1), rd_box.eq(box), ld_phase.eq(3),
                              size.groups.eq(len(upper)), size.d.eq(span[0]),
                              size.h.eq(span[1]), size.w.eq(span[2])]
                 m.next = "CMD"
         return issue
 
-    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, split):
+    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, split, flight):
         """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor: the second half of
         the pass's weight tile, once the weight buffer takes it."""
         def issue():
-            with m.If(self.w1_o.ready):
+            with m.If(_free(flight, _DEST_W1, self.w1_o.ready)):
                 m.d.sync += [dest.eq(_DEST_W1), ld_phase.eq(0),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt
                                         + (d.weight_tile_bytes >> 1), d.weight_tile_bytes >> 5)]
                 m.next = "CMD"
         return issue
 
-    def _input_side(self, m, ld, dest, rd_box, ld_phase, *, after_input):
+    def _input_side(self, m, ld, dest, route, rd_box, ld_phase, flight, *, after_input):
         """The post records, residual and input boxes: their boxes, the routing of their
         beats and the post-parameter writes. Returns the issue logic of phases 0-2 (by phase)
-        and the ``params_ready`` bit of the walk's m-tile."""
+        and the post records' :class:`_Params`."""
         core, aw = self.core, self.addr_width
-        G, Tm = core.out_groups, core.tm
-        ctl = self.ctl
-        d = ctl.desc
+        Tm = core.tm
+        d = self.ctl.desc
         residual = (d.flags & FLAG_RESIDUAL).bool()
         has_res = self.res_box_layout is not None
-        params_ready = Signal(2)  # per half: the records of that half's m-tile are loaded
-        m.d.comb += self.params_ready.eq(params_ready)
-        with m.If(ctl.start):
-            m.d.sync += params_ready.eq(0)
-        ld_mt_half = ld.mt[0]
-
         in_box = Signal(box_layout(aw))
         in_span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld_in_span{f}")
                    for f in "dhw"]
@@ -302,44 +334,35 @@ class EngineLoader(wiring.Component):
                             in_groups)
         ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
         ld.out_box(res_box, d.res_base, write=False)
-        # The input buffer's box: latched with the command, constant while its beats arrive.
+        # The buffers' boxes: latched with the command, constant while its beats arrive (with a
+        # queue: carried with the command to its beats).
         in_size = Signal.like(self.in_box)
-        m.d.comb += [self.in_stride_d.eq(d.stride[0]), self.in_box.eq(in_size)]
+        m.d.comb += [self.in_stride_d.eq(d.stride[0]),
+                     self.in_box.eq(in_size if flight is None else flight.head.in_size)]
+        res_size = Signal.like(self.res_box) if has_res else None
         if has_res:
-            m.d.comb += [self.res_box.groups.eq(ld.groups_m), self.res_box.d.eq(ld.ext[0]),
-                         self.res_box.h.eq(ld.ext[1]), self.res_box.w.eq(ld.ext[2])]
+            walk_res = [res_size.groups.eq(ld.groups_m), res_size.d.eq(ld.ext[0]),
+                        res_size.h.eq(ld.ext[1]), res_size.w.eq(ld.ext[2])]
+            if flight is None:
+                m.d.comb += [*walk_res, self.res_box.eq(res_size)]
+            else:
+                m.d.comb += self.res_box.eq(flight.head.res_size)
+        if flight is not None:
+            flight.sources.update(half=ld.mt[0], in_size=in_size)
+            if has_res:
+                flight.sources["res_size"] = res_size
+        for kind, dest_ in (("res_o", _DEST_RES), ("in_o", _DEST_IN)):
+            if hasattr(self, kind):
+                self._route(m, route, dest_, getattr(self, kind))
+        params = _Params(m, self, ld, route, flight)
 
-        # Routing of read beats.
-        beat = self.rd_data.payload
-        m.d.comb += self.in_o.payload.eq(beat)
-        if has_res:
-            m.d.comb += self.res_o.payload.eq(beat)
-            with m.If(dest == _DEST_RES):
-                m.d.comb += [self.res_o.valid.eq(self.rd_data.valid),
-                             self.rd_data.ready.eq(self.res_o.ready)]
-        with m.If(dest == _DEST_IN):
-            m.d.comb += [self.in_o.valid.eq(self.rd_data.valid),
-                         self.rd_data.ready.eq(self.in_o.ready)]
-        # Parameter beats: 16 beats per group word; word index = half * G + group.
-        beats_per_word = SLOTS_PER_BEAT * POST_RECORD_BITS // _BEAT_BITS
-        p_beat = Signal(range(beats_per_word))
-        p_group = Signal(range(G + 1))
-        p_wr = self.params
-        with m.If((dest == _DEST_PARAM) & self.rd_data.valid):
-            m.d.comb += [p_wr.addr.eq(ld_mt_half * G + p_group), p_wr.data.eq(
-                beat.data.replicate(beats_per_word)), p_wr.en.eq(1 << p_beat)]
-            with m.If(p_beat == beats_per_word - 1):
-                m.d.sync += [p_beat.eq(0), p_group.eq(p_group + 1)]
-            with m.Else():
-                m.d.sync += p_beat.eq(p_beat + 1)
-
-        def params():
+        def post_records():
             # Post records of m-tile ld.mt, once the drain no longer needs that half.
             with m.If((ld.t[0] == 0) & (ld.t[1] == 0) & (ld.t[2] == 0) & (ld.nt == 0)):
-                with m.If(ld.mt <= self.drain_mt + 1):
-                    m.d.sync += [dest.eq(_DEST_PARAM), p_group.eq(0), p_beat.eq(0),
-                                 ld_phase.eq(1), linear_box(rd_box, d.post_base + ld.mt_post, Tm),
-                                 params_ready.bit_select(ld_mt_half, 1).eq(0)]
+                with m.If(_free(flight, _DEST_PARAM, ld.mt <= self.drain_mt + 1)):
+                    m.d.sync += [dest.eq(_DEST_PARAM), ld_phase.eq(1),
+                                 linear_box(rd_box, d.post_base + ld.mt_post, Tm),
+                                 params.issue()]
                     m.next = "CMD"
             with m.Else():
                 m.d.sync += ld_phase.eq(1)
@@ -347,22 +370,146 @@ class EngineLoader(wiring.Component):
         def residual_box():
             with m.If(residual & (ld.nt == 0)):
                 if has_res:
-                    with m.If(self.res_o.ready):
+                    with m.If(_free(flight, _DEST_RES, self.res_o.ready)):
                         m.d.sync += [dest.eq(_DEST_RES), rd_box.eq(res_box), ld_phase.eq(2)]
+                        if flight is not None:
+                            m.d.sync += walk_res
                         m.next = "CMD"
             with m.Else():
                 m.d.sync += ld_phase.eq(2)
 
         def input_box():
             # (in_box: two cycles after the loader's step, by the time it gets here)
-            with m.If(self.in_o.ready & ld.settled):
+            with m.If(_free(flight, _DEST_IN, self.in_o.ready) & ld.settled):
                 m.d.sync += [dest.eq(_DEST_IN), rd_box.eq(in_box), ld_phase.eq(after_input),
                              in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
                              in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
                 m.next = "CMD"
 
-        return ({0: params, 1: residual_box, 2: input_box},
-                params_ready.bit_select(ld_mt_half, 1))
+        return {0: post_records, 1: residual_box, 2: input_box}, params
+
+
+def _free(flight, dest, ready):
+    """Whether a transfer to ``dest`` may be issued: its buffer's ``ready``, and with a queue
+    no transfer to ``dest`` in flight (so ``ready`` is the buffer's state, not the earlier
+    transfer's beats being taken)."""
+    return ready if flight is None else ready & flight.none_to(dest)
+
+
+class _Params:
+    """The post records' side of the input loader: ``params_ready`` per m-tile parity, and the
+    parameter memory written from the beats routed to it (16 beats a group word; word =
+    parity * G + group). The parity is the walk's m-tile with one transfer at a time, else the
+    one carried by the transfer in flight."""
+
+    def __init__(self, m, loader, ld, route, flight):
+        G = loader.core.out_groups
+        self.m, self.flight = m, flight
+        self.ready = Signal(2)  # per half: the records of that half's m-tile are loaded
+        m.d.comb += loader.params_ready.eq(self.ready)
+        with m.If(loader.ctl.start):
+            m.d.sync += self.ready.eq(0)
+        self.walk_half = ld.mt[0]
+        half = self.walk_half if flight is None else flight.head.half
+        beats_per_word = SLOTS_PER_BEAT * POST_RECORD_BITS // _BEAT_BITS
+        self.p_beat = p_beat = Signal(range(beats_per_word))
+        self.p_group = p_group = Signal(range(G + 1))
+        beat, p_wr = loader.rd_data.payload, loader.params
+        with m.If((route == _DEST_PARAM) & loader.rd_data.valid):
+            m.d.comb += [p_wr.addr.eq(half * G + p_group), p_wr.data.eq(
+                beat.data.replicate(beats_per_word)), p_wr.en.eq(1 << p_beat)]
+            with m.If(p_beat == beats_per_word - 1):
+                m.d.sync += [p_beat.eq(0), p_group.eq(p_group + 1)]
+            with m.Else():
+                m.d.sync += p_beat.eq(p_beat + 1)
+
+    def issue(self):
+        """Statements of issuing the walk's m-tile's records: its half is not ready (and with
+        one transfer at a time the word counters start over)."""
+        stmts = [self.ready.bit_select(self.walk_half, 1).eq(0)]
+        if self.flight is None:
+            stmts += [self.p_group.eq(0), self.p_beat.eq(0)]
+        return stmts
+
+    def loaded(self, m, half):
+        """Statements of a records transfer's OK status (``half``: its parity, ``None``: the
+        walk's); with a queue the word counters start over for the next one."""
+        half = self.walk_half if half is None else half
+        m.d.sync += self.ready.bit_select(half, 1).eq(1)
+        if self.flight is not None:
+            m.d.sync += [self.p_group.eq(0), self.p_beat.eq(0)]
+
+
+class _InFlight:
+    """The transfers in flight of a loader with a command queue, in command order: their
+    destination, m-tile parity and buffer box sizes, pushed at the command's handshake (from
+    ``sources``, the staging signals the phases latch) into two FIFOs: one popped with each
+    transfer's last beat, whose head routes the beats and drives the buffers' boxes (the next
+    transfer's beats may follow at once), one popped with its status."""
+
+    def __init__(self, m, loader):
+        fields = {"dest": range(7), "half": 1}
+        if "input" in loader.reads:
+            fields["in_size"] = loader.in_box_layout
+            if loader.res_box_layout is not None:
+                fields["res_size"] = loader.res_box_layout
+        if "input_half" in loader.reads:
+            fields["in1_size"] = loader.in_box_layout
+        self.layout = data.StructLayout(fields)
+        self.m = m
+        depth = loader.commands
+        m.submodules.inflight = self.q = fifo.SyncFIFO(width=self.layout.size, depth=depth)
+        m.submodules.beats = self.r = fifo.SyncFIFO(width=self.layout.size, depth=depth)
+        self.status_head = data.View(self.layout, self.q.r_data)
+        self.head = data.View(self.layout, self.r.r_data)
+        self.sources = {}
+        self.route = Mux(self.r.r_rdy, self.head.dest, _DEST_NONE)
+        beat = loader.rd_data
+        m.d.comb += self.r.r_en.eq(beat.valid & beat.ready & beat.payload.last)
+        self.empty, self.full = ~self.q.r_rdy, ~self.q.w_rdy
+        # Per destination, whether a transfer to it is in flight (counted at push and status).
+        self.count = [Signal(range(depth + 1), name=f"inflight_to{k}") for k in range(7)]
+        self._pushed = Signal(range(7))
+        self._push = Signal()
+        pop = self.q.r_en
+        for k, count in enumerate(self.count):
+            inc, dec = self._push & (self._pushed == k), pop & (self.status_head.dest == k)
+            with m.If(inc & ~dec):
+                m.d.sync += count.eq(count + 1)
+            with m.Elif(dec & ~inc):
+                m.d.sync += count.eq(count - 1)
+
+    def none_to(self, dest):
+        """No transfer to ``dest`` in flight."""
+        return self.count[dest] == 0
+
+    def push(self, dest):
+        """Statements of a command's handshake: its entry in."""
+        entry = data.View(self.layout, self.q.w_data)
+        self.m.d.comb += [self.q.w_en.eq(1), self.r.w_en.eq(1), self.r.w_data.eq(self.q.w_data),
+                          entry.dest.eq(dest), self._push.eq(1), self._pushed.eq(dest)]
+        for name, value in self.sources.items():
+            self.m.d.comb += entry[name].eq(value)
+
+    def take_statuses(self, loader, params):
+        """Take every status, oldest transfer first: pop its entry; the first failure pulses
+        ``fail`` and stops the walk (later statuses are taken and dropped); an OK status of
+        post records marks its half loaded. Returns the ``failing`` register."""
+        m, status = self.m, loader.rd_status.payload
+        failing = Signal()
+        with m.If(loader.ctl.start):
+            m.d.sync += failing.eq(0)
+        m.d.comb += loader.rd_status.ready.eq(self.q.r_rdy)
+        with m.If(loader.rd_status.valid & self.q.r_rdy):
+            m.d.comb += self.q.r_en.eq(1)
+            with m.If(status.code != Status.OK):
+                with m.If(~failing):
+                    loader._fail(m, status)
+                m.d.sync += failing.eq(1)
+            with m.Elif(self.status_head.dest == _DEST_PARAM):
+                if params is not None:
+                    params.loaded(m, self.status_head.half)
+        return failing
 
 
 #: Where the beats of the transfer in flight go.

@@ -25,7 +25,7 @@ from fcircnn.arch.registers import ERROR_CODES
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import box_layout, status_layout
-from .axi_dma_read import read_beat_layout
+from .axi_dma_read import check_commands, read_beat_layout
 from .axi_dma_write import write_beat_layout
 from .buffer_input import InputBuffer
 from .buffer_output import OutputBuffer
@@ -136,12 +136,16 @@ class LayerEngine(wiring.Component):
         The accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`): with a weight port
         the weight tiles have a loader of their own, reading on ``rd1_*`` (its read engine),
         beside the input loader on ``rd_*``.
+    commands : int
+        Read commands each loader keeps in flight (``dma_queue``); its read engine must queue
+        as many (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
     """
 
     def __init__(self, Tn: int, Tm: int, Td: int, Tr: int, Tc: int, *, B: int = 8,
                  geometry: EngineGeometry, addr_width: int = 40, lanes: int | None = None,
-                 axi_ports: int = 1):
+                 axi_ports: int = 1, commands: int = 1):
         with rejecting(self):
+            check_commands("commands", commands)
             for name, value in (("Tn", Tn), ("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
             check_block_size(B)
@@ -156,6 +160,7 @@ class LayerEngine(wiring.Component):
             self.splits_inputs = self.ports.splits_inputs(self.core.in_groups)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
+        self.commands = commands
         self.geometry = geometry
         self.addr_width = addr_width
         self.G = self.core.out_groups
@@ -195,7 +200,8 @@ class LayerEngine(wiring.Component):
             geometry = engine_geometry(accelerator, core)
         return cls(core.tn, core.tm, core.td, core.tr, core.tc, B=accelerator.block_size,
                    geometry=geometry, addr_width=accelerator.address_width,
-                   lanes=core_lanes(core), axi_ports=accelerator.axi_ports)
+                   lanes=core_lanes(core), axi_ports=accelerator.axi_ports,
+                   commands=accelerator.dma_queue)
 
     def _buffers(self, m):
         """The core's buffers, PE array and post chain, as submodules of ``m``."""
@@ -229,7 +235,8 @@ class LayerEngine(wiring.Component):
                                                        core.in_groups), strict=False):
             m.submodules[name] = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
-                res_box=resbuf.box.shape() if resbuf is not None else None)
+                res_box=resbuf.box.shape() if resbuf is not None else None,
+                commands=self.commands)
         m.submodules.compute = EngineCompute(core, geo, in_depth=sub.inbuf.depth,
                                              in_plane=sub.inbuf.plane, in_width=sub.inbuf.width)
         m.submodules.drain = EngineDrain(core, geo, psum_depth=sub.psum.depth,

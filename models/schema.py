@@ -32,7 +32,7 @@ from fcircnn.arch.geometry import (
     MAX_TILE,
     channel_tile_problems,
 )
-from fcircnn.arch.ports import AXI_PORTS
+from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE
 
 from . import placement
 from .errors import Problem, Problems, describe_value, fail, show
@@ -109,6 +109,12 @@ def _check_clock(value: float) -> float:
 def _check_axi_ports(value: int) -> int:
     if value not in AXI_PORTS:
         raise fail(f"allowed values are {', '.join(map(str, AXI_PORTS))}, not {value}")
+    return value
+
+
+def _check_dma_queue(value: int) -> int:
+    if value not in DMA_QUEUE:
+        raise fail(f"must be in the range {DMA_QUEUE[0]}..{DMA_QUEUE[-1]} commands, not {value}")
     return value
 
 
@@ -378,6 +384,10 @@ class AcceleratorConfig(_Strict):
     axi_ports : int
         128-bit AXI4 manager ports (:data:`~fcircnn.arch.ports.AXI_PORTS`, default 1); with 2
         the weight tiles are read on a port of their own (:class:`~fcircnn.arch.ports.PortMap`).
+    dma_queue : int
+        Read commands each loader keeps in flight on its read engine
+        (:data:`~fcircnn.arch.ports.DMA_QUEUE`, default 1: one at a time); more let a
+        transfer's command and memory latency overlap the previous transfers' beats.
     cores : tuple of CoreConfig
     fold_input_taps : bool
         Let the first layer fold its depth taps into input channels when its input fills fewer
@@ -396,6 +406,7 @@ class AcceleratorConfig(_Strict):
     bus_width: Annotated[int, AfterValidator(_check_bus_width)] = 128
     address_width: Annotated[int, AfterValidator(_check_address_width)] = 40
     axi_ports: Annotated[int, AfterValidator(_check_axi_ports)] = 1
+    dma_queue: Annotated[int, AfterValidator(_check_dma_queue)] = 1
     cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
     fold_input_taps: bool = True
 

@@ -143,6 +143,8 @@ _ACCS: dict[str, tuple[str, str]] = {
     "acc_clock.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 5000"), "clock_mhz"),
     "acc_ports.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\naxi_ports: 3"),
                        "axi_ports"),
+    "acc_queue.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\ndma_queue: 9"),
+                       "dma_queue: must be in the range 1..8"),
     "acc_big7.yaml": (ACC.replace("tiny.yaml", "acc_bound.yaml"), "accumulator bound"),
 }
 

@@ -180,6 +180,76 @@ class Dma:
             await ctx.tick().until(self.status.ready)
             ctx.set(self.status.valid, 0)
 
+    def processes(self, commands: int = 1):
+        """The simulator processes of a read DMA with a queue of ``commands``: one at a time
+        (:meth:`run`), or an acceptor taking up to ``commands`` commands not yet reported, a
+        deliverer streaming their beats in order (the next command's right after the
+        previous one's last, before its status) and a reporter presenting their statuses in
+        order; after the failing command the ones queued behind it end without beats with
+        its status, as :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead` does."""
+        if commands == 1:
+            return [self.run]
+        queue: list[tuple[int, Box]] = []
+        done: list[tuple[Status, int]] = []  # statuses of delivered commands, in order
+        pending = [0]  # accepted, status not yet taken
+        failed: list[tuple[Status, int]] = []
+        self.max_pending = 0
+        rng = self.rng
+
+        async def accept(ctx):
+            while True:
+                ready = pending[0] < commands and rng.random() >= self.stall
+                ctx.set(self.cmd.ready, ready)
+                _, _, valid, payload = await ctx.tick().sample(self.cmd.valid,
+                                                               self.cmd.payload)
+                if valid and ready:
+                    box = box_of(payload)
+                    queue.append((len(self.boxes), box))
+                    self.boxes.append(box)
+                    pending[0] += 1
+                    self.max_pending = max(self.max_pending, pending[0])
+
+        async def deliver(ctx):
+            while True:
+                if not queue:
+                    await ctx.tick()
+                    continue
+                n, box = queue.pop(0)
+                if not failed:
+                    await self._deliver(ctx, n, box)
+                    if n == self.fail_at:
+                        failed.append((self.fail_status, box.addr + 16))
+                done.append(failed[0] if failed else (Status.OK, box.addr))
+
+        async def report(ctx):
+            while True:
+                if not done:
+                    await ctx.tick()
+                    continue
+                for _ in range(rng.randrange(3)):
+                    await ctx.tick()
+                code, addr = done.pop(0)
+                ctx.set(self.status.payload, {"code": code, "addr": addr})
+                ctx.set(self.status.valid, 1)
+                await ctx.tick().until(self.status.ready)
+                ctx.set(self.status.valid, 0)
+                pending[0] -= 1
+
+        return [accept, deliver, report]
+
+    async def _deliver(self, ctx, n: int, box: Box) -> None:
+        """Deliver the beats of read ``n`` on ``data`` with random valid."""
+        for k in range(box_beats(box)):
+            ctx.set(self.data.payload, {"data": self.beat(n, k),
+                                        "last": int(k == box_beats(box) - 1)})
+            while True:
+                valid = self.rng.random() >= self.stall
+                ctx.set(self.data.valid, valid)
+                _, _, ready = await ctx.tick().sample(self.data.ready)
+                if valid and ready:
+                    break
+            ctx.set(self.data.valid, 0)
+
     async def _take(self, ctx, n: int) -> list[int]:
         """Take ``n`` beats from ``sink`` with random ready."""
         got = []

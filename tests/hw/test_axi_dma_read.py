@@ -7,6 +7,7 @@ Reference: every delivered beat is compared byte for byte with the memory at
 checks burst legality, the outstanding-burst limit, AR stability and ID 0.
 """
 
+import itertools
 import random
 
 import numpy as np
@@ -47,29 +48,37 @@ class FaultyMemory(AxiMemory):
         return last ^ ((burst, beat) in self.bad_last)
 
 
-def run_read(mem, cmds, *, aw=AW, outstanding=4, seed=0, stall=0.0, ready_p=None,
+def run_read(mem, cmds, *, aw=AW, outstanding=4, commands=1, seed=0, stall=0.0, ready_p=None,
              error_ranges=(), latency=2, slave=AxiMemory, slave_kwargs=None,
-             max_cycles=100_000):
+             max_cycles=100_000, hold=None):
     """Run ``cmds`` (box field dicts) one after the other; the next command is offered as soon
-    as the previous one is accepted.
+    as the previous one is accepted (command ``i`` of ``hold`` only once ``hold[i]`` statuses
+    have been taken).
 
     Returns a dict: ``data`` (bytes per command), ``lasts`` (last flags per command),
     ``status`` ((code, addr) per command), ``model``, ``max_outstanding``, ``ar`` (cycle,
-    addr, beats) handshakes, ``err_cycles`` (R handshakes with an error), ``accepted`` and
-    ``status_cycles``.
+    addr, beats) handshakes, ``err_cycles`` (R handshakes with an error), ``accepted``,
+    ``status_cycles`` and ``beats`` (every delivered beat: cycle, data bytes, last). With a
+    command queue (``commands > 1``) beats of the next command may come before the previous
+    status: ``data`` and ``lasts`` are then split at the status, not the command (use
+    ``beats``).
     """
-    dut = AxiDmaRead(aw, outstanding=outstanding)
+    dut = AxiDmaRead(aw, outstanding=outstanding, commands=commands)
     model = slave(dut.m_axi, mem, seed=seed, stall=stall, error_ranges=error_ranges,
                   latency=latency, **(slave_kwargs or {}))
     rng = random.Random(seed + 1)
     ready_p = 1.0 - stall if ready_p is None else ready_p
     res = {"data": [bytearray()], "lasts": [[]], "status": [], "status_cycles": [],
            "accepted": [], "busy": [], "ar": [], "err_cycles": [], "max_outstanding": 0,
-           "model": model}
+           "model": model, "beats": []}
 
     async def producer(ctx):
         cycle = 0
-        for c in cmds:
+        for i, c in enumerate(cmds):
+            ctx.set(dut.cmd.valid, 0)
+            while len(res["status"]) < (hold or {}).get(i, 0):
+                await ctx.tick()
+                cycle += 1
             ctx.set(dut.cmd.payload, c)
             ctx.set(dut.cmd.valid, 1)
             while True:
@@ -95,6 +104,7 @@ def run_read(mem, cmds, *, aw=AW, outstanding=4, seed=0, stall=0.0, ready_p=None
             if valid and ready:
                 res["data"][-1] += int(p.data).to_bytes(16, "little")
                 res["lasts"][-1].append(int(p.last))
+                res["beats"].append((cycle, int(p.data).to_bytes(16, "little"), int(p.last)))
             if sv and st_ready:
                 res["status"].append((status_of(sp.code), int(sp.addr)))
                 res["status_cycles"].append(cycle)
@@ -383,7 +393,102 @@ def test_status_held_blocks_next_command():
             assert not any(busy[status + 1:res["accepted"][i + 1] + 1]), i
 
 
+def split_at_lasts(beats):
+    """The delivered beats (``run_read``'s ``beats``) as bytes per command, cut after each
+    ``last``; what follows the final ``last`` is the trailing entry."""
+    out, cur = [], bytearray()
+    for _, data, last in beats:
+        cur += data
+        if last:
+            out.append(bytes(cur))
+            cur = bytearray()
+    return [*out, bytes(cur)]
+
+
+@pytest.mark.parametrize(("seed", "commands", "stall"), [(20, 2, 0.0), (21, 2, 0.3),
+                                                          (22, 4, 0.2), (23, 8, 0.5)])
+def test_queued_commands_byte_exact_in_order(seed, commands, stall):
+    """A queue of ``commands``: random boxes offered back to back under random AR/R stalls and
+    beat back-pressure; every command's beats are the memory's (split at the ``last`` flags),
+    in command order, each status OK and in order, no more than ``commands`` accepted and not
+    reported, legal bursts covering exactly the in-map beats of the commands in order."""
+    rng = np.random.default_rng(seed)
+    fmap = FeatureMap(PAGE - 16 * int(rng.integers(0, 40)), int(rng.integers(1, 25)),
+                      tuple(int(v) for v in rng.integers(2, 9, 3)))
+    mem = random_image(rng, fmap.base + fmap.size + PAGE)
+    boxes = random_boxes(rng, fmap, 10)
+    descs = [plan_read_box(fmap, *b, merge=bool(rng.random() < 0.6)) for b in boxes]
+    res = run_read(mem, [d.fields() for d in descs], commands=commands, seed=seed,
+                   stall=stall)
+    beats = [box_beats(fmap, *b) for b in boxes]
+    assert res["status"] == [(Status.OK, 0)] * len(boxes)
+    assert split_at_lasts(res["beats"]) == [ref_read(mem, b) for b in beats] + [b""]
+    check_bursts(res["ar"], [a for b in beats for a in b])
+    for i, accepted in enumerate(res["accepted"]):
+        reported = sum(c < accepted for c in res["status_cycles"])
+        assert i - reported < commands, "more commands in the queue than it holds"
+    assert res["model"].idle() and res["model"].read_done == len(res["model"].reads)
+
+
+def test_a_queue_streams_small_commands_back_to_back():
+    """Twenty 8-beat blocks at a read latency of 12 (statuses taken every other cycle on
+    average): one command at a time pays the command, the walker's start and the latency per
+    block; a queue keeps the next commands' bursts behind the previous ones', and four queued
+    commands cover the latency, so the beats come one a cycle across commands."""
+    mem = random_image(np.random.default_rng(30), 20 * 128)
+    cmds = [plan_block(128 * i, 128)[0].fields() for i in range(20)]
+    spans = {}
+    for commands in (1, 2, 4):
+        res = run_read(mem, cmds, commands=commands, latency=12, ready_p=1.0)
+        assert res["status"] == [(Status.OK, 0)] * 20
+        assert split_at_lasts(res["beats"]) == [bytes(mem[128 * i:128 * i + 128])
+                                                for i in range(20)] + [b""]
+        cycles = [c for c, _, _ in res["beats"]]
+        gaps = [b - a - 1 for a, b in itertools.pairwise(cycles)]
+        spans[commands] = cycles[-1] - cycles[0] + 1
+        if commands == 1:
+            assert min(gaps[7::8]) >= 12  # every command waits for its data
+        if commands == 4:
+            assert max(gaps) == 0
+    assert spans[4] == 160 < spans[2] < 0.6 * spans[1]
+
+
+@pytest.mark.parametrize(("commands", "which"), [(2, 0), (3, 1), (4, "last")])
+def test_an_error_in_a_queue_ends_every_queued_command(commands, which):
+    """SLVERR on one beat of the first of several queued commands: its beats before the error
+    are delivered, none after (of it or of the commands queued behind it); every queued
+    command reports BUS_ERROR with the beat's address, the first only once no burst is in
+    flight; every issued burst completes; then the queue serves a new command."""
+    fmap, mem, box = error_case(40 + commands)
+    beats = box_beats(fmap, *box)
+    bus = [a for a in beats if a is not None]
+    bad = {0: bus[37], 1: bus[100], "last": bus[-1]}[which]
+    nxt = ((1, 1), (1, 1), (1, 2), (3, 4))
+    queued = [plan_read_box(fmap, *nxt).fields()] * (commands - 1)
+    after = plan_read_box(fmap, *nxt, merge=False).fields()
+    cmds = [plan_read_box(fmap, *box, merge=False).fields(), *queued]
+    n = len(cmds)
+    res = run_read(mem, [*cmds, after], commands=commands, seed=commands, stall=0.3,
+                   error_ranges=[(bad, bad + 16)], hold={n: n})
+    assert res["status"][:n] == [(Status.BUS_ERROR, bad)] * n
+    err_cycle = res["err_cycles"][0]
+    before = b"".join(d for c, d, _ in res["beats"] if c <= res["status_cycles"][n - 1])
+    assert before == ref_read(mem, beats[:beats.index(bad)])
+    assert not [1 for c, _, last in res["beats"] if c <= res["status_cycles"][n - 1] and last]
+    model = res["model"]
+    assert model.read_done == len(model.reads) and model.idle()
+    assert res["ar"] and max(c for c, _, _ in res["ar"] if c < res["status_cycles"][0]) \
+        <= err_cycle + 1
+    # the command after the statuses: served normally
+    assert res["status"][n] == (Status.OK, 0)
+    after_beats = b"".join(d for c, d, _ in res["beats"] if c > res["status_cycles"][n - 1])
+    assert after_beats == ref_read(mem, box_beats(fmap, *nxt))
+
+
 @pytest.mark.parametrize(("kwargs", "exc", "match"), [
+    ({"commands": 0}, ValueError, "commands"),
+    ({"commands": 9}, ValueError, "commands"),
+    ({"commands": 2.0}, TypeError, "commands"),
     ({"outstanding": 0}, ValueError, "outstanding"),
     ({"outstanding": 65}, ValueError, "outstanding"),
     ({"outstanding": True}, TypeError, "outstanding"),

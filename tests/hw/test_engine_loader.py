@@ -33,18 +33,19 @@ from fcircnn.hw.engine_loader import EngineLoader
 IN_BOX = input_box_layout(4, 64, 64, 64)
 
 
-def loader(case, reads=ALL_READS):
+def loader(case, reads=ALL_READS, commands=1):
     res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
     return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
-                        reads=reads)
+                        reads=reads, commands=commands)
 
 
 def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
-        fail_status=Status.BUS_ERROR):
-    """Run ``case``'s descriptor through a loader issuing ``reads``; return the boxes read,
-    the beats each sink took (per transfer, in order), the failure reported, whether the
-    loader ended idle and its final ``params_ready`` (``None`` without inputs)."""
-    dut = loader(case, reads)
+        fail_status=Status.BUS_ERROR, commands=1):
+    """Run ``case``'s descriptor through a loader issuing ``reads`` (with a DMA command queue
+    of ``commands``); return the boxes read, the beats each sink took (per transfer, in
+    order), the failure reported, whether the loader ended idle and its final
+    ``params_ready`` (``None`` without inputs)."""
+    dut = loader(case, reads, commands)
     loads_in, loads_w = "input" in reads, "weights" in reads
     rng = random.Random(seed)
     dma = Dma(dut.rd_cmd, dut.rd_status, data=dut.rd_data, rng=rng, stall=stall,
@@ -105,11 +106,16 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_process(dma.run)
+    for process in dma.processes(commands):
+        sim.add_process(process)
     sim.add_process(sinks)
     sim.add_process(monitor)
     sim.add_testbench(bench)
     sim.run()
+    kinds = {kind for kind, _ in conv_reads(case.desc, case.core) if kind in reads}
+    if commands > 1 and len(dma.boxes) > 4 * commands and len(kinds) > 1:
+        # the queue was used: several reads in flight at some point (at most one per buffer)
+        assert 2 <= dma.max_pending <= commands
     return dma.boxes, taken, fails, idle
 
 
@@ -212,14 +218,55 @@ def test_split_input_boxes_are_read_half_by_each_loader(case, kinds):
     check_the_walks_reads(case, kinds)
 
 
+def queue_matrix():
+    """Every test layer on the one loader, and the two-port loaders (with the weight tiles
+    and the input boxes split where the core can) on :data:`TWO_PORT_DEFAULT`, each with a
+    queue of 2 or 3 commands."""
+    out = []
+    for case in conv_cases():
+        out.append(pytest.param(case, ALL_READS, 2 + len(out) % 2, id=f"{case}-one loader"))
+        if case.name not in TWO_PORT_DEFAULT:
+            continue
+        flags = (FLAG_WSPLIT if case.core.weight_tile_beats(1) % 2 == 0 else 0) | (
+            FLAG_ISPLIT if splits_inputs(case.desc, case.core) else 0)
+        split = dataclasses.replace(case, name=f"{case.name}-split", desc=dataclasses.replace(
+            case.desc, flags=case.desc.flags | flags))
+        inputs = SPLIT_INPUT_READS if flags & FLAG_WSPLIT else INPUT_READS
+        weights = SPLIT_WEIGHT_READS if flags & FLAG_ISPLIT else WEIGHT_READS
+        for kinds, label in ((inputs, "input loader"), (weights, "weight loader")):
+            out.append(pytest.param(split, kinds, 3, id=f"{split}-{label}"))
+    return out
+
+
+@pytest.mark.parametrize(("case", "kinds", "commands"), queue_matrix())
+def test_a_queued_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds,
+                                                                          commands):
+    """With a DMA command queue several reads are in flight: the same reads in the walk's
+    order, every beat of each to its own sink (the routing and the buffer box travel with the
+    command), the post records marked loaded, the loader idle only once every status is in."""
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    boxes, taken, fails, (idle, params_ready) = run(
+        case, reads=kinds, seed=zlib.crc32(case.name.encode()) + commands, commands=commands)
+    assert idle and not fails
+    assert boxes == [box for _, box in reads]
+    for n, (kind, box) in enumerate(reads):
+        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
+        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+    if "params" in kinds:
+        assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
+
+
+@pytest.mark.parametrize("commands", [1, 3])
 @pytest.mark.parametrize("status", [Status.BAD_COMMAND, Status.OVERFLOW, Status.BUS_ERROR])
-def test_a_failing_read_ends_the_walk_with_its_status(status):
+def test_a_failing_read_ends_the_walk_with_its_status(status, commands):
+    """One report of the first failure; nothing issued after it (with a queue: nothing after
+    the commands already in flight, which still report before the loader is idle)."""
     case = max(conv_cases(), key=lambda c: len(list(conv_reads(c.desc, c.core))))
     reads = list(conv_reads(case.desc, case.core))
     at = len(reads) // 2
-    boxes, _, fails, (idle, _) = run(case, fail_at=at, fail_status=status)
+    boxes, _, fails, (idle, _) = run(case, fail_at=at, fail_status=status, commands=commands)
     assert idle
-    assert len(boxes) == at + 1  # nothing issued after the failure
+    assert at + 1 <= len(boxes) <= at + commands  # nothing issued after the failure's status
     assert fails == [(status.value, reads[at][1].addr + 16)]
 
 
