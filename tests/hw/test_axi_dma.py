@@ -331,19 +331,21 @@ def test_command_latencies():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("aw", [32, 40])
-def test_logic_levels(aw, tmp_path):
+@pytest.mark.parametrize(("aw", "commands"), [(32, 1), (40, 1), (40, 4)])
+def test_logic_levels(aw, commands, tmp_path):
     """Issue 6: the DMA alone stays far below the accelerator's 8-LUT-level budget (4 measured
     with Yosys 0.70; the engines' command and data paths add to the DMA's in the
-    accelerator)."""
-    report = synthesize(AxiDma(aw), "axi_dma", levels=True, workdir=tmp_path)
+    accelerator), with and without a command queue."""
+    report = synthesize(AxiDma(aw, read_commands=commands), "axi_dma", levels=True,
+                        workdir=tmp_path)
     assert report.path.levels <= 6, report.path.cells
 
 
 @pytest.mark.parametrize(("name", "value", "exc"), [
     ("addr_width", 31, ValueError), ("addr_width", 65, ValueError),
     ("addr_width", 40.0, TypeError), ("read_outstanding", 0, ValueError),
-    ("write_outstanding", 65, ValueError), ("read_outstanding", True, TypeError)])
+    ("write_outstanding", 65, ValueError), ("read_outstanding", True, TypeError),
+    ("read_commands", 0, ValueError), ("read_commands", 9, ValueError)])
 def test_bad_parameters(name, value, exc):
     kwargs = {"addr_width": 40, name: value}
     with pytest.raises(exc, match=name):
