@@ -69,13 +69,12 @@ class EngineLoader(wiring.Component):
     * ``commands > 1`` (a read engine with a command queue as deep,
       :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`): up to ``commands`` transfers in flight;
       the next command is issued as soon as its own condition holds (the buffer's ``ready``,
-      the drain's m-tile for post records), the walk steps with the handshake of the pass's
-      last read, and each transfer's destination, box size and m-tile parity travel with it
-      (a FIFO of the commands in flight) to route its beats and take its status. A transfer
-      issued while an earlier one still fills the same buffer waits, beat by beat, for the
-      buffer (``ready``); every transfer depends only on earlier ones, so in command order
-      nothing waits on a later one. The walk ends, and a failure settles, only once every
-      transfer in flight has reported.
+      the drain's m-tile for post records) and no transfer to the same buffer is in flight
+      (so ``ready`` is the buffer's own state), the walk steps with the handshake of the
+      pass's last read, and each transfer's destination, box size and m-tile parity travel
+      with it (FIFOs of the commands in flight, popped at the last beat and at the status) to
+      route its beats and take its status. The walk ends, and a failure settles, only once
+      every transfer in flight has reported.
     * A status other than OK pulses ``fail`` (code = the status) and ends the walk.
     * ``params_ready[h]``: the records of the m-tile of parity ``h`` are loaded.
 

@@ -159,26 +159,12 @@ class Dma:
             n = len(self.boxes)
             self.boxes.append(box)
             if self.data is not None:
-                for k in range(box_beats(box)):
-                    ctx.set(self.data.payload, {"data": self.beat(n, k),
-                                                "last": int(k == box_beats(box) - 1)})
-                    while True:
-                        valid = rng.random() >= self.stall
-                        ctx.set(self.data.valid, valid)
-                        _, _, ready = await ctx.tick().sample(self.data.ready)
-                        if valid and ready:
-                            break
-                    ctx.set(self.data.valid, 0)
+                await self._deliver(ctx, n, box)
             if self.sink is not None:
                 self.written.append(await self._take(ctx, box_beats(box)))
-            for _ in range(rng.randrange(3)):
-                await ctx.tick()
             failed = n == self.fail_at
-            code = self.fail_status if failed else Status.OK
-            ctx.set(self.status.payload, {"code": code, "addr": box.addr + 16 * failed})
-            ctx.set(self.status.valid, 1)
-            await ctx.tick().until(self.status.ready)
-            ctx.set(self.status.valid, 0)
+            await self._report(ctx, self.fail_status if failed else Status.OK,
+                               box.addr + 16 * failed)
 
     def processes(self, commands: int = 1):
         """The simulator processes of a read DMA with a queue of ``commands``: one at a time
@@ -226,16 +212,19 @@ class Dma:
                 if not done:
                     await ctx.tick()
                     continue
-                for _ in range(rng.randrange(3)):
-                    await ctx.tick()
-                code, addr = done.pop(0)
-                ctx.set(self.status.payload, {"code": code, "addr": addr})
-                ctx.set(self.status.valid, 1)
-                await ctx.tick().until(self.status.ready)
-                ctx.set(self.status.valid, 0)
+                await self._report(ctx, *done.pop(0))
                 pending[0] -= 1
 
         return [accept, deliver, report]
+
+    async def _report(self, ctx, code: Status, addr: int) -> None:
+        """After 0-2 cycles, present a status until it is taken."""
+        for _ in range(self.rng.randrange(3)):
+            await ctx.tick()
+        ctx.set(self.status.payload, {"code": code, "addr": addr})
+        ctx.set(self.status.valid, 1)
+        await ctx.tick().until(self.status.ready)
+        ctx.set(self.status.valid, 0)
 
     async def _deliver(self, ctx, n: int, box: Box) -> None:
         """Deliver the beats of read ``n`` on ``data`` with random valid."""
