@@ -131,6 +131,7 @@ from fcircnn.models.network import (
     random_input,
     run_int,
 )
+from fcircnn.models.placement import subsample_steps
 from fcircnn.models.quant import Granularity, PostParams
 
 from .dma_plan import DmaLimits, plan_block
@@ -220,8 +221,9 @@ class LayerPlan:
     @property
     def folded(self) -> bool:
         """Whether the layer runs folded (depth taps into input channels, or an fc input
-        read as a map)."""
-        return self.engine_layer != self.layer
+        read as a map): its weights and input move to other channels. (A subsampled input,
+        :func:`~fcircnn.models.placement.subsample_steps`, keeps both.)"""
+        return self.engine_layer.in_channels != self.layer.in_channels
 
     @property
     def depths(self) -> int:
@@ -283,13 +285,16 @@ def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
 
 
 def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False,
-             depths: int = 1) -> dict:
+             depths: int = 1, in_map: tuple[int, int, int] | None = None,
+             in_steps: tuple[int, int] = (1, 1)) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
     moves ``tile / window`` pooled voxels; with ``depths`` output depths per depth of
     ``layer`` (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`) the output strides are those of
     the map stored: its slot-group stride, and ``depths`` of its planes per depth of
-    ``layer``."""
+    ``layer``; ``in_map`` is the shape of the input map stored (default ``layer.in_shape``),
+    whose plane and row strides a subsampled input
+    (:func:`~fcircnn.models.placement.subsample_steps`) multiplies by ``in_steps``."""
     conv = layer.conv_shape
     cg = CoreGeometry.of(core, B)
     tile = cg.layer_tile(conv)
@@ -297,7 +302,8 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
     window = layer.pool.window if fused else (1, 1, 1)
-    ins, outs = _strides(layer.in_shape), _strides(layer.out_shape if fused else conv)
+    ins, outs = _strides(in_map or layer.in_shape), _strides(layer.out_shape if fused else conv)
+    ins = (ins[0], ins[1] * in_steps[0], ins[2] * in_steps[1])
     if depths > 1:
         outs = (outs[0] * depths, outs[1] * depths, outs[2])
     axis_in = (ins[1], ins[2], 16)
@@ -311,6 +317,14 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
         "in_nt_step": cg.in_groups * ins[0],
         "out_mt_step": cg.out_groups * outs[0],
     }
+
+
+def _subsampled(layer: ResolvedLayer) -> dict:
+    """The :func:`_derived` arguments of ``layer``'s input map when it reads it subsampled
+    (:func:`~fcircnn.models.placement.subsample_steps`): the stored map's shape and the steps;
+    none otherwise (the engine layer's input is the map stored, or a fold of it)."""
+    steps = subsample_steps(layer)
+    return {} if steps == (1, 1) else {"in_map": layer.in_shape, "in_steps": steps}
 
 
 def _fuses(layer: ResolvedLayer, core: CoreConfig, geo) -> bool:
@@ -526,7 +540,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 res_base=0 if layer.residual is None else maps[layer.residual].base,
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
                 n_tiles=n_tiles, **link(k, conv_last),
-                **_derived(layer, core, B, fused=fused, depths=depths),
+                **_derived(layer, core, B, fused=fused, depths=depths,
+                           **_subsampled(originals[i])),
             )
             d = replace(d, flags=d.flags | port_split(acc, d, core))
             d.check_address_width(acc.address_width)

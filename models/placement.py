@@ -6,8 +6,9 @@ A core fits a layer when the layer's kernel, stride and pool window are within t
 when its input leaves input blocks of its core idle (:func:`folds_input`), and pairs of its
 output depths into output channels when it leaves half the output lanes idle
 (:func:`folded_depths`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
-its core's buffers already hold such a kernel (:func:`folds_fc_input`); :func:`engine_layer`
-is the layer as the engine runs it.
+its core's buffers already hold such a kernel (:func:`folds_fc_input`); a 1x1x1 strided conv
+reads only the planes and rows it uses (:func:`subsample_steps`); :func:`engine_layer` is the
+layer as the engine runs it.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folds_fc_input", "folds_input", "placement_problems"]
+           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -142,13 +143,28 @@ def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
                for other in acc.network.resolved)
 
 
+def subsample_steps(layer: ResolvedLayer) -> tuple[int, int]:
+    """The factors ``(sd, sr)`` by which the engine multiplies the plane and row strides of
+    ``layer``'s input map (:meth:`~.resolve.ResolvedLayer.subsample_input`): a 1x1x1 conv
+    without padding reads only the planes and rows its stride uses (ResNet-18's stride-2
+    shortcuts); ``(1, 1)`` for every other layer."""
+    try:
+        layer.subsample_input()  # states which layers subsample at all
+    except ValueError:
+        return 1, 1
+    return layer.stride[0], layer.stride[1]
+
+
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths)
-    folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, else
-    itself. It runs on ``core_for(layer)`` of the original layer."""
+    folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, its
+    input subsampled if :func:`subsample_steps` says so, else itself. It runs on
+    ``core_for(layer)`` of the original layer."""
     if folds_input(acc, layer):
         return layer.fold_depth_taps(folded_depths(acc, layer))
-    return layer.fold_fc_input() if folds_fc_input(acc, layer) else layer
+    if folds_fc_input(acc, layer):
+        return layer.fold_fc_input()
+    return layer.subsample_input() if subsample_steps(layer) != (1, 1) else layer
 
 
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:

@@ -192,6 +192,31 @@ class ResolvedLayer:
                        kernel=(1, kr, kc), stride=(1, *self.stride[1:]),
                        padding=(0, *self.padding[1:]), **out)
 
+    def subsample_input(self) -> ResolvedLayer:
+        """This 1x1x1 conv with stride ``(sd, sr, sc)`` reading only the input planes and rows
+        it uses.
+
+        A 1x1x1 kernel without padding reads input voxel ``(sd*z, sr*y, sc*x)`` for output
+        voxel ``(z, y, x)``: every other plane and row of a stride-2 shortcut is never used.
+        The subsampled layer reads the same map with its plane and row strides multiplied by
+        ``sd`` and ``sr`` (the compiler's descriptor strides): its input shape is ``(ceil(D /
+        sd), ceil(H / sr), W)`` and its stride ``(1, 1, sc)`` (the width keeps its stride: a
+        row is one burst). Channels, weights, post-processing and output are the original's and
+        so are the sums; only the bytes read shrink (ResNet-18's shortcuts read a quarter of
+        their input).
+
+        Raises
+        ------
+        ValueError
+            If the layer is not a 1x1x1 conv without padding with a depth or row stride > 1.
+        """
+        if (self.kind != "conv" or self.kernel != (1, 1, 1) or self.padding != (0, 0, 0)
+                or self.stride[:2] == (1, 1)):
+            raise ValueError(f"layer {self.name!r}: only a 1x1x1 conv without padding and with "
+                             f"a depth or row stride > 1 reads a subsampled input")
+        (d, h, w), (sd, sr, sc) = self.in_shape, self.stride
+        return replace(self, in_shape=(-(-d // sd), -(-h // sr), w), stride=(1, 1, sc))
+
     def fold_fc_input(self) -> ResolvedLayer:
         """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.
 

@@ -264,3 +264,55 @@ def test_fc_fold_needs_whole_groups_a_full_tn_and_a_covering_kernel():
         _fc_layer(128).fold_fc_input()
     with pytest.raises(ValueError, match="whole slot groups"):
         fold_fc_weight_slots(np.zeros((1, 8, 4, 1, 1, 1)), np.zeros((1, 8, 4, 1, 1, 1)), 8)
+
+
+# --- Subsampled input of a 1x1x1 strided conv ------------------------------------------------
+
+
+@pytest.mark.parametrize("stride, in_shape", [
+    ((2, 2, 2), (8, 28, 28)),   # ResNet-18 l2b1_down
+    ((2, 2, 2), (2, 7, 7)),     # l4b1_down: odd rows, the last one used
+    ((1, 2, 1), (3, 5, 6)),     # rows only
+    ((2, 1, 2), (5, 4, 9)),     # planes only, odd width
+])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_subsampled_input_gives_the_original_accumulators(stride, in_shape, data):
+    """The subsampled layer on the planes and rows the stride uses (what the engine reads with
+    multiplied strides) computes the original layer's accumulators exactly."""
+    layer = _conv_layer((1, 1, 1), stride, (0, 0, 0), in_shape, channels=16)
+    view = layer.subsample_input()
+    sd, sr, sc = stride
+    assert view.in_shape == tuple(-(-n // s) for n, s in zip(in_shape, (sd, sr, 1), strict=True))
+    assert (view.stride, view.kernel, view.conv_shape) == ((1, 1, sc), (1, 1, 1),
+                                                           layer.conv_shape)
+    rng = np.random.default_rng(sum(in_shape))
+    slots, q = layer.padded_in_channels // 2, layer.padded_in_channels // 8
+    shapes = [(slots, *in_shape), (slots, *in_shape), (2, q, 4, 1, 1, 1), (2, q, 4, 1, 1, 1)]
+    if data == "random":
+        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
+    else:
+        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    ref = conv3d_slots_int(xr, xi, wr, wi, stride, (0, 0, 0))
+    got = conv3d_slots_int(xr[:, ::sd, ::sr], xi[:, ::sd, ::sr], wr, wi, view.stride, (0, 0, 0))
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got, strict=True))
+
+
+def test_which_layers_subsample_their_input():
+    """ResNet-18's three stride-2 shortcuts, nothing else of the built-in networks; a padded,
+    unstrided or larger kernel is refused by name."""
+    from fcircnn.models.placement import subsample_steps
+    for name, steps in (("r3d18", {"l2b1_down", "l3b1_down", "l4b1_down"}), ("c3d", set())):
+        acc = load_accelerator(builtin_path(f"{name}_zcu102"))
+        got = {r.name for r in acc.network.resolved if subsample_steps(r) != (1, 1)}
+        assert got == steps
+        for r in acc.network.resolved:
+            if r.name in steps:
+                assert subsample_steps(r) == (2, 2)
+                assert acc.engine_layer(r) == r.subsample_input()
+    for kernel, stride, padding in (((1, 1, 1), (1, 1, 2), (0, 0, 0)),
+                                    ((1, 3, 3), (2, 2, 2), (0, 1, 1)),
+                                    ((1, 1, 1), (1, 1, 1), (0, 0, 0))):
+        layer = _conv_layer(kernel, stride, padding, (4, 8, 8), channels=16)
+        assert subsample_steps(layer) == (1, 1)
+        with pytest.raises(ValueError, match="subsampled input"):
+            layer.subsample_input()

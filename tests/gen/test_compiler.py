@@ -154,13 +154,22 @@ def _execute(data, base, desc_ptr, acc):
         addr = d.next_desc
 
 
+def _read_map(read, base, slots, shape, stride):
+    """The slots of a ``shape`` map at ``base`` read row by row with the descriptor's byte
+    ``stride`` (slot group, plane, row), as the DMA reads it (a subsampled input is not
+    dense)."""
+    D, H, W = shape
+    rows = [read(base + g * stride[0] + z * stride[1] + y * stride[2], W * 16)
+            for g in range(-(-slots // 8)) for z in range(D) for y in range(H)]
+    return unpack_ncdhw8(b"".join(rows), slots, shape)
+
+
 def _execute_conv(d, read, acc):
     """The conv part of a descriptor (conv, CBN + residual, quantize, CReLU), from bytes."""
     if True:
         B = acc.block_size
         core = acc.cores[d.core]
-        xr, xi = unpack_ncdhw8(read(d.in_base, ncdhw8_size(d.in_slots, *d.in_shape)),
-                               d.in_slots, d.in_shape)
+        xr, xi = _read_map(read, d.in_base, d.in_slots, d.in_shape, d.in_stride)
         wr, wi = _decode_weights(read(d.weight_base, d.weight_bytes), d, core.tn, core.tm, B)
         residual = bool(d.flags & FLAG_RESIDUAL)
         post = _decode_post(read(d.post_base, d.m_tiles * core.tm // 2 * POST_RECORD_BYTES),
@@ -425,10 +434,12 @@ def _geometry(acc):
     return [engine_geometry(acc, core) for core in acc.cores]
 
 
-# Hardware built for 1x1x1 convs (one with stride (1, 2, 2)) and a padded (2,2,2) pool (a pool
-# pass) of a 4x4x4 map: geometry kernel 1x1x1, stride 1x2x2, 1 tap, CMaxPool 4x4x4, no residual
-# buffer, no fused pool (so the probe's fusable pool runs as a pool pass there).
-_HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: 1, stride: [1, 2, 2]}\n"
+# Hardware built for a 1x1x2 conv with stride (1, 2, 2), a 1x1x1 conv and a padded (2,2,2) pool
+# (a pool pass) of a 4x4x4 map: geometry kernel 1x1x2, stride 1x2x2, 2 taps, CMaxPool 4x4x4, no
+# residual buffer, no fused pool (so the probe's fusable pool runs as a pool pass there). (A
+# 1x1x1 conv with stride 2 would need no stride room: it reads a subsampled input.)
+_HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: [1, 1, 2], "
+              "stride: [1, 2, 2]}\n"
               "  - {name: h2, type: conv, out_channels: 16, kernel: 1,"
               " pool: {window: 2, padding: 1}}\n")
 
@@ -436,11 +447,11 @@ _HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: 1, stride: [
 @pytest.mark.parametrize("layers, match", [
     ("  - {name: big, type: conv, out_channels: 16, kernel: 3, padding: 1}\n",
      (r"layer 'big': input tile 4x6x6 \(kernel 3x3x3\) does not fit core 'main''s input "
-     r"buffer 2x7x7")),
+     r"buffer 2x7x8")),
     # 1x3x3 fits the tile (the stride-2 room) but has 9 taps.
     ("  - {name: wide, type: conv, out_channels: 16, kernel: [1, 3, 3], padding: [0, 1, 1]}\n",
-     r"layer 'wide': kernel of 9 taps does not fit core 'main''s weight buffer \(1 taps\)"),
-    ("  - {name: s2, type: conv, out_channels: 16, kernel: 1, stride: 2}\n",
+     r"layer 'wide': kernel of 9 taps does not fit core 'main''s weight buffer \(2 taps\)"),
+    ("  - {name: s2, type: conv, out_channels: 16, kernel: [1, 1, 2], stride: 2}\n",
      (r"layer 's2': stride 2x2x2 exceeds core 'main''s input buffer, built for strides up to "
      r"1x2x2")),
     (("  - {name: a, type: conv, out_channels: 16, kernel: 1}\n"
@@ -754,3 +765,34 @@ def test_cli_compile_bad_config_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "compile", "--help"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "--granularity" in proc.stdout
+
+
+@pytest.mark.parametrize("stride, shape", [
+    ((2, 2, 2), "{channels: 16, depth: 4, height: 8, width: 8}"),
+    ((2, 2, 2), "{channels: 16, depth: 3, height: 7, width: 7}"),  # odd: the last plane/row used
+    ((1, 2, 1), "{channels: 16, depth: 4, height: 6, width: 5}"),
+])
+def test_strided_pointwise_conv_reads_a_subsampled_input(tmp_path, small_accelerator, stride,
+                                                         shape):
+    """A 1x1x1 conv with a depth or row stride (ResNet-18's shortcuts) reads only the planes and
+    rows it uses: its descriptor has the input's plane and row strides multiplied by the
+    stride, the subsampled depth and height and stride ``(1, 1, sc)``; decoded from the bytes
+    alone (row by row at those strides) every layer equals the golden integer contract."""
+    net = _net("  - {name: a, type: conv, out_channels: 16, kernel: 3, padding: 1}\n"
+               f"  - {{name: s, type: conv, out_channels: 32, kernel: 1, "
+               f"stride: {list(stride)}}}\n",
+               shape, classes=32)
+    acc = load_accelerator(small_accelerator(tmp_path, net=net))
+    image = compile_network(acc, seed=6)
+    a, s = acc.network.resolved
+    d = image.plan.layers[1].descriptor
+    D, H, W = a.out_shape
+    plane, row = H * W * 16, W * 16
+    assert d.in_stride == (D * plane, stride[0] * plane, stride[1] * row)
+    assert d.in_shape == (-(-D // stride[0]), -(-H // stride[1]), W)
+    assert d.stride == (1, 1, stride[2]) and d.conv_shape == s.conv_shape
+    assert not image.plan.layers[1].folded
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
