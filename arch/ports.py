@@ -6,8 +6,9 @@ ZCU102), all seeing the same DDR. Port 0 carries every transfer of a one-port de
 port gives the weight tiles a read engine and a loader of their own
 (:class:`~fcircnn.hw.engine_loader.EngineLoader` with ``reads=WEIGHT_READS``), so a weight tile
 no longer waits for the input box, residual box and post records of its pass, nor they for it
-(issue 16, lever 1). Descriptors, post records, input and residual boxes, pool passes, stores
-and cycle entries stay on port 0.
+(issue 16, lever 1). Descriptors, post records, input and residual boxes, stores and cycle
+entries stay on port 0. A pool pass moves one slot group per port at once
+(:attr:`PortMap.pool_lanes`): port 1 has a write engine too, for the pool pass's second lane.
 
 A layer whose weight tiles bound it (the fully connected layers: one weight tile per pass and
 next to no input) leaves port 0 idle while port 1 streams weights. The compiler can then mark
@@ -45,7 +46,8 @@ AXI_PORTS: tuple[int, ...] = (1, 2)
 #: in flight on its read engine (:class:`fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
 DMA_QUEUE: range = range(1, 9)
 #: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
-#: transfer but the weight tiles of a two-port design) and the read-only ``m_axi1``.
+#: transfer but the weight tiles of a two-port design) and ``m_axi1`` (the weight tiles, and
+#: the second lane of a pool pass).
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
@@ -131,6 +133,20 @@ class PortMap:
         """The AXI4 manager interfaces of the top level (:data:`MANAGERS`), port ``k`` on the
         PS's ``HPk FPD``."""
         return MANAGERS[: self.axi_ports]
+
+    @property
+    def pool_lanes(self) -> int:
+        """Slot groups a pool pass moves at once: one per port, each on its port's read and
+        write engines (:class:`~fcircnn.hw.engine_pool.EnginePoolPass`). A pool pass reads a
+        whole map per group at one beat per cycle through a CMaxPool; the second port (idle
+        during the pass) doubles that (ResNet-18's conv1 pool: 0.2 M cycles)."""
+        return self.axi_ports
+
+    @property
+    def writes(self) -> tuple[int, ...]:
+        """The ports with a write engine: port 0 (stores, cycle entries, pool lane 0) and, with
+        two pool lanes, port 1 (pool lane 1)."""
+        return tuple(range(self.pool_lanes))
 
     @property
     def weight_loader(self) -> bool:

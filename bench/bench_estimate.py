@@ -44,8 +44,8 @@ WORK = ROOT / "build" / "calib"
 #: Sub-module names of a layer engine -> component (anything else in the engine: control).
 ENGINE_PARTS = {
     "pe": "pe_array", "inbuf": "input_buffer", "wbuf": "weight_buffer", "psum": "psum_buffer",
-    "post": "post_chain", "outbuf": "output_buffer", "resbuf": "residual_buffer",
-    "pmem": "param_memory",
+    "post": "post_chain", "pool1": "post_chain", "outbuf": "output_buffer",
+    "resbuf": "residual_buffer", "pmem": "param_memory",
 }
 
 

@@ -24,7 +24,9 @@ Per core (``core`` = the core's name):
     :class:`~fcircnn.hw.post_chain.PostChain` with 8 lanes: 6 DSP48E2 per lane (CBN's split
     ``acc*mult`` and ``res*res_mult``, re and im; the residual multiply is removed when no
     layer of the core has a residual input, its operand then being the constant 0), CMaxPool's
-    line and plane buffers sized by the largest pooled map.
+    line and plane buffers sized by the largest pooled map; with two AXI ports also the pool
+    pass's second CMaxPool (``pool1``, :attr:`~fcircnn.arch.ports.PortMap.pool_lanes`), the
+    same memories again.
 ``param_memory``
     The double-buffered post records (``2*G`` words of 8 x 256 bits, ``G = Tm/16``).
 ``control``
@@ -54,9 +56,9 @@ flip-flop, RAM and DSP by the RTL name of the net it drives, each LUT by the com
 feeds). ``lut`` counts logic LUTs plus the LUTs that LUT RAM and shift registers occupy (a
 ``RAM32M`` is 4 LUTs, a ``RAM32M16`` 8, an ``SRL16E`` 1), the way they count against the
 device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric (DESIGN
-section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI port's read
-engine (``dma1``, ``axi_ports: 2``) has no coefficients of its own until calibration points
-with two ports are fitted: it costs the DMA's, scaled by :data:`READ_ENGINE_SHARE`. A weight
+section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI port's DMA
+(``dma1``, ``axi_ports: 2``: read and write engine) has coefficients of its own once
+calibration points with two ports are fitted, the DMA's until then. A weight
 buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)``) adds
 :data:`WEIGHT_SPLIT_LOGIC`, and an input buffer that can split its boxes
 (``InputBuffer(splittable=True)``) :data:`INPUT_SPLIT_LOGIC`, both measured by Yosys, until a
@@ -96,7 +98,6 @@ from fcircnn.arch.ports import PortMap
 __all__ = [
     "CALIBRATION_FILE",
     "INPUT_SPLIT_LOGIC",
-    "READ_ENGINE_SHARE",
     "RESOURCE_NAMES",
     "WEIGHT_SPLIT_LOGIC",
     "ComponentEstimate",
@@ -363,6 +364,7 @@ class _Core:
     pool_groups: int = 1
     split: bool = False
     isplit: bool = False
+    pool_lanes: int = 1
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -381,7 +383,7 @@ def _cores(acc: Any) -> list[_Core]:
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
                            geo.residual, acc.address_width, cg.lanes, pool_groups,
                            ports.splits_weights(cg.weight_tile_beats(1)),
-                           ports.splits_inputs(cg.in_groups)))
+                           ports.splits_inputs(cg.in_groups), ports.pool_lanes))
     return cores
 
 
@@ -441,14 +443,16 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     })
     # CMaxPool: w stage in registers (one slot group) or two buffers of the groups, h stage
     # two lines of (W+2) voxels, d stage two planes of (H+2)(W+2) voxels, each voxel
-    # pool_groups words of 8 slots (128 bits), read and written at one address.
+    # pool_groups words of 8 slots (128 bits), read and written at one address; a second
+    # CMaxPool alike for the pool pass's second lane.
     pg = c.pool_groups
     pool_lines = ((pg,) if pg > 1 else ()) + ((pw + 2) * pg, (ph + 2) * (pw + 2) * pg)
     pool_mems = [map_memory(128, n, block=False, single_port=True)
-                 for n in pool_lines for _ in range(2)]
+                 for n in pool_lines for _ in range(2)] * c.pool_lanes
+    size_bits = sum(max(1, n).bit_length() for n in c.pool_size)
     comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
-        "one": 1, "size_bits": sum(max(1, n).bit_length() for n in c.pool_size),
-        "residual": int(c.residual),
+        "one": 1, "size_bits": size_bits, "residual": int(c.residual),
+        "pool1": size_bits * (c.pool_lanes - 1),
     })
     comps["output_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
         "one": 1, "banks": Td * G,
@@ -522,13 +526,6 @@ def _shared_features(acc: Any) -> dict[str, dict[str, float]]:
     }
 
 
-#: The read engine of the second AXI port (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`) as a
-#: share of the one-port DMA (read and write engine, :class:`~fcircnn.hw.axi_dma.AxiDma`), in
-#: context: the calibration point ``test16_2ports`` (Yosys, the flattened accelerator split by
-#: component) has 1,120 LUTs and 389 FFs in ``dma1`` against 4,251 and 1,188 in ``dma``.
-READ_ENGINE_SHARE: Mapping[str, float] = {"lut": 0.263, "ff": 0.327}
-
-
 #: What splitting weight tiles over both ports adds to a core, by component: the weight
 #: buffer's second load stream (the 128-bit beat multiplexer, the second beat's eight
 #: pre-adders, its counters and the commit of both halves) and, in ``control``, the input
@@ -556,14 +553,12 @@ INPUT_SPLIT_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
 
 
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
-    """A component's fitted coefficients; the second port's read engine's, until fitted, the
-    DMA's scaled by :data:`READ_ENGINE_SHARE`; a splittable weight buffer's second load
-    stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`, a splittable input buffer's
-    :data:`INPUT_SPLIT_LOGIC`."""
+    """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
+    splittable weight buffer's second load stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`,
+    a splittable input buffer's :data:`INPUT_SPLIT_LOGIC`."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
-        return {res: {k: v * READ_ENGINE_SHARE[res] for k, v in coeffs["dma"][res].items()}
-                for res in READ_ENGINE_SHARE}
+        return {res: dict(v) for res, v in coeffs["dma"].items()}
     out = {res: dict(v) for res, v in coeffs.get(name, {}).items()}
     if name in WEIGHT_SPLIT_LOGIC and "split" not in out["lut"]:
         for res in out:

@@ -74,7 +74,7 @@ from fcircnn.arch.descriptor import (
     LayerDescriptor,
 )
 from fcircnn.arch.geometry import CoreGeometry
-from fcircnn.arch.ports import DMA_QUEUE, PortMap
+from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE, PortMap
 from fcircnn.arch.walk import axis_tiles, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
 from fcircnn.models.layout import SLOTS_PER_BEAT
@@ -136,6 +136,9 @@ class MemoryModel:
         the previous handshake once a queue slot is free (the oldest transfer's status taken,
         ``read_status`` after its last beat) and no transfer to the same buffer is in flight,
         and its beats follow the previous transfer's on the read engine.
+    pool_lanes : int
+        Slot groups a pool pass moves at once, each on a port of its own (the accelerator's
+        :attr:`~fcircnn.arch.ports.PortMap.pool_lanes`, which :func:`memory_of` sets).
     """
 
     read_latency: int = 2
@@ -145,6 +148,7 @@ class MemoryModel:
     efficiency: float = 1.0
     weight_engine: bool = False
     dma_queue: int = 1
+    pool_lanes: int = 1
 
     def __post_init__(self) -> None:
         _check_int("read_latency", self.read_latency, 0, 100_000)
@@ -156,6 +160,7 @@ class MemoryModel:
         if not isinstance(self.weight_engine, bool):
             raise TypeError(f"weight_engine must be a bool, not {self.weight_engine!r}")
         _check_int("dma_queue", self.dma_queue, DMA_QUEUE[0], DMA_QUEUE[-1])
+        _check_int("pool_lanes", self.pool_lanes, 1, max(AXI_PORTS))
 
     def beats(self, n: int) -> float:
         """Cycles to move ``n`` beats at the ports' rate."""
@@ -749,7 +754,9 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     groups = -(-d.in_slots // 8)
     t_now = 0.0
     end = 0.0
-    for _ in range(groups):
+    # A step moves pool_lanes groups at once, each lane on its own port: a step takes what one
+    # group takes.
+    for _ in range(-(-groups // mem.pool_lanes)):
         cmd = t_now  # both commands handshake in the CMD cycle
         last_in = _read_last(mem, t, cmd, n_in, D * H, D * H, 1) + inserted
         last_out = max(last_in + t.post_latency + t.pool_latency,
@@ -768,6 +775,9 @@ def memory_of(acc: AcceleratorConfig, memory: MemoryModel | None = None) -> Memo
         mem = replace(mem, weight_engine=True)
     if acc.dma_queue > mem.dma_queue:
         mem = replace(mem, dma_queue=acc.dma_queue)
+    lanes = PortMap(acc.axi_ports).pool_lanes
+    if lanes > mem.pool_lanes:
+        mem = replace(mem, pool_lanes=lanes)
     return mem
 
 

@@ -138,7 +138,7 @@ class VivadoTarget:
         Width of the ``m_axi`` (and ``m_axi1``) addresses.
     axi_ports : int
         AXI4 manager ports (:class:`~fcircnn.arch.ports.PortMap`): ``m_axi`` on HP0 FPD and,
-        with two, the read-only ``m_axi1`` on HP1 FPD.
+        with two, ``m_axi1`` (read and write) on HP1 FPD.
     """
 
     name: str

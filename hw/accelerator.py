@@ -11,10 +11,9 @@ from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descri
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
 from fcircnn.models.layout import BEAT_BYTES
 
-from .axi4 import AXI4ReadSignature, AXI4Signature
+from .axi4 import AXI4Signature
 from .axi_dma import AxiDma
 from .axi_dma_box import Status, box_layout, linear_box
-from .axi_dma_read import AxiDmaRead
 from .common import rejecting
 from .layer_engine import LayerEngine
 from .regfile import AXI4LiteSignature, ControlRegisters
@@ -53,9 +52,11 @@ class Accelerator(wiring.Component):
         weights, post records, feature maps, cycle entries), but the weight tiles of a
         two-port design.
     ``m_axi1_*``
-        With two AXI ports (``axi_ports: 2``, :class:`~fcircnn.arch.ports.PortMap`): a read-only
-        AXI4 manager (AR and R channels), same widths, that reads the weight tiles, the active
-        engine's weight loader on a read engine of its own.
+        With two AXI ports (``axi_ports: 2``, :class:`~fcircnn.arch.ports.PortMap`): a second
+        AXI4 manager, same widths, with a DMA of its own: its read engine reads the weight
+        tiles (the active engine's weight loader) and the second slot group of each step of a
+        pool pass, whose pooled map its write engine writes
+        (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`).
     ``interrupt``
         Level, active high: ``GIE & (IER & ISR)``.
 
@@ -106,10 +107,9 @@ class Accelerator(wiring.Component):
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
         main, *weights = self.ports.managers
         members |= _flat_members(main, AXI4Signature(addr_width=addr_width), flip=False)
-        if weights:  # the read-only weight port
+        if weights:  # the weight port (and the pool pass's second lane)
             (name,) = weights
-            members |= _flat_members(name, AXI4ReadSignature(addr_width=addr_width),
-                                     flip=False)
+            members |= _flat_members(name, AXI4Signature(addr_width=addr_width), flip=False)
         super().__init__(members)
 
     @classmethod
@@ -134,8 +134,8 @@ class Accelerator(wiring.Component):
 
     def _ports(self, m):
         """The register file and the DMA engines on the flat ports: ``s_axi_control``,
-        ``m_axi`` (read and write engine) and, with a weight port, ``m_axi1`` (read engine;
-        ``None`` without)."""
+        ``m_axi`` (read and write engine) and, with a weight port, ``m_axi1`` (read and write
+        engine; ``None`` without)."""
         aw = self.addr_width
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
         m.submodules.dma = dma = AxiDma(aw, read_commands=self.commands)
@@ -145,8 +145,8 @@ class Accelerator(wiring.Component):
                   regs.s_axi_control), (main, AXI4Signature(addr_width=aw), dma.m_axi)]
         if weights:
             (name,) = weights
-            m.submodules.dma1 = dma1 = AxiDmaRead(aw, commands=self.commands)
-            buses.append((name, AXI4ReadSignature(addr_width=aw), dma1.m_axi))
+            m.submodules.dma1 = dma1 = AxiDma(aw, read_commands=self.commands)
+            buses.append((name, AXI4Signature(addr_width=aw), dma1.m_axi))
         for prefix, signature, inner in buses:
             for name, member in signature.members.items():
                 ours, theirs = getattr(self, f"{prefix}_{name}"), getattr(inner, name)
@@ -205,9 +205,12 @@ class Accelerator(wiring.Component):
                 wiring.connect(m, engine.wr_data, dma.wr_data)
                 wiring.connect(m, dma.wr_status, engine.wr_status)
                 if self.ports.weight_loader:
-                    wiring.connect(m, engine.rd1_cmd, dma1.cmd)
-                    wiring.connect(m, dma1.o, engine.rd1_data)
-                    wiring.connect(m, dma1.status, engine.rd1_status)
+                    wiring.connect(m, engine.rd1_cmd, dma1.rd_cmd)
+                    wiring.connect(m, dma1.rd_data, engine.rd1_data)
+                    wiring.connect(m, dma1.rd_status, engine.rd1_status)
+                    wiring.connect(m, engine.wr1_cmd, dma1.wr_cmd)
+                    wiring.connect(m, engine.wr1_data, dma1.wr_data)
+                    wiring.connect(m, dma1.wr_status, engine.wr1_status)
 
         def raise_error(code, addr):
             m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]

@@ -1,7 +1,11 @@
 """The layer engine's pool pass: a pool descriptor streamed from the read DMA through the post
-chain to the write DMA, which it takes over from the conv walkers while it runs."""
+chain to the write DMA, which it takes over from the conv walkers while it runs; with two AXI
+ports, two slot groups at once, the second from port 1's read engine through a CMaxPool of its
+own to port 1's write engine."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
@@ -17,6 +21,7 @@ from .common import rejecting
 from .engine_walk import control_signature, fail_signature
 from .post_cbn import cbn_input_layout
 from .post_chain import post_config_layout
+from .post_maxpool import maxpool_config_layout
 from .post_quantize import slot_layout
 
 __all__ = ["EnginePoolPass"]
@@ -24,40 +29,55 @@ __all__ = ["EnginePoolPass"]
 
 class EnginePoolPass(wiring.Component):
     """Runs a pool descriptor (``op`` :data:`~fcircnn.arch.descriptor.OP_POOL`): per slot group
-    of the input map one read box (the group's whole map) and one write box (the pooled map),
-    the read beats through the post chain (CBN bypassed, shift 0, CMaxPool on the map) into the
-    write.
+    of the input map one read box (the group's whole map) and one write box (the pooled map).
+
+    Lane 0 streams its group's read beats on ``rd_*`` through the post chain (CBN bypassed,
+    shift 0, CMaxPool on the map) into the write on ``wr_*``. With ``lanes = 2``
+    (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`) lane 1 streams the next group at the same
+    time on port 1 (``rd1_*``, ``wr1_*``) through a CMaxPool of its own (``pool1_*``, the
+    engine's): groups ``2k`` and ``2k + 1`` are one step, both lanes' commands issued in the same
+    cycle and the step over once all their statuses are in (an odd last group runs on lane 0
+    alone). The bypassed stages of lane 0 pass an int8 slot unchanged (the maps are the
+    quantizer's, in ``[-127, 127]``), so both lanes compute :func:`~fcircnn.models.spectral.
+    cmaxpool`.
 
     While it runs (``active``) it owns the DMA ports and the post chain; otherwise it passes the
-    conv walkers' ``conv_*`` ports through to them unchanged (the loader's reads, the store's
+    conv walkers' ``conv_*`` ports through to them unchanged (the loaders' reads, the store's
     writes, the drain's post-chain input, output and configuration).
 
     Contract
     --------
-    * ``ctl.start`` with a pool descriptor starts it; ``done`` pulses after the last group's
-      two statuses.
-    * A read status other than OK pulses ``fail`` with it; the write box is completed with zero
-      beats, then the pass ends. A write status other than OK pulses ``fail`` (code
-      ``4 | status``; it wins over a read failure in the same cycle) and ends the pass.
+    * ``ctl.start`` with a pool descriptor starts it; ``done`` pulses after the last step's
+      statuses.
+    * A read status other than OK pulses ``fail`` with it; that lane's write box is completed
+      with junk beats, the other lane's transfers complete, then the pass ends. A write status
+      other than OK pulses ``fail`` (code ``4 | status``) and ends the pass after the step.
+      Failures in the same cycle report one: writes before reads, lane 0 before lane 1.
 
     Parameters
     ----------
     addr_width : int
     max_size, max_groups :
         The post chain's configuration bounds (:func:`~fcircnn.hw.post_chain.post_config_layout`).
+    lanes : int
+        Slot groups at once, 1 or 2 (2 needs port 1's read and write engines).
     """
 
-    def __init__(self, *, addr_width: int = 40, max_size=(1, 1, 1), max_groups: int = 1):
+    def __init__(self, *, addr_width: int = 40, max_size=(1, 1, 1), max_groups: int = 1,
+                 lanes: int = 1):
         with rejecting(self):
             check_addr_width(addr_width)
             cfg = post_config_layout(max_size, max_groups)
+            if lanes not in (1, 2):
+                raise ValueError(f"lanes must be 1 or 2, not {lanes!r}")
         self.addr_width = addr_width
+        self.lanes = lanes
         box, status = stream.Signature(box_layout(addr_width)), stream.Signature(
             status_layout(addr_width))
         rd, wr = stream.Signature(read_beat_layout()), stream.Signature(write_beat_layout())
         post_in = stream.Signature(cbn_input_layout(SLOTS_PER_BEAT))
         post_out = stream.Signature(slot_layout(SLOTS_PER_BEAT))
-        super().__init__({
+        members = {
             "ctl": In(control_signature()),
             "fail": Out(fail_signature(addr_width)),
             "active": Out(1),
@@ -68,11 +88,21 @@ class EnginePoolPass(wiring.Component):
             "conv_rd_cmd": In(box), "conv_rd_data": Out(rd), "conv_rd_status": Out(status),
             "conv_wr_cmd": In(box), "conv_wr_data": In(wr), "conv_wr_status": Out(status),
             "conv_post_i": In(post_in), "conv_post_o": Out(post_out), "conv_post_cfg": In(cfg),
-        })
+        }
+        if lanes == 2:
+            members |= {
+                "rd1_cmd": Out(box), "rd1_data": In(rd), "rd1_status": In(status),
+                "wr1_cmd": Out(box), "wr1_data": Out(wr), "wr1_status": In(status),
+                "pool1_i": Out(post_out), "pool1_o": In(post_out),
+                "pool1_cfg": Out(maxpool_config_layout(max_size, max_groups)),
+                "conv_rd1_cmd": In(box), "conv_rd1_data": Out(rd),
+                "conv_rd1_status": Out(status),
+            }
+        super().__init__(members)
 
-    def _route(self, m, pool_mode, pp_cmd_rd, pp_cmd_wr):
-        """The DMA and post-chain ports: the conv walkers' unless a pool pass runs. Returns
-        the pool pass's own (valid, ready) drivers to fill in."""
+    def _route(self, m, pool_mode, boxes):
+        """The DMA and post-chain ports: the conv walkers' unless a pool pass runs; during one,
+        the read and write boxes of each lane (``boxes``)."""
         # What the walkers receive: the DMA's and the chain's outputs as they are (the
         # chain's input and output only outside a pool pass).
         m.d.comb += [
@@ -94,6 +124,14 @@ class EnginePoolPass(wiring.Component):
             # residual slots (no residual multipliers).
             self.post_i.payload.eq(self.conv_post_i.payload),
         ]
+        if self.lanes == 2:  # port 1 reads: the weight loader's
+            m.d.comb += [
+                self.conv_rd1_cmd.ready.eq(self.rd1_cmd.ready),
+                self.conv_rd1_data.valid.eq(self.rd1_data.valid),
+                self.conv_rd1_data.payload.eq(self.rd1_data.payload),
+                self.conv_rd1_status.valid.eq(self.rd1_status.valid),
+                self.conv_rd1_status.payload.eq(self.rd1_status.payload),
+            ]
         with m.If(~pool_mode):
             m.d.comb += [
                 self.rd_cmd.valid.eq(self.conv_rd_cmd.valid),
@@ -109,8 +147,23 @@ class EnginePoolPass(wiring.Component):
                 self.post_o.ready.eq(self.conv_post_o.ready),
                 self.post_cfg.eq(self.conv_post_cfg),
             ]
+            if self.lanes == 2:
+                m.d.comb += [
+                    self.rd1_cmd.valid.eq(self.conv_rd1_cmd.valid),
+                    self.rd1_cmd.payload.eq(self.conv_rd1_cmd.payload),
+                    self.rd1_data.ready.eq(self.conv_rd1_data.ready),
+                    self.rd1_status.ready.eq(self.conv_rd1_status.ready),
+                ]
         with m.Else():
-            m.d.comb += [self.rd_cmd.payload.eq(pp_cmd_rd), self.wr_cmd.payload.eq(pp_cmd_wr)]
+            for lane, (box_in, box_out) in zip(self._lanes(), boxes, strict=True):
+                m.d.comb += [lane.rd_cmd.payload.eq(box_in), lane.wr_cmd.payload.eq(box_out)]
+
+    def _lanes(self) -> list:
+        """Per lane its ports: ``rd_cmd``, ``rd_data``, ``rd_status``, ``wr_cmd``, ``wr_data``,
+        ``wr_status``."""
+        names = ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status")
+        return [_Ports(**{n: getattr(self, n if k == 0 else n.replace("_", "1_", 1))
+                          for n in names}) for k in range(self.lanes)]
 
     def _pool_config(self, m, d):
         """The post chain's configuration of a pool pass: CMaxPool on the map, the rest
@@ -124,94 +177,184 @@ class EnginePoolPass(wiring.Component):
                          cfg.pool.stride[a].eq(d.pool_stride[a]),
                          cfg.pool.padding[a].eq(d.pool_padding[a])]
 
+    def _pool1_config(self, m, start, desc):
+        """Lane 1's CMaxPool configuration: a register loaded when a pool descriptor starts
+        (``desc``: its descriptor), a 1x1x1 map before the first one. CMaxPool needs a valid
+        map size at all times: with size 0 it would emit padding voxels while idle."""
+        layout = self.pool1_cfg.shape()
+        cfg1 = Signal(layout, init={"groups": 1, "size": [1, 1, 1], "window": [1, 1, 1],
+                                    "stride": [1, 1, 1]})
+        m.d.comb += self.pool1_cfg.eq(cfg1)
+        with m.If(start):
+            for a in range(3):
+                m.d.sync += [cfg1.size[a].eq(desc.in_shape[a]),
+                             cfg1.window[a].eq(desc.pool_window[a]),
+                             cfg1.stride[a].eq(desc.pool_stride[a]),
+                             cfg1.padding[a].eq(desc.pool_padding[a])]
+
+    def _boxes(self, m, d, group, groups, in_base, out_base):
+        """Per lane the read box (the group's whole map) and write box (its pooled map) of the
+        step starting at slot group ``group``; lane ``k`` moves group ``group + k``."""
+        aw = self.addr_width
+        boxes = []
+        for k in range(self.lanes):
+            box_in, box_out = Signal(box_layout(aw)), Signal(box_layout(aw))
+            last = group + k == groups - 1
+            m.d.comb += [
+                box_in.addr.eq(in_base + k * d.in_stride[0]), box_in.stride_g.eq(d.in_stride[0]),
+                box_in.stride_d.eq(d.in_stride[1]), box_in.stride_h.eq(d.in_stride[2]),
+                box_in.groups.eq(1), box_in.d_len.eq(d.in_shape[0]),
+                box_in.h_len.eq(d.in_shape[1]), box_in.w_len.eq(d.in_shape[2]),
+                box_in.last_lanes.eq(8),
+                box_out.addr.eq(out_base + k * d.out_stride[0]),
+                box_out.stride_g.eq(d.out_stride[0]),
+                box_out.stride_d.eq(d.out_stride[1]), box_out.stride_h.eq(d.out_stride[2]),
+                box_out.groups.eq(1), box_out.d_len.eq(d.out_shape[0]),
+                box_out.h_len.eq(d.out_shape[1]), box_out.w_len.eq(d.out_shape[2]),
+                box_out.last_lanes.eq(Mux(last, d.out_slots - ((group + k) << 3), 8)),
+            ]
+            boxes.append((box_in, box_out))
+        return boxes
+
+    def _datapath(self, m, on, read_failed, wr_ok):
+        """Each lane's read beats (or, after its read failed, junk beats until its write box
+        is complete) into its CMaxPool, and its output into its write."""
+        lanes = self._lanes()
+        beat = data.View(data.ArrayLayout(data.StructLayout(
+            {"re": signed(8), "im": signed(8)}), SLOTS_PER_BEAT), lanes[0].rd_data.payload.data)
+        for lane in range(SLOTS_PER_BEAT):
+            pl = self.post_i.payload[lane]
+            m.d.comb += [pl.acc.re.eq(beat[lane].re), pl.acc.im.eq(beat[lane].im),
+                         pl.shift.re.eq(0), pl.shift.im.eq(0)]
+        pools = [(self.post_i, self.post_o)]
+        if self.lanes == 2:
+            m.d.comb += self.pool1_i.payload.eq(lanes[1].rd_data.payload.data)
+            pools.append((self.pool1_i, self.pool1_o))
+        for k, (port, (pool_i, pool_o)) in enumerate(zip(lanes, pools, strict=True)):
+            m.d.comb += [
+                pool_i.valid.eq(on[k] & (port.rd_data.valid | (read_failed[k] & ~wr_ok[k]))),
+                port.rd_data.ready.eq(pool_i.ready),
+                port.wr_data.valid.eq(on[k] & pool_o.valid),
+                port.wr_data.payload.data.eq(pool_o.payload),
+                pool_o.ready.eq(port.wr_data.ready),
+            ]
+
+    def _report(self, m, lanes, rd_ok, wr_ok):
+        """``fail`` for the first failing status this cycle (writes before reads, lane 0
+        first); returns whether any status this cycle failed."""
+        cases = []
+        for kind, oks in (("wr", wr_ok), ("rd", rd_ok)):
+            for port, ok in zip(lanes, oks, strict=True):
+                st = getattr(port, f"{kind}_status")
+                bad = st.valid & ~ok & (st.payload.code != Status.OK)
+                code = st.payload.code.as_value() | (4 if kind == "wr" else 0)
+                cases.append((bad, code, st.payload.addr))
+        any_bad = Signal()
+        with m.If(cases[0][0]):
+            m.d.comb += [self.fail.valid.eq(1), self.fail.code.eq(cases[0][1]),
+                         self.fail.addr.eq(cases[0][2])]
+        for bad, code, addr in cases[1:]:
+            with m.Elif(bad):
+                m.d.comb += [self.fail.valid.eq(1), self.fail.code.eq(code),
+                             self.fail.addr.eq(addr)]
+        m.d.comb += any_bad.eq(self.fail.valid)
+        return any_bad
+
     def elaborate(self, platform):
         m = Module()
-        aw, ctl = self.addr_width, self.ctl
+        aw, ctl, n = self.addr_width, self.ctl, self.lanes
         d = ctl.desc
         pool_mode = Signal()
         m.d.comb += self.active.eq(pool_mode)
-        pp_group = Signal(16)
-        pp_groups = Signal(16)
-        m.d.comb += pp_groups.eq((d.in_slots + 7) >> 3)
-        pp_last_group = pp_group == pp_groups - 1
-        pp_rd_ok = Signal()
-        pp_wr_ok = Signal()
-        pp_read_failed = Signal()  # after a read error, zero beats complete the write box
-        pp_box_in = Signal(box_layout(aw))
-        pp_box_out = Signal(box_layout(aw))
-        pp_in_base = Signal(aw)
-        pp_out_base = Signal(aw)
-        m.d.comb += [
-            pp_box_in.addr.eq(pp_in_base), pp_box_in.stride_g.eq(d.in_stride[0]),
-            pp_box_in.stride_d.eq(d.in_stride[1]), pp_box_in.stride_h.eq(d.in_stride[2]),
-            pp_box_in.groups.eq(1), pp_box_in.d_len.eq(d.in_shape[0]),
-            pp_box_in.h_len.eq(d.in_shape[1]), pp_box_in.w_len.eq(d.in_shape[2]),
-            pp_box_in.last_lanes.eq(8),
-            pp_box_out.addr.eq(pp_out_base), pp_box_out.stride_g.eq(d.out_stride[0]),
-            pp_box_out.stride_d.eq(d.out_stride[1]), pp_box_out.stride_h.eq(d.out_stride[2]),
-            pp_box_out.groups.eq(1), pp_box_out.d_len.eq(d.out_shape[0]),
-            pp_box_out.h_len.eq(d.out_shape[1]), pp_box_out.w_len.eq(d.out_shape[2]),
-            pp_box_out.last_lanes.eq(Mux(pp_last_group, d.out_slots - (pp_group << 3), 8)),
-        ]
-        self._route(m, pool_mode, pp_box_in, pp_box_out)
-        rd_cmd, rd_data, rd_status = self.rd_cmd, self.rd_data, self.rd_status
-        wr_cmd, wr_data, wr_status = self.wr_cmd, self.wr_data, self.wr_status
+        group = Signal(16)  # the step's first slot group
+        groups = Signal(16)
+        m.d.comb += groups.eq((d.in_slots + 7) >> 3)
+        in_base, out_base = Signal(aw), Signal(aw)
+        rd_ok = [Signal(name=f"rd_ok{k}") for k in range(n)]  # command, then status, taken
+        wr_ok = [Signal(name=f"wr_ok{k}") for k in range(n)]
+        read_failed = [Signal(name=f"read_failed{k}") for k in range(n)]
+        failed = Signal()  # a status of this step failed
+        # Lane k runs in this step unless its group is past the last one.
+        on = [Signal(name=f"on{k}") for k in range(n)]
+        m.d.comb += [o.eq(pool_mode & ((group + k) < groups)) for k, o in enumerate(on)]
+        self._route(m, pool_mode, self._boxes(m, d, group, groups, in_base, out_base))
+        lanes = self._lanes()
         with m.If(pool_mode):
             self._pool_config(m, d)
-            # Read beats (or, after a read error, zero beats until the write box is complete)
-            # feed the post chain; its output the write.
-            beat = data.View(data.ArrayLayout(data.StructLayout(
-                {"re": signed(8), "im": signed(8)}), SLOTS_PER_BEAT), rd_data.payload.data)
-            m.d.comb += [self.post_i.valid.eq(rd_data.valid | (pp_read_failed & ~pp_wr_ok)),
-                         rd_data.ready.eq(self.post_i.ready)]
-            for lane in range(SLOTS_PER_BEAT):
-                pl = self.post_i.payload[lane]
-                m.d.comb += [pl.acc.re.eq(beat[lane].re), pl.acc.im.eq(beat[lane].im),
-                             pl.shift.re.eq(0), pl.shift.im.eq(0)]
-            m.d.comb += [wr_data.valid.eq(self.post_o.valid),
-                         wr_data.payload.data.eq(self.post_o.payload),
-                         self.post_o.ready.eq(wr_data.ready)]
-        rd_bad = rd_status.valid & (rd_status.payload.code != Status.OK)
-        wr_bad = wr_status.valid & (wr_status.payload.code != Status.OK)
+            self._datapath(m, on, read_failed, wr_ok)
+        # Every transfer of the step: (stream, taken flag, lane on).
+        cmds = [(p.rd_cmd, rd_ok[k], on[k]) for k, p in enumerate(lanes)] + \
+               [(p.wr_cmd, wr_ok[k], on[k]) for k, p in enumerate(lanes)]
+        stats = [(p.rd_status, rd_ok[k], on[k]) for k, p in enumerate(lanes)] + \
+                [(p.wr_status, wr_ok[k], on[k]) for k, p in enumerate(lanes)]
+        if n == 2:
+            self._pool1_config(m, ctl.start & (ctl.new_desc.op == OP_POOL), ctl.new_desc)
         with m.FSM(name="pool"):
             with m.State("IDLE"):
                 with m.If(ctl.start & (ctl.new_desc.op == OP_POOL)):
-                    m.d.sync += [pool_mode.eq(1), pp_group.eq(0),
-                                 pp_in_base.eq(ctl.new_desc.in_base),
-                                 pp_out_base.eq(ctl.new_desc.out_base)]
+                    m.d.sync += [pool_mode.eq(1), group.eq(0),
+                                 in_base.eq(ctl.new_desc.in_base),
+                                 out_base.eq(ctl.new_desc.out_base)]
                     m.next = "CMD"
             with m.State("CMD"):
-                m.d.comb += [rd_cmd.valid.eq(~pp_rd_ok), wr_cmd.valid.eq(~pp_wr_ok)]
-                with m.If(rd_cmd.ready & ~pp_rd_ok):
-                    m.d.sync += pp_rd_ok.eq(1)
-                with m.If(wr_cmd.ready & ~pp_wr_ok):
-                    m.d.sync += pp_wr_ok.eq(1)
-                with m.If((pp_rd_ok | rd_cmd.ready) & (pp_wr_ok | wr_cmd.ready)):
-                    m.d.sync += [pp_rd_ok.eq(0), pp_wr_ok.eq(0)]
+                for cmd, ok, lane_on in cmds:
+                    m.d.comb += cmd.valid.eq(lane_on & ~ok)
+                    with m.If(cmd.ready & lane_on & ~ok):
+                        m.d.sync += ok.eq(1)
+                with m.If(_all(ok | cmd.ready | ~lane_on for cmd, ok, lane_on in cmds)):
+                    m.d.sync += [ok.eq(0) for _, ok, _ in cmds]
                     m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += [rd_status.ready.eq(~pp_rd_ok), wr_status.ready.eq(~pp_wr_ok)]
-                with m.If(rd_status.valid & ~pp_rd_ok):
-                    m.d.sync += pp_rd_ok.eq(1)
-                    with m.If(rd_status.payload.code != Status.OK):
-                        m.d.sync += pp_read_failed.eq(1)
-                        m.d.comb += [self.fail.valid.eq(1),
-                                     self.fail.code.eq(rd_status.payload.code.as_value()),
-                                     self.fail.addr.eq(rd_status.payload.addr)]
-                with m.If(wr_status.valid & ~pp_wr_ok):
-                    m.d.sync += pp_wr_ok.eq(1)
-                    with m.If(wr_status.payload.code != Status.OK):
-                        m.d.comb += [self.fail.valid.eq(1),
-                                     self.fail.code.eq(4 | wr_status.payload.code.as_value()),
-                                     self.fail.addr.eq(wr_status.payload.addr)]
-                with m.If((pp_rd_ok | rd_status.valid) & (pp_wr_ok | wr_status.valid)):
-                    m.d.sync += [pp_rd_ok.eq(0), pp_wr_ok.eq(0), pp_group.eq(pp_group + 1),
-                                 pp_in_base.eq(pp_in_base + d.in_stride[0]),
-                                 pp_out_base.eq(pp_out_base + d.out_stride[0])]
-                    with m.If(pp_last_group | ctl.failed | pp_read_failed | rd_bad | wr_bad):
+                bad = self._report(m, lanes, rd_ok, wr_ok)
+                for k, (port, ok) in enumerate(zip(lanes, rd_ok, strict=True)):
+                    with m.If(port.rd_status.valid & ~ok & (port.rd_status.payload.code
+                                                            != Status.OK)):
+                        m.d.sync += read_failed[k].eq(1)
+                for st, ok, lane_on in stats:
+                    m.d.comb += st.ready.eq(lane_on & ~ok)
+                    with m.If(st.valid & lane_on & ~ok):
+                        m.d.sync += ok.eq(1)
+                with m.If(bad):
+                    m.d.sync += failed.eq(1)
+                with m.If(_all(ok | st.valid | ~lane_on for st, ok, lane_on in stats)):
+                    m.d.sync += [ok.eq(0) for _, ok, _ in stats]
+                    m.d.sync += [group.eq(group + n), in_base.eq(in_base + n * d.in_stride[0]),
+                                 out_base.eq(out_base + n * d.out_stride[0])]
+                    with m.If((group + n >= groups) | ctl.failed | failed | bad
+                              | _any(read_failed)):
                         m.d.comb += self.done.eq(1)
-                        m.d.sync += [pool_mode.eq(0), pp_read_failed.eq(0)]
+                        m.d.sync += [pool_mode.eq(0), failed.eq(0)]
+                        m.d.sync += [f.eq(0) for f in read_failed]
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "CMD"
         return m
+
+
+@dataclass(frozen=True)
+class _Ports:
+    """One lane's DMA ports."""
+
+    rd_cmd: object
+    rd_data: object
+    rd_status: object
+    wr_cmd: object
+    wr_data: object
+    wr_status: object
+
+
+def _all(values):
+    """AND of a non-empty iterable of Amaranth values."""
+    values = list(values)
+    out = values[0]
+    for v in values[1:]:
+        out = out & v
+    return out
+
+
+def _any(values):
+    """OR of a non-empty list of Amaranth values."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out

@@ -40,6 +40,7 @@ from .engine_pool import EnginePoolPass
 from .engine_store import EngineStore
 from .pe_array import PEArray
 from .post_chain import PostChain
+from .post_maxpool import CMaxPool
 
 __all__ = ["ERROR_CODES", "LayerEngine"]
 
@@ -104,7 +105,9 @@ class LayerEngine(wiring.Component):
     A pool pass (``op`` :data:`~fcircnn.arch.descriptor.OP_POOL`,
     :class:`~fcircnn.hw.engine_pool.EnginePoolPass`) streams the input map slot
     group by slot group from the read DMA through the post chain (CBN bypassed, shift 0,
-    CMaxPool on) to the write DMA.
+    CMaxPool on) to the write DMA; with two ports two groups at once, the second from ``rd1_*``
+    through a CMaxPool of its own (``pool1``) to ``wr1_*``
+    (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`).
 
     Contract
     --------
@@ -135,7 +138,8 @@ class LayerEngine(wiring.Component):
     axi_ports : int
         The accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`): with a weight port
         the weight tiles have a loader of their own, reading on ``rd1_*`` (its read engine),
-        beside the input loader on ``rd_*``.
+        beside the input loader on ``rd_*``, and a pool pass's second lane reads on ``rd1_*``
+        and writes on ``wr1_*`` (port 1's write engine).
     commands : int
         Read commands each loader keeps in flight (``dma_queue``); its read engine must queue
         as many (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
@@ -188,6 +192,12 @@ class LayerEngine(wiring.Component):
                 "rd1_data": In(stream.Signature(read_beat_layout())),
                 "rd1_status": In(stream.Signature(status_layout(addr_width))),
             }
+        if self.ports.pool_lanes == 2:
+            members |= {
+                "wr1_cmd": Out(stream.Signature(box_layout(addr_width))),
+                "wr1_data": Out(stream.Signature(write_beat_layout())),
+                "wr1_status": In(stream.Signature(status_layout(addr_width))),
+            }
         super().__init__(members)
 
     @classmethod
@@ -215,6 +225,8 @@ class LayerEngine(wiring.Component):
         max_size, max_groups = post_chain_size(core, geo)
         m.submodules.post = PostChain(lanes=SLOTS_PER_BEAT, max_size=max_size,
                                       max_groups=max_groups)
+        if self.ports.pool_lanes == 2:  # the pool pass's second lane
+            m.submodules.pool1 = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
         m.submodules.outbuf = OutputBuffer(Tm, Td, Tr, Tc)
         if geo.residual:
             m.submodules.resbuf = InputBuffer(Tm, Td, Tr, Tc, B=B, kernel=1, stride=1)
@@ -243,12 +255,12 @@ class LayerEngine(wiring.Component):
                                          res_depth=resbuf.depth if resbuf is not None else None)
         m.submodules.store = EngineStore(core, geo, addr_width=aw)
         m.submodules.pool = EnginePoolPass(addr_width=aw, max_size=max_size,
-                                           max_groups=max_groups)
+                                           max_groups=max_groups, lanes=self.ports.pool_lanes)
         return m.submodules
 
     def _loaders(self, m, ctl, ld, wl):
-        """The loaders' control: their failures (the input loader's wins a tie) and idle; the
-        weight loader's reads on ``rd1_*``."""
+        """The loaders' control: their failures (the input loader's wins a tie) and idle (the
+        weight loader's reads reach ``rd1_*`` through the pool pass, :meth:`_port1`)."""
         if wl is ld:
             wiring.connect(m, ld.fail, ctl.fail_loader)
             m.d.comb += ctl.loader_idle.eq(ld.idle)
@@ -260,10 +272,19 @@ class LayerEngine(wiring.Component):
         with m.Elif(wl.fail.valid):
             m.d.comb += [fail.valid.eq(1), fail.code.eq(wl.fail.code), fail.addr.eq(wl.fail.addr)]
         m.d.comb += ctl.loader_idle.eq(ld.idle & wl.idle)
+
+    def _port1(self, m, wl, pp, pool1):
+        """Port 1: the weight loader's reads through the pool pass (whose second lane owns the
+        port's read and write engines during a pass), lane 1's CMaxPool."""
         flip = wiring.flipped
-        wiring.connect(m, wl.rd_cmd, flip(self.rd1_cmd))
-        wiring.connect(m, flip(self.rd1_data), wl.rd_data)
-        wiring.connect(m, flip(self.rd1_status), wl.rd_status)
+        for port in ("rd1_cmd", "rd1_data", "rd1_status", "wr1_cmd", "wr1_data", "wr1_status"):
+            wiring.connect(m, flip(getattr(self, port)), getattr(pp, port))
+        wiring.connect(m, wl.rd_cmd, pp.conv_rd1_cmd)
+        wiring.connect(m, pp.conv_rd1_data, wl.rd_data)
+        wiring.connect(m, pp.conv_rd1_status, wl.rd_status)
+        wiring.connect(m, pp.pool1_i, pool1.i)
+        wiring.connect(m, pool1.o, pp.pool1_o)
+        m.d.comb += pool1.cfg.eq(pp.pool1_cfg)
 
     def elaborate(self, platform):
         m = Module()
@@ -285,6 +306,8 @@ class LayerEngine(wiring.Component):
                      ctl.store_done.eq(st.done), ctl.pool_done.eq(pp.done)]
         wl = sub.wloader if self.ports.weight_loader else ld
         self._loaders(m, ctl, ld, wl)
+        if self.ports.pool_lanes == 2:
+            self._port1(m, wl, pp, sub.pool1)
 
         # The DMA, through the pool pass, to the loader and the store.
         for port in ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status"):

@@ -3,8 +3,8 @@
 :class:`CocotbBackend` puts cocotbext-axi models on the top level's flat ports: an
 ``AxiLiteMaster`` on ``s_axi_control_*`` (the driver's registers) and a RAM on ``m_axi_*`` (DDR),
 both reset by the active-low ``ap_rst_n`` and clocked by ``ap_clk``; on a two-port top level
-the same RAM also answers the read-only ``m_axi1_*`` (one memory, two ports, as HP0 and HP1
-share the DDR). Memory accesses of the driver go straight into the RAM model (zero simulated
+the same RAM also answers ``m_axi1_*`` (one memory, two ports, as HP0 and HP1 share the
+DDR). Memory accesses of the driver go straight into the RAM model (zero simulated
 time, as a host writing DDR before the start). The RAM can add random pauses on every AXI
 channel, a fixed latency before the first beat of every read burst, and answer ``SLVERR`` for
 reads or writes inside chosen address ranges (:meth:`CocotbBackend.inject_fault`).
@@ -27,7 +27,7 @@ from cocotb.utils import get_sim_time
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiReadBus, AxiResp
+    from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp
     from cocotbext.axi.axi_ram import AxiRamRead, AxiRamWrite
     from cocotbext.axi.memory import Memory
 
@@ -113,26 +113,26 @@ class FaultAxiRam(Memory):
         Bytes of memory (addresses ``0 .. size-1``; others answer ``SLVERR``).
     latency : int
         Cycles before the first beat of every read burst.
-    read_buses : sequence of cocotbext.axi.AxiReadBus
-        More read-only ports on the same memory (``read_ifs[1:]``), each with the latency and
-        faults of the first.
+    buses : sequence of cocotbext.axi.AxiBus
+        More ports on the same memory (``read_ifs[1:]``, ``write_ifs[1:]``), each with the
+        latency and faults of the first.
     """
 
     def __init__(self, bus, clock, reset=None, *, reset_active_level: bool = True,
-                 size: int, latency: int = 0, read_buses=()):
+                 size: int, latency: int = 0, buses=()):
         super().__init__(size)
         self.state = _RamState(latency)
-        self.write_if = _Write(bus.write, clock, reset, reset_active_level, mem=self.mem,
-                               state=self.state)
-        self.read_ifs = [_Read(b, clock, reset, reset_active_level, mem=self.mem,
-                               state=self.state) for b in (bus.read, *read_buses)]
-        self.read_if = self.read_ifs[0]
+        self.write_ifs = [_Write(b.write, clock, reset, reset_active_level, mem=self.mem,
+                                 state=self.state) for b in (bus, *buses)]
+        self.read_ifs = [_Read(b.read, clock, reset, reset_active_level, mem=self.mem,
+                               state=self.state) for b in (bus, *buses)]
+        self.read_if, self.write_if = self.read_ifs[0], self.write_ifs[0]
 
     def channels(self):
-        """Every channel object (AR, R of each read port, AW, W, B), for pause generators."""
+        """Every channel object (AR, R, AW, W, B of each port), for pause generators."""
         reads = [c for r in self.read_ifs for c in (r.ar_channel, r.r_channel)]
-        return (*reads, self.write_if.aw_channel, self.write_if.w_channel,
-                self.write_if.b_channel)
+        writes = [c for w in self.write_ifs for c in (w.aw_channel, w.w_channel, w.b_channel)]
+        return (*reads, *writes)
 
 
 class CocotbBackend:
@@ -174,15 +174,15 @@ class CocotbBackend:
             raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
         self.dut = dut
         self.period_ns = float(period_ns)
-        more = [AxiReadBus.from_prefix(dut, name) for name in MANAGERS[1:]
-                if hasattr(dut, f"{name}_arvalid")]  # the read-only ports the top level has
+        more = [AxiBus.from_prefix(dut, name) for name in MANAGERS[1:]
+                if hasattr(dut, f"{name}_arvalid")]  # the further ports the top level has
         self.ram = FaultAxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.ap_clk, dut.ap_rst_n,
                                reset_active_level=False, size=ram_size, latency=latency,
-                               read_buses=more)
+                               buses=more)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
                                   dut.ap_rst_n, reset_active_level=False)
         if not verbose:
-            for model in (*self.ram.read_ifs, self.ram.write_if, self.axil.read_if,
+            for model in (*self.ram.read_ifs, *self.ram.write_ifs, self.axil.read_if,
                           self.axil.write_if):
                 model.log.setLevel(logging.WARNING)
         if backpressure:

@@ -100,6 +100,31 @@ def write_fc_accelerator(folder: Path) -> Path:
     return path
 
 
+#: A pool pass on two lanes (``axi_ports: 2``): p1 (3 -> 48 channels, three slot groups: a
+#: step of two lanes, then the last group alone) pools ResNet-18 conv1's way (window 3, stride
+#: 2, padding 1: a pool pass); p2, a 1x1x1 stride-2 conv, reads only the planes and rows it
+#: uses (a subsampled input); an fc layer ends it.
+POOL_LANES_NET = """
+name: pool_lanes
+input: {channels: 3, depth: 4, height: 8, width: 8}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: p1, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 3, stride: 2, padding: 1}}
+  - {name: p2, type: conv, out_channels: 32, kernel: 1, stride: 2, cbn: true}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+def write_pool_lanes_accelerator(folder: Path) -> Path:
+    """The small accelerator with ``Tn = Tm = 32`` and two AXI ports on
+    :data:`POOL_LANES_NET` (see :func:`write_small_accelerator`)."""
+    path = write_small_accelerator(folder, tn=32, tm=32, net=POOL_LANES_NET)
+    path.write_text(path.read_text() + "axi_ports: 2\n")
+    return path
+
+
 def write_dfold_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16 output
     channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import zlib
 from collections import deque
+from dataclasses import replace
 
 import pytest
 from amaranth.hdl import Value
@@ -31,62 +32,82 @@ def slots_of(data: int) -> list[dict]:
     return out
 
 
-def run(case, *, seed=0, stall=0.3, fail=None):
-    """Run a pool descriptor; the post chain is a FIFO model that keeps the first beats of
-    each map (as many as the pooled map has) and drops the rest. ``fail``: ``("read" |
-    "write", group, status)``."""
-    dut = EnginePoolPass(addr_width=AW, max_size=SIZE)
+def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
+    """Run a pool descriptor on ``lanes`` lanes; each lane's CMaxPool (lane 0: the post chain)
+    is a FIFO model that keeps the first beats of each map (as many as the pooled map has) and
+    drops the rest. ``fail``: ``("read" | "write", group, status)``. Returns the (read, write)
+    box pairs, per lane its read and write DMA models, the beats read (by ``(group, beat)``),
+    the failure reports, ``done`` pulses and the configurations seen."""
+    dut = EnginePoolPass(addr_width=AW, max_size=SIZE, lanes=lanes)
     rng = random.Random(seed)
     pairs = list(pool_boxes(case.desc))
     data = {}
-
-    def beat(n, k):
-        return data.setdefault((n, k), rng.getrandbits(128))
-
-    rd_fail = fail[1] if fail and fail[0] == "read" else None
-    wr_fail = fail[1] if fail and fail[0] == "write" else None
     status = fail[2] if fail else Status.OK
-    rd = Dma(dut.rd_cmd, dut.rd_status, data=dut.rd_data, rng=rng, stall=stall, beat=beat,
-             fail_at=rd_fail, fail_status=status)
-    wr = Dma(dut.wr_cmd, dut.wr_status, sink=dut.wr_data, rng=rng, stall=stall,
-             fail_at=wr_fail, fail_status=status)
-    fails, done, seen, shifts = [], [], [], set()
+    rds, wrs = [], []
+    for k in range(lanes):
+        # Lane k moves groups k, k + lanes, ...: its n-th box is group n*lanes + k.
+        def beat(n, b, k=k):
+            return data.setdefault((n * lanes + k, b), rng.getrandbits(128))
 
-    async def chain(ctx):
-        fifo, k, group = deque(), 0, 0
-        # The drain's post-chain input carries junk during a pass: the pass must drive every
-        # field the bypassed CBN and the quantizer use (acc, and shift 0).
-        junk = Value.cast(dut.conv_post_i.payload)
-        ctx.set(junk, rng.getrandbits(len(junk)))
-        while True:
-            ready = len(fifo) < 4 and rng.random() >= stall
-            ctx.set(dut.post_i.ready, ready)
-            if fifo:
-                ctx.set(dut.post_o.payload, fifo[0])
-            ctx.set(dut.post_o.valid, bool(fifo))
-            _, _, iv, ip, ov, orr = await ctx.tick().sample(
-                dut.post_i.valid, dut.post_i.payload, dut.post_o.valid, dut.post_o.ready)
-            if ov and orr:
-                fifo.popleft()
-            if iv and ready:
-                n_in, n_out = (box_beats(b) for b in pairs[min(group, len(pairs) - 1)])
-                slot = [{"re": int(ip[s].acc.re), "im": int(ip[s].acc.im)} for s in range(8)]
-                shifts.update((int(ip[s].shift.re), int(ip[s].shift.im)) for s in range(8))
-                seen.append(slot)
-                if k < n_out:
-                    fifo.append(slot)
-                k += 1
-                if k == n_in:
-                    k, group = 0, group + 1
+        def at(kind, k=k):
+            if not fail or fail[0] != kind or fail[1] % lanes != k:
+                return None
+            return fail[1] // lanes
+
+        sfx = "" if k == 0 else "1"
+        rds.append(Dma(getattr(dut, f"rd{sfx}_cmd"), getattr(dut, f"rd{sfx}_status"),
+                       data=getattr(dut, f"rd{sfx}_data"), rng=rng, stall=stall, beat=beat,
+                       fail_at=at("read"), fail_status=status))
+        wrs.append(Dma(getattr(dut, f"wr{sfx}_cmd"), getattr(dut, f"wr{sfx}_status"),
+                       sink=getattr(dut, f"wr{sfx}_data"), rng=rng, stall=stall,
+                       fail_at=at("write"), fail_status=status))
+    fails, done, shifts = [], [], set()
+
+    def chain(k):
+        i, o = (dut.post_i, dut.post_o) if k == 0 else (dut.pool1_i, dut.pool1_o)
+
+        async def process(ctx):
+            fifo, b, group = deque(), 0, k
+            if k == 0:
+                # The drain's post-chain input carries junk during a pass: the pass must drive
+                # every field the bypassed CBN and the quantizer use (acc, and shift 0).
+                junk = Value.cast(dut.conv_post_i.payload)
+                ctx.set(junk, rng.getrandbits(len(junk)))
+            while True:
+                ready = len(fifo) < 4 and rng.random() >= stall
+                ctx.set(i.ready, ready)
+                if fifo:
+                    ctx.set(o.payload, fifo[0])
+                ctx.set(o.valid, bool(fifo))
+                _, _, iv, ip, ov, orr = await ctx.tick().sample(i.valid, i.payload, o.valid,
+                                                                o.ready)
+                if ov and orr:
+                    fifo.popleft()
+                if iv and ready:
+                    n_in, n_out = (box_beats(x) for x in pairs[min(group, len(pairs) - 1)])
+                    if k == 0:
+                        slot = [{"re": int(ip[s].acc.re), "im": int(ip[s].acc.im)}
+                                for s in range(8)]
+                        shifts.update((int(ip[s].shift.re), int(ip[s].shift.im))
+                                      for s in range(8))
+                    else:
+                        slot = [{"re": int(ip[s].re), "im": int(ip[s].im)} for s in range(8)]
+                    if b < n_out:
+                        fifo.append(slot)
+                    b += 1
+                    if b == n_in:
+                        b, group = 0, group + lanes
+
+        return process
 
     monitor = reports(dut, fails, done)
-
     cfg = []
 
     async def bench(ctx):
         await start(ctx, dut.ctl, case.desc)
         await ctx.tick()
         cfg.append(ctx.get(dut.post_cfg))
+        cfg.append(ctx.get(dut.pool1_cfg) if lanes == 2 else None)
         for _ in range(100_000):
             await ctx.tick()
             if done:
@@ -97,43 +118,86 @@ def run(case, *, seed=0, stall=0.3, fail=None):
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    for p in (rd.run, wr.run, chain, monitor):
+    for p in (*(d.run for d in rds + wrs), *(chain(k) for k in range(lanes)), monitor):
         sim.add_process(p)
     sim.add_testbench(bench)
     sim.run()
     assert shifts <= {(0, 0)}, f"the pool pass fed the chain shifts {shifts}"
-    return pairs, rd, wr, data, fails, done, cfg
+    return pairs, rds, wrs, data, fails, done, cfg
 
 
+def three_groups(case):
+    """``case`` with three input slot groups (an odd last group: lane 0 alone)."""
+    return replace(case.desc, in_slots=24, out_slots=20)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("case", pool_cases(), ids=str)
-def test_the_pool_pass_moves_every_group_through_the_chain(case):
-    pairs, rd, wr, data, fails, done, (cfg, active) = run(case, seed=zlib.crc32(case.name.encode()))
+def test_the_pool_pass_moves_every_group_through_the_chain(case, lanes):
+    pairs, rds, wrs, data, fails, done, (cfg, cfg1, active) = run(
+        case, seed=zlib.crc32(case.name.encode()), lanes=lanes)
     assert not fails and done == [1] and not active
-    assert rd.boxes == [r for r, _ in pairs]
-    assert wr.boxes == [w for _, w in pairs]
-    for n, beats in enumerate(wr.written):
-        assert beats == [data[n, k] for k in range(box_beats(pairs[n][1]))]
-    # CBN and CReLU bypassed, CMaxPool on the whole map.
+    _check_lanes(pairs, rds, wrs, data, lanes)
+    # CBN and CReLU bypassed, CMaxPool on the whole map; lane 1's CMaxPool the same.
     assert cfg.cbn.bypass and cfg.crelu.bypass and not cfg.pool.bypass
     assert [int(cfg.pool.size[a]) for a in range(3)] == list(case.desc.in_shape)
     assert [int(cfg.pool.window[a]) for a in range(3)] == list(case.desc.pool_window)
+    if lanes == 2:
+        assert not cfg1.bypass and int(cfg1.groups) == 1
+        for a in range(3):
+            assert (int(cfg1.size[a]), int(cfg1.window[a]), int(cfg1.stride[a]),
+                    int(cfg1.padding[a])) == (case.desc.in_shape[a], case.desc.pool_window[a],
+                                              case.desc.pool_stride[a],
+                                              case.desc.pool_padding[a])
 
 
-@pytest.mark.parametrize(("which", "status"), [("read", Status.BUS_ERROR),
-                                               ("write", Status.OVERFLOW),
-                                               ("read", Status.BAD_COMMAND)])
-def test_a_failing_transfer_ends_the_pass_with_its_status(which, status):
-    case = max(pool_cases(), key=lambda c: len(list(pool_boxes(c.desc))))
+def _check_lanes(pairs, rds, wrs, data, lanes, groups=None):
+    """Lane k read and wrote the boxes of groups k, k + lanes, ... (of the first ``groups``)
+    in order, each pooled map its own group's beats."""
+    groups = len(pairs) if groups is None else groups
+    for k in range(lanes):
+        mine = list(range(k, groups, lanes))
+        assert rds[k].boxes == [pairs[g][0] for g in mine]
+        assert wrs[k].boxes == [pairs[g][1] for g in mine]
+        for g, beats in zip(mine, wrs[k].written, strict=True):
+            assert beats == [data[g, b] for b in range(box_beats(pairs[g][1]))]
+
+
+def test_two_lanes_with_an_odd_last_group():
+    """Three slot groups on two lanes: groups 0 and 1 at once, then group 2 on lane 0 alone
+    (the last one writing only its 4 live slots)."""
+    case = max(pool_cases(), key=lambda c: c.desc.in_slots)
+    case = replace(case, desc=three_groups(case))
+    pairs, rds, wrs, data, fails, done, _ = run(case, seed=11, lanes=2)
+    assert not fails and done == [1]
+    assert len(pairs) == 3 and pairs[2][1].last_lanes == 4
+    _check_lanes(pairs, rds, wrs, data, 2)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize(("which", "group", "status"), [("read", 1, Status.BUS_ERROR),
+                                                        ("write", 1, Status.OVERFLOW),
+                                                        ("read", 0, Status.BAD_COMMAND),
+                                                        ("write", 2, Status.BUS_ERROR)])
+def test_a_failing_transfer_ends_the_pass_with_its_status(which, group, status, lanes):
+    """The failing group's step completes (its other transfers too, a failed read's write box
+    with junk beats), then the pass ends with the failure's status and address."""
+    case = max(pool_cases(), key=lambda c: c.desc.in_slots)
+    case = replace(case, desc=three_groups(case))
     pairs = list(pool_boxes(case.desc))
-    group = min(1, len(pairs) - 1)
-    _, rd, wr, _, fails, done, (_, active) = run(case, fail=(which, group, status))
+    _, rds, wrs, _, fails, done, (_, _, active) = run(case, fail=(which, group, status),
+                                                      lanes=lanes)
     assert done == [1] and not active
-    assert len(rd.boxes) == len(wr.boxes) == group + 1
+    step_end = (group // lanes + 1) * lanes  # groups moved: the failing group's whole step
+    moved = list(range(min(step_end, len(pairs))))
+    assert sorted(b.addr for d in rds for b in d.boxes) == [pairs[g][0].addr for g in moved]
+    assert sorted(b.addr for d in wrs for b in d.boxes) == [pairs[g][1].addr for g in moved]
     box = (pairs[group][0] if which == "read" else pairs[group][1])
     code = status.value | (4 if which == "write" else 0)
     assert fails == [(code, box.addr + 16)]
-    # After a read failure the write box is still completed (zero beats).
-    assert len(wr.written[group]) == box_beats(pairs[group][1])
+    # After a read failure the write box is still completed (junk beats).
+    k = group % lanes
+    assert len(wrs[k].written[group // lanes]) == box_beats(pairs[group][1])
 
 
 def test_outside_a_pass_the_conv_ports_pass_through():
