@@ -56,7 +56,7 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         f"  block size     B = {acc.block_size}",
         f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address, "
         + ("1 port" if acc.axi_ports == 1 else
-           f"{acc.axi_ports} ports (weight tiles on m_axi1)")
+           f"{acc.axi_ports} ports (weight tiles and a second pool lane on m_axi1)")
         + ("" if acc.dma_queue == 1 else f", {acc.dma_queue} read commands in flight a loader"),
         "",
     ]

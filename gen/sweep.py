@@ -157,7 +157,7 @@ class SweepSpace:
 
     tn: tuple[int, ...] = (8, 16, 32, 64)
     tm: tuple[int, ...] = (32, 64, 128, 256)
-    td: tuple[int, ...] = (1, 2, 4)
+    td: tuple[int, ...] = (1, 2, 3, 4)
     tr: tuple[int, ...] = (7, 8, 14, 16)
     tc: tuple[int, ...] = (7, 8, 14, 16)
     unroll_td: tuple[bool, ...] = (False, True)
