@@ -143,12 +143,6 @@ class PortMap:
         return self.axi_ports
 
     @property
-    def writes(self) -> tuple[int, ...]:
-        """The ports with a write engine: port 0 (stores, cycle entries, pool lane 0) and, with
-        two pool lanes, port 1 (pool lane 1)."""
-        return tuple(range(self.pool_lanes))
-
-    @property
     def weight_loader(self) -> bool:
         """Whether the weight tiles have a loader (and read engine) of their own."""
         return self.weights != 0

@@ -43,14 +43,15 @@ cores:
 
 
 def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int = 16,
-                            net: str = SMALL_NET) -> Path:
+                            net: str = SMALL_NET, axi_ports: int = 1) -> Path:
     """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``
-    (created if missing); return the accelerator file's path."""
+    (created if missing), with ``axi_ports`` AXI ports; return the accelerator file's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.yaml").write_text(net % {"B": B})
     path = folder / "acc.yaml"
-    path.write_text(SMALL_ACC % {"B": B, "tn": tn, "tm": tm})
+    text = SMALL_ACC % {"B": B, "tn": tn, "tm": tm}
+    path.write_text(text + (f"axi_ports: {axi_ports}\n" if axi_ports != 1 else ""))
     return path
 
 
@@ -95,9 +96,7 @@ layers:
 def write_fc_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` and two AXI ports on :data:`FC_NET` (see
     :func:`write_small_accelerator`)."""
-    path = write_small_accelerator(folder, tn=32, tm=32, net=FC_NET)
-    path.write_text(path.read_text() + "axi_ports: 2\n")
-    return path
+    return write_small_accelerator(folder, tn=32, tm=32, net=FC_NET, axi_ports=2)
 
 
 #: A pool pass on two lanes (``axi_ports: 2``): p1 (3 -> 48 channels, three slot groups: a
@@ -120,9 +119,7 @@ layers:
 def write_pool_lanes_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` and two AXI ports on
     :data:`POOL_LANES_NET` (see :func:`write_small_accelerator`)."""
-    path = write_small_accelerator(folder, tn=32, tm=32, net=POOL_LANES_NET)
-    path.write_text(path.read_text() + "axi_ports: 2\n")
-    return path
+    return write_small_accelerator(folder, tn=32, tm=32, net=POOL_LANES_NET, axi_ports=2)
 
 
 def write_dfold_accelerator(folder: Path) -> Path:

@@ -109,9 +109,7 @@ def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
 @pytest.fixture(scope="module")
 def two_ports(tmp_path_factory, small_accelerator):
     root = tmp_path_factory.mktemp("accel2")
-    path = small_accelerator(root)
-    path.write_text(path.read_text() + "axi_ports: 2\n")
-    acc = load_accelerator(path)
+    acc = load_accelerator(small_accelerator(root, axi_ports=2))
     image = compile_network(acc, seed=3, base=0x10000)
     image.save(root / "image")
     return acc, image, root

@@ -151,12 +151,11 @@ def test_the_pool_pass_moves_every_group_through_the_chain(case, lanes):
                                               case.desc.pool_padding[a])
 
 
-def _check_lanes(pairs, rds, wrs, data, lanes, groups=None):
-    """Lane k read and wrote the boxes of groups k, k + lanes, ... (of the first ``groups``)
-    in order, each pooled map its own group's beats."""
-    groups = len(pairs) if groups is None else groups
+def _check_lanes(pairs, rds, wrs, data, lanes):
+    """Lane k read and wrote the boxes of groups k, k + lanes, ... in order, each pooled map
+    its own group's beats."""
     for k in range(lanes):
-        mine = list(range(k, groups, lanes))
+        mine = list(range(k, len(pairs), lanes))
         assert rds[k].boxes == [pairs[g][0] for g in mine]
         assert wrs[k].boxes == [pairs[g][1] for g in mine]
         for g, beats in zip(mine, wrs[k].written, strict=True):
