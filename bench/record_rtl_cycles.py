@@ -69,7 +69,9 @@ class Case:
 #: (``FLAG_DFOLD``: two write boxes per tile); ``small_q2``, ``kinds_2ports_q2`` and
 #: ``fc_2ports_q2``: ``small``, ``kinds_2ports`` and ``fc_2ports`` with a command queue of two
 #: (``dma_queue: 2``); ``pool_lanes``: a pool pass of three slot groups on two lanes (two
-#: ports) and a 1x1x1 stride-2 conv reading its input subsampled.
+#: ports) and a 1x1x1 stride-2 conv reading its input subsampled; ``trim``: ResNet-18's stage 4
+#: in small, its 3x3x3 kernels trimmed to the taps that read the 1-deep map (two ports, queue
+#: of two, the depth loop unrolled).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -85,6 +87,7 @@ CASES: tuple[Case, ...] = (
          verilator_opt=None, axi_ports=2, dma_queue=2),
     Case("fc_2ports_q2", "write_fc_accelerator", dma_queue=2),
     Case("pool_lanes", "write_pool_lanes_accelerator"),
+    Case("trim", "write_trim_accelerator"),
 )
 
 

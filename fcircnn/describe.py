@@ -8,6 +8,7 @@ which layer.
 from __future__ import annotations
 
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
+from fcircnn.models.placement import trims_taps
 from fcircnn.models.resolve import fmt3, fmt_dims
 from fcircnn.report import format_table
 
@@ -84,4 +85,8 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} reads its 1x1x1 input as a {fmt3(run.in_shape)} map of "
                      f"{run.in_channels} channels ({fmt3(run.kernel)} weight taps per tile)")
+    for r in (r for r in acc.network.resolved if trims_taps(r)):
+        run = acc.engine_layer(r)
+        lines.append(f"  {r.name} runs its kernel trimmed to the taps that read its "
+                     f"{fmt3(r.in_shape)} input: {fmt3(run.kernel)}, padding {fmt3(run.padding)}")
     return "\n".join(lines)

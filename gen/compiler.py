@@ -121,6 +121,7 @@ from fcircnn.models.fold import (
     fold_input_slots,
     fold_post_slots,
     fold_weight_slots,
+    trim_weight_slots,
 )
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
@@ -201,8 +202,9 @@ class LayerPlan:
     with its depth taps folded into input channels
     (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`) or an fc layer reading its
     1x1x1 input as a map (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_fc_input`),
-    whose geometry the descriptor carries; ``layer`` keeps the network's view (name, dense
-    operations).
+    a 1x1x1 strided conv reading a subsampled input, or a conv with its kernel trimmed to the
+    taps that read the map (:func:`~fcircnn.models.placement.trims_taps`), whose geometry the
+    descriptor carries; ``layer`` keeps the network's view (name, dense operations).
     """
 
     layer: ResolvedLayer
@@ -224,6 +226,13 @@ class LayerPlan:
         read as a map): its weights and input move to other channels. (A subsampled input,
         :func:`~fcircnn.models.placement.subsample_steps`, keeps both.)"""
         return self.engine_layer.in_channels != self.layer.in_channels
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether the layer runs with its kernel trimmed
+        (:func:`~fcircnn.models.placement.trims_taps`): its weights are a slice of the
+        original's taps, its input is the original's."""
+        return not self.folded and self.engine_layer.kernel != self.layer.kernel
 
     @property
     def depths(self) -> int:
@@ -879,6 +888,8 @@ def compile_network(
             wq_re, wq_im = fold_fc_weight_slots(ql.wq_re, ql.wq_im, B)
         elif lp.folded:
             wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im, lp.depths, layer.stride[0])
+        elif lp.trimmed:
+            wq_re, wq_im = trim_weight_slots(ql.wq_re, ql.wq_im, layer)
         else:
             wq_re, wq_im = ql.wq_re, ql.wq_im
         blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B,

@@ -22,6 +22,11 @@ Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_inpu
 <fcircnn.models.config.ResolvedLayer.fold_fc_input>`): the engine reads the same bytes as a
 ``(1, 4, 4)`` map of a sixteenth of the channels, so only the weight blocks move
 (:func:`fold_fc_weight_slots`); the sums are again the same.
+
+Trimmed kernels (:meth:`ResolvedLayer.trim_taps
+<fcircnn.models.config.ResolvedLayer.trim_taps>`): a conv whose kernel has taps that read
+padding for every output voxel runs without them; its weights are the kept taps' slice of the
+original's (:func:`trim_weight_slots`), its input is the original's.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from .config import ResolvedLayer
 from .quant import PostParams
 from .resolve import FC_FOLD_SHAPE
 
-__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_weight_slots"]
+__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_weight_slots",
+           "trim_weight_slots"]
 
 
 def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
@@ -129,4 +135,28 @@ def fold_fc_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, block_size: int
         grouped = part.reshape(p, q // (positions * per_group), positions, per_group, half)
         moved = grouped.transpose(0, 1, 3, 4, 2)
         out.append(moved.reshape(p, q // positions, half, *FC_FOLD_SHAPE))
+    return out[0], out[1]
+
+
+def trim_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, layer: ResolvedLayer
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` of conv ``layer`` to those of its trimmed
+    kernel (:meth:`ResolvedLayer.trim_taps <fcircnn.models.config.ResolvedLayer.trim_taps>`):
+    the taps of :meth:`~fcircnn.models.config.ResolvedLayer.useful_taps` on each axis.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not ``layer``'s weight slots (kernel axes other than its kernel), or
+        ``layer`` is not a conv.
+    """
+    kept = layer.useful_taps()
+    out = []
+    for part in (wq_re, wq_im):
+        part = np.asarray(part)
+        if part.ndim != 6 or part.shape[3:] != layer.kernel:
+            raise ValueError(f"layer {layer.name!r}: weight slots [P, Q, B/2, "
+                             f"{', '.join(map(str, layer.kernel))}] expected, not {part.shape}")
+        (d0, d1), (r0, r1), (c0, c1) = ((r.start, r.stop) for r in kept)
+        out.append(part[..., d0:d1, r0:r1, c0:c1])
     return out[0], out[1]

@@ -7,8 +7,9 @@ when its input leaves input blocks of its core idle (:func:`folds_input`), and p
 output depths into output channels when it leaves half the output lanes idle
 (:func:`folded_depths`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
 its core's buffers already hold such a kernel (:func:`folds_fc_input`); a 1x1x1 strided conv
-reads only the planes and rows it uses (:func:`subsample_steps`); :func:`engine_layer` is the
-layer as the engine runs it.
+reads only the planes and rows it uses (:func:`subsample_steps`); a conv whose kernel has taps
+that read padding only drops them (:func:`trims_taps`); :func:`engine_layer` is the layer as the
+engine runs it.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps"]
+           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps", "trims_taps"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -155,16 +156,29 @@ def subsample_steps(layer: ResolvedLayer) -> tuple[int, int]:
     return layer.stride[0], layer.stride[1]
 
 
+def trims_taps(layer: ResolvedLayer) -> bool:
+    """Whether the engine runs conv ``layer`` with its kernel trimmed to its
+    :meth:`~.resolve.ResolvedLayer.useful_taps` (:meth:`~.resolve.ResolvedLayer.trim_taps`):
+    some tap at an end of an axis reads padding for every output voxel (ResNet-18's stage 4:
+    a map one voxel deep keeps one depth tap of three)."""
+    if layer.kind != "conv":
+        return False
+    return any(len(r) != k for r, k in zip(layer.useful_taps(), layer.kernel, strict=True))
+
+
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths)
     folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, its
-    input subsampled if :func:`subsample_steps` says so, else itself. It runs on
+    input subsampled if :func:`subsample_steps` says so, its kernel trimmed if
+    :func:`trims_taps`, else itself (one of these at most, in that order). It runs on
     ``core_for(layer)`` of the original layer."""
     if folds_input(acc, layer):
         return layer.fold_depth_taps(folded_depths(acc, layer))
     if folds_fc_input(acc, layer):
         return layer.fold_fc_input()
-    return layer.subsample_input() if subsample_steps(layer) != (1, 1) else layer
+    if subsample_steps(layer) != (1, 1):
+        return layer.subsample_input()
+    return layer.trim_taps() if trims_taps(layer) else layer
 
 
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:

@@ -217,6 +217,58 @@ class ResolvedLayer:
         (d, h, w), (sd, sr, sc) = self.in_shape, self.stride
         return replace(self, in_shape=(-(-d // sd), -(-h // sr), w), stride=(1, 1, sc))
 
+    def useful_taps(self) -> tuple[range, range, range]:
+        """Per axis ``(d, r, c)``, the kernel taps this conv keeps when its taps are trimmed
+        (:meth:`trim_taps`): every tap of the axis, or the taps from the first to the last one
+        that reads inside the input map for at least one output voxel.
+
+        Output ``o`` of an axis with input size ``I``, stride ``s`` and padding ``p`` reads
+        input ``o*s + k - p`` at tap ``k``; a tap outside ``[max(0, p - (O-1)*s), min(K-1,
+        p + I - 1)]`` reads padding for every output ``o < O``, so each of its products is
+        zero. An axis is trimmed only if the kept taps, with padding reduced by the number of
+        leading taps dropped, give the same output size by the layer rule ``(I + 2p - K) // s
+        + 1`` and keep the padding below the kernel: ResNet-18's stage 4 (a 1x4x4 map, 3x3x3
+        kernel, padding 1) keeps depth tap 1 of 3, a 2-deep map at stride 2 taps 1-2.
+
+        Raises
+        ------
+        ValueError
+            If the layer is not a conv.
+        """
+        if self.kind != "conv":
+            raise ValueError(f"layer {self.name!r}: only a conv trims its kernel taps, not "
+                             f"a {self.kind} layer")
+        kept = []
+        for size, out, k, s, p in zip(self.in_shape, self.conv_shape, self.kernel, self.stride,
+                                      self.padding, strict=True):
+            first, last = max(0, p - (out - 1) * s), min(k - 1, p + size - 1)
+            k2, p2 = last - first + 1, p - first
+            same = _window_out(size, k2, s, p2) == out and p2 < k2
+            kept.append(range(first, last + 1) if same else range(k))
+        return kept[0], kept[1], kept[2]
+
+    def trim_taps(self) -> ResolvedLayer:
+        """This conv with only its :meth:`useful_taps`: kernel the kept taps' extent, padding
+        reduced by the leading taps dropped; input, output, stride and post-processing are the
+        original's. The dropped taps multiply padding only, so the trimmed layer's integer
+        accumulators equal the original's exactly; it reads smaller input boxes, fewer weight
+        bytes and takes fewer PE beats (:func:`fcircnn.models.fold.trim_weight_slots` moves
+        the weights). Its ``dense_ops`` are not the network's: throughput figures use the
+        original layer (:attr:`fcircnn.gen.compiler.LayerPlan.layer`).
+
+        Raises
+        ------
+        ValueError
+            If the layer is not a conv or keeps every tap.
+        """
+        kept = self.useful_taps()
+        if all(len(r) == k for r, k in zip(kept, self.kernel, strict=True)):
+            raise ValueError(f"layer {self.name!r}: every kernel tap reads the input map; "
+                             f"there is nothing to trim")
+        return replace(self, kernel=tuple(len(r) for r in kept),
+                       padding=tuple(p - r.start for p, r in zip(self.padding, kept,
+                                                                 strict=True)))
+
     def fold_fc_input(self) -> ResolvedLayer:
         """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.
 

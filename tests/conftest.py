@@ -122,6 +122,35 @@ def write_pool_lanes_accelerator(folder: Path) -> Path:
     return write_small_accelerator(folder, tn=32, tm=32, net=POOL_LANES_NET, axi_ports=2)
 
 
+#: ResNet-18's stage 4 in small, on maps one voxel deep: t1 (3x3x3, stride 2) maps a 2-deep
+#: input to a 1-deep output, so its depth tap 0 reads padding only (kernel trimmed to 2x3x3,
+#: depth padding 0); t2 and t3 (3x3x3, padding 1) on the 1x4x4 map keep depth tap 1 alone
+#: (1x3x3), t3 with a residual; two input and two output channel tiles of ``Tn = Tm = 32``
+#: each (:func:`fcircnn.models.placement.trims_taps`). An fc layer ends it.
+TRIM_NET = """
+name: trim
+input: {channels: 64, depth: 2, height: 8, width: 8}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: t1, type: conv, out_channels: 64, kernel: 3, stride: 2, padding: 1, cbn: true,
+     crelu: true}                                                 # 2x8x8 -> 1x4x4
+  - {name: t2, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
+  - {name: t3, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true,
+     residual: t1}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+def write_trim_accelerator(folder: Path) -> Path:
+    """The small accelerator with ``Tn = Tm = 32``, the depth loop unrolled, two AXI ports and
+    a command queue of two (ResNet-18's best configuration in small) on :data:`TRIM_NET`."""
+    path = write_small_accelerator(folder, tn=32, tm=32, net=TRIM_NET, axi_ports=2)
+    path.write_text(path.read_text().replace("unroll: [tn, tm]", "unroll: [td, tn, tm]")
+                    + "dma_queue: 2\n")
+    return path
+
+
 def write_dfold_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16 output
     channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths

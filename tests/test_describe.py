@@ -30,3 +30,8 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     fc = [r.name for r in acc.network.resolved if acc.folds_fc_input(r)]
     assert fc == (["fc7", "fc8"] if name.startswith("c3d") else [])
     assert all(f"{n} reads its 1x1x1 input as a 1x4x4 map" in text for n in fc)
+    trimmed = {"l4b1_conv1": "2x7x7 input: 2x3x3", "l4b1_conv2": "1x4x4 input: 1x3x3",
+               "l4b2_conv1": "1x4x4 input: 1x3x3", "l4b2_conv2": "1x4x4 input: 1x3x3"}
+    for n, run in (trimmed if name.startswith("r3d18") else {}).items():
+        assert f"{n} runs its kernel trimmed to the taps that read its {run}" in text
+    assert ("trimmed" in text) == name.startswith("r3d18")

@@ -1,6 +1,7 @@
 """Depth-tap folding of the first layer (:mod:`fcircnn.models.fold`,
 ``ResolvedLayer.fold_depth_taps``, ``AcceleratorConfig.folds_input`` and
-``AcceleratorConfig.folded_depths``).
+``AcceleratorConfig.folded_depths``), fc inputs read as maps, subsampled inputs and trimmed
+kernels (``ResolvedLayer.trim_taps``).
 
 The decisive property: the folded layer's integer accumulators equal the original's exactly,
 for strides, paddings and kernels of every size the engine runs, on random and extreme data.
@@ -24,6 +25,7 @@ from fcircnn.models.fold import (
     fold_input_slots,
     fold_post_slots,
     fold_weight_slots,
+    trim_weight_slots,
 )
 from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.quant import PostParams
@@ -316,3 +318,83 @@ def test_which_layers_subsample_their_input():
         assert subsample_steps(layer) == (1, 1)
         with pytest.raises(ValueError, match="subsampled input"):
             layer.subsample_input()
+
+
+@pytest.mark.parametrize("kernel, stride, padding, in_shape, kept", [
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 4, 4), ((1, 2), (0, 3), (0, 3))),  # ResNet-18 stage 4
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1), (2, 8, 8), ((1, 3), (0, 3), (0, 3))),  # l4b1_conv1
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 2), ((1, 2), (1, 2), (0, 3))),  # two axes
+    ((5, 3, 3), (1, 1, 1), (2, 1, 1), (2, 3, 3), ((1, 4), (0, 3), (0, 3))),  # both ends
+    ((7, 7, 7), (1, 2, 2), (3, 3, 3), (2, 9, 9), ((2, 5), (0, 7), (0, 7))),  # deep kernel
+])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_trimmed_kernels_compute_the_original_accumulators(kernel, stride, padding, in_shape,
+                                                           kept, data):
+    """The kept taps with their weight slice and reduced padding: the same sums on the same
+    input (a tap kept wrongly or a padding off by one moves a product and fails)."""
+    layer = _conv_layer(kernel, stride, padding, in_shape, channels=16)
+    assert tuple((r.start, r.stop) for r in layer.useful_taps()) == kept
+    trimmed = layer.trim_taps()
+    assert trimmed.kernel == tuple(b - a for a, b in kept)
+    assert trimmed.padding == tuple(p - a for p, (a, _) in zip(padding, kept, strict=True))
+    assert (trimmed.conv_shape, trimmed.in_shape) == (layer.conv_shape, layer.in_shape)
+    rng = np.random.default_rng(sum(kernel) + sum(in_shape))
+    slots, q = layer.padded_in_channels // 2, layer.padded_in_channels // 8
+    shapes = [(slots, *in_shape), (slots, *in_shape), (2, q, 4, *kernel), (2, q, 4, *kernel)]
+    if data == "random":
+        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
+    else:
+        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    tw = trim_weight_slots(wr, wi, layer)
+    assert tw[0].shape == (2, q, 4, *trimmed.kernel)
+    want = conv3d_slots_int(xr, xi, wr, wi, layer.stride, layer.padding)
+    got = conv3d_slots_int(xr, xi, *tw, trimmed.stride, trimmed.padding)
+    assert want[0].shape == got[0].shape
+    assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+
+
+@pytest.mark.parametrize("kernel, stride, padding, in_shape", [
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (2, 4, 4)),   # every tap reads the map somewhere
+    ((1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1)),   # nothing to drop
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1), (3, 5, 5)),   # tap 0 is used by the first output
+])
+def test_a_kernel_whose_taps_all_read_the_map_is_not_trimmed(kernel, stride, padding, in_shape):
+    from fcircnn.models.placement import trims_taps
+    layer = _conv_layer(kernel, stride, padding, in_shape, channels=16)
+    assert [len(r) for r in layer.useful_taps()] == list(kernel)
+    assert not trims_taps(layer)
+    with pytest.raises(ValueError, match="nothing to trim"):
+        layer.trim_taps()
+
+
+def test_an_axis_whose_trim_would_change_the_output_size_keeps_its_taps():
+    """A 1-wide map with padding 2 under a 3-tap kernel: only tap 2 reads it, but a 1-tap
+    kernel without padding would give one output where the layer has three (its outputs 0
+    and 2 read padding only); the axis keeps every tap."""
+    layer = _conv_layer((3, 3, 3), (1, 1, 1), (2, 1, 1), (1, 4, 4), channels=16)
+    assert layer.conv_shape[0] == 3
+    assert layer.useful_taps()[0] == range(3)
+
+
+def test_which_layers_trim_their_kernels():
+    """ResNet-18's stage 4 (a map one voxel deep): l4b1_conv1 keeps depth taps 1-2, the other
+    three 3x3x3 convs depth tap 1; no C3D layer; the engine runs the trimmed layer, and the
+    compiler a slice of its weights; fc and gap layers are refused by name."""
+    from fcircnn.models.placement import trims_taps
+    want = {"l4b1_conv1": (2, 3, 3), "l4b1_conv2": (1, 3, 3), "l4b2_conv1": (1, 3, 3),
+            "l4b2_conv2": (1, 3, 3)}
+    for name, trims in (("r3d18", want), ("c3d", {})):
+        acc = load_accelerator(builtin_path(f"{name}_zcu102"))
+        got = {r.name: acc.engine_layer(r).kernel for r in acc.network.resolved
+               if trims_taps(r)}
+        assert got == trims
+        for r in acc.network.resolved:
+            if r.name in trims:
+                assert acc.engine_layer(r) == r.trim_taps()
+            if r.kind != "conv":
+                with pytest.raises(ValueError, match="only a conv trims"):
+                    r.useful_taps()
+    layer = _conv_layer((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 4, 4), channels=16)
+    bad = np.zeros((2, 2, 4, 3, 3, 1))
+    with pytest.raises(ValueError, match="weight slots"):
+        trim_weight_slots(bad, bad, layer)

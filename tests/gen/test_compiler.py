@@ -30,7 +30,7 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
     LayerDescriptor,
 )
-from fcircnn.arch.geometry import pool_fuses
+from fcircnn.arch.geometry import CoreGeometry, pool_fuses
 from fcircnn.cli import main
 from fcircnn.gen.compiler import (
     ALIGN,
@@ -792,6 +792,29 @@ def test_strided_pointwise_conv_reads_a_subsampled_input(tmp_path, small_acceler
     assert d.in_shape == (-(-D // stride[0]), -(-H // stride[1]), W)
     assert d.stride == (1, 1, stride[2]) and d.conv_shape == s.conv_shape
     assert not image.plan.layers[1].folded
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
+
+
+def test_trimmed_kernels_reproduce_the_golden_contract(tmp_path, small_accelerator):
+    """Convs on a map one voxel deep (ResNet-18's stage 4) run with the taps that read it: the
+    descriptor carries the trimmed kernel and padding, the weight image only the kept taps'
+    slice; decoded from the bytes alone every layer equals the golden integer contract."""
+    net = _net("  - {name: a, type: conv, out_channels: 16, kernel: 3, stride: 2, padding: 1}\n"
+               "  - {name: b, type: conv, out_channels: 16, kernel: 3, padding: 1,"
+               " residual: a}\n",
+               "{channels: 16, depth: 2, height: 2, width: 8}", classes=16)
+    acc = load_accelerator(small_accelerator(tmp_path, net=net))
+    image = compile_network(acc, seed=8)
+    a, b = image.plan.layers
+    assert (a.descriptor.kernel, a.descriptor.padding) == ((2, 2, 3), (0, 0, 1))
+    assert (b.descriptor.kernel, b.descriptor.padding) == ((1, 1, 3), (0, 0, 1))
+    assert a.trimmed and b.trimmed and not a.folded
+    taps = [math.prod(lp.descriptor.kernel) for lp in (a, b)]
+    assert [lp.descriptor.weight_bytes for lp in (a, b)] == [
+        CoreGeometry.of(acc.cores[0], 8).weight_tile_beats(t) * 16 for t in taps]
     outputs = _execute(image.data, image.base, image.desc_ptr, acc)
     for layer in acc.network.resolved:
         for c in (0, 1):

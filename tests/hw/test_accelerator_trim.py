@@ -1,0 +1,54 @@
+"""Trimmed kernels on the accelerator top level in cocotb: conv layers whose kernel taps at an
+end of an axis read padding for every output voxel run without them
+(:func:`~fcircnn.models.placement.trims_taps`), bit-exact under random AXI back-pressure on
+both ports.
+
+The network (``tests/conftest.py``, ``TRIM_NET``) is ResNet-18's stage 4 in small: ``t1``
+(3x3x3, stride 2, a 2-deep input to a 1-deep output) runs as a 2x3x3 kernel without depth
+padding, ``t2`` and ``t3`` (3x3x3 on a 1x4x4 map, ``t3`` with a residual) as 1x3x3 kernels;
+their weights are the kept taps' slice (:func:`~fcircnn.models.fold.trim_weight_slots`), their
+inputs the network's maps. The core unrolls the depth loop and has two AXI ports and a command
+queue of two, as the ResNet-18 best configuration. Its cycles are recorded as ``trim``
+(``bench/record_rtl_cycles.py``).
+"""
+
+import pytest
+from conftest import write_trim_accelerator
+
+from fcircnn.gen.compiler import compile_network
+from fcircnn.models.config import load_accelerator
+
+#: One worker runs this module (its Verilator build): see pyproject.toml.
+pytestmark = pytest.mark.xdist_group("accelerator_trim")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trim")
+    acc = load_accelerator(write_trim_accelerator(root))
+    image = compile_network(acc, seed=23, base=0x10000)
+    image.save(root / "image")
+    return acc, image, root
+
+
+def test_the_compiler_runs_trimmed_kernels_with_their_taps_weights_only(compiled):
+    _, image, _ = compiled
+    plans = {lp.layer.name: lp for lp in image.plan.layers}
+    kernels = {name: (lp.descriptor.kernel, lp.descriptor.padding) for name, lp in plans.items()}
+    assert kernels == {"t1": ((2, 3, 3), (0, 1, 1)), "t2": ((1, 3, 3), (0, 1, 1)),
+                       "t3": ((1, 3, 3), (0, 1, 1)), "fc": ((1, 4, 4), (0, 0, 0))}
+    assert [name for name, lp in plans.items() if lp.trimmed] == ["t1", "t2", "t3"]
+    # Two by two weight tiles of Tm x Tn = 32 x 32 channels: 4 x 4 blocks of 4 slots, 2 bytes.
+    tile_tap = 4 * 4 * 4 * 2
+    assert [plans[n].descriptor.weight_bytes for n in ("t1", "t2", "t3")] == [
+        4 * tile_tap * taps for taps in (18, 9, 9)]
+
+
+def test_trimmed_kernels_are_bit_exact_under_backpressure(compiled, run_image):
+    acc, image, root = compiled
+    doc = run_image(acc, root, "trim", backpressure=0.3, latency=4, seed=29)
+    assert doc["status"] == "done" and doc["passed"], doc.get("message")
+    assert [layer["name"] for layer in doc["layers"]] == [
+        lp.layer.name for lp in image.plan.layers]
+    for layer in doc["layers"]:
+        assert layer["passed"] and layer["mismatches"] == 0, layer
