@@ -181,6 +181,9 @@ class EngineTiming:
         The same for the sequencer's descriptor fetch, which drives the DMA directly = 2.
     read_status : int
         Last R beat to the loader's next decision: status register, status handshake = 3.
+    zero_setup : int
+        Read command handshake to the first zero beat of a box that starts with padding (the
+        walker's zero run needs no AR: handshake, walker start) = 2.
     row_cycles : int
         Box walker cycles per row of a box (row set-up + burst) = 2.
     write_setup : int
@@ -215,6 +218,7 @@ class EngineTiming:
     read_setup: int = 3
     fetch_setup: int = 2
     read_status: int = 3
+    zero_setup: int = 2
     row_cycles: int = 2
     write_setup: int = 4
     write_status: int = 3
@@ -361,13 +365,19 @@ def gops_per_dsp(gops: float, dsp: int) -> float:
 
 
 def _read_last(mem: MemoryModel, t: EngineTiming, cmd: float, n: int, rows: int,
-               burst_rows: int, gaps: int, setup: int | None = None) -> float:
+               burst_rows: int, gaps: int, setup: int | None = None, lead: int = 0) -> float:
     """Cycle of the last delivered beat of a read command handshaken at ``cmd``: ``n`` beats
     in ``rows`` walker rows, ``burst_rows`` of them with bus reads, ``gaps`` of those not
-    continuing the previous burst (each served ``burst_latency`` after the one before)."""
+    continuing the previous burst (each served ``burst_latency`` after the one before);
+    ``lead`` zero beats (padding) before the first bus beat, delivered while the first burst
+    is on its way (from ``zero_setup`` after the command on)."""
     g = mem.burst_latency
     setup = t.read_setup if setup is None else setup
     first = cmd + setup + mem.read_latency + (g if gaps else 0)
+    if lead:
+        # The beats after the leading zeros start with the first burst's data, or after the
+        # zeros if they take longer than its latency.
+        first = max(first, cmd + t.zero_setup + lead) - lead
     # Rows are issued every row_cycles (or every burst_latency when the memory serves each
     # non-continuing burst that late); a row shorter than that spacing leaves bubbles.
     spacing = max(t.row_cycles, g if gaps > 1 else 0)
@@ -395,6 +405,14 @@ class _Axis(Span):
     output extent."""
 
     ext: int
+
+
+def _leading_zeros(ad: Span, ah: Span, aw: Span) -> int:
+    """Zero beats of a one-group box (axes ``ad``, ``ah``, ``aw``) before its first bus beat:
+    its leading padding planes, then rows, then voxels (all of it if it has no bus beat)."""
+    if not (ad.length and ah.length and aw.length):
+        return 0
+    return (ad.pre * ah.total + ah.pre) * aw.total + aw.pre
 
 
 def _axis_runs(d: LayerDescriptor, a: int) -> list[tuple[_Axis, int]]:
@@ -521,13 +539,14 @@ class _Conv:
         self.nstate = _NSTATE + sum(q.slots for q in self.queues.values())
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
-              burst_rows: int, gaps: int) -> tuple[float, float]:
+              burst_rows: int, gaps: int, lead: int = 0) -> tuple[float, float]:
         """One read command of loader ``who`` deciding at ``dec``, its buffer free at
         ``gate``: returns the loader's next decision cycle and the read's last beat (one at a
         time: ``read_status`` after it; with a queue: the cycle after the handshake)."""
         mem, t = self.mem, self.t
         if not self.queues:
-            last = _read_last(mem, t, max(dec, gate) + 1, n, rows, burst_rows, gaps)
+            last = _read_last(mem, t, max(dec, gate) + 1, n, rows, burst_rows, gaps,
+                              lead=lead)
             return last + t.read_status, last
         q = self.queues[who]
         cmd = max(q.wait(s, max(dec, gate), dest) + 1, s[q.walk])
@@ -535,7 +554,8 @@ class _Conv:
         # them, its later bursts are served in turn (the row bubbles of _read_last).
         after = (_read_last(mem, t, 0, n, rows, burst_rows, gaps, setup=0) - mem.read_latency
                  - (mem.burst_latency if gaps else 0))
-        last = max(_read_last(mem, t, cmd, n, rows, burst_rows, gaps), s[q.r_end] + 1 + after)
+        last = max(_read_last(mem, t, cmd, n, rows, burst_rows, gaps, lead=lead),
+                   s[q.r_end] + 1 + after)
         s[q.r_end], s[q.walk] = last, cmd + 1 + rows * t.row_cycles
         q.push(s, dest, last + t.read_status)
         return cmd + 1, last
@@ -589,7 +609,7 @@ class _Conv:
                     ad.length if ah.length != d.in_shape[1] else 1))
                 acc[2] += bus_rows * aw.length * _BEAT
                 return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
-                                  gaps)
+                                  gaps, lead=_leading_zeros(ad, ah, aw))
 
             if self.i_split:
                 # lower half on the input loader, upper half on the weight loader (two cycles
