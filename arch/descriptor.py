@@ -112,6 +112,9 @@ DESCRIPTOR_BYTES = 256
 #: ``op``: convolution (also fully connected layers: the conv over the whole map).
 OP_CONV = 0
 #: ``op``: global average pooling, executed as a conv with block-diagonal identity weights.
+#: With an output depth ``k > 1`` its input is a one-plane map read as ``k`` planes of one
+#: channel tile (:meth:`fcircnn.models.config.ResolvedLayer.view_gap_input`): the map it
+#: writes is the ``1 x 1 x 1`` map of ``k * out_slots`` slots (:func:`stored_map`).
 OP_GAP = 1
 #: ``op``: a pool pass (CMaxPool over a whole map, no PE array).
 OP_POOL = 2
@@ -139,13 +142,18 @@ DFOLD_DEPTHS = 2
 _FLAGS_MASK = 0xFF
 
 
-def stored_map(flags: int, out_slots: int, out_shape: Vec3) -> tuple[int, Vec3]:
+def stored_map(flags: int, out_slots: int, out_shape: Vec3, op: int = OP_CONV
+               ) -> tuple[int, Vec3]:
     """Slots and ``D, H, W`` of the map a descriptor with these fields writes at
-    ``out_base``: ``out_slots`` x ``out_shape``, or with :data:`FLAG_DFOLD` the unfolded map
-    of ``out_slots / 2`` slots and twice the depth."""
+    ``out_base``: ``out_slots`` x ``out_shape``; with :data:`FLAG_DFOLD` the unfolded map of
+    ``out_slots / 2`` slots and twice the depth; for an :data:`OP_GAP` descriptor of output
+    depth ``k > 1`` (whole slot groups) the ``1 x 1 x 1`` map of ``k * out_slots`` slots, the
+    same bytes."""
     if flags & FLAG_DFOLD:
         d, h, w = out_shape
         return out_slots // DFOLD_DEPTHS, (d * DFOLD_DEPTHS, h, w)
+    if op == OP_GAP and out_shape[0] > 1:
+        return out_slots * out_shape[0], (1, 1, 1)
     return out_slots, tuple(out_shape)
 
 # (field, struct code, count) in byte order; vectors are (d, h, w) tuples.
@@ -296,7 +304,7 @@ class LayerDescriptor:
     def stored_output(self) -> tuple[int, Vec3]:
         """Slots and ``D, H, W`` of the map the descriptor writes at ``out_base``
         (:func:`stored_map`)."""
-        return stored_map(self.flags, self.out_slots, self.out_shape)
+        return stored_map(self.flags, self.out_slots, self.out_shape, self.op)
 
     @property
     def last(self) -> bool:

@@ -8,7 +8,7 @@ which layer.
 from __future__ import annotations
 
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
-from fcircnn.models.placement import trims_taps
+from fcircnn.models.placement import trims_taps, views_gap
 from fcircnn.models.resolve import fmt3, fmt_dims
 from fcircnn.report import format_table
 
@@ -89,4 +89,8 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} runs its kernel trimmed to the taps that read its "
                      f"{fmt3(r.in_shape)} input: {fmt3(run.kernel)}, padding {fmt3(run.padding)}")
+    for r in (r for r in acc.network.resolved if views_gap(acc, r)):
+        run = acc.engine_layer(r)
+        lines.append(f"  {r.name} reads its {r.padded_in_channels} channels as "
+                     f"{run.in_shape[0]} planes of {run.in_channels}: one channel tile")
     return "\n".join(lines)

@@ -53,8 +53,14 @@ Global average pooling is lowered to a conv over the whole map (kernel = input s
 no padding) with block-diagonal identity weights: slot 0 of a diagonal block pair is ``1 + 1i``
 (component-wise product: ``re*1``, ``im*1``), slots ``k >= 1`` are ``1 + 0i``, every other pair
 0. Its accumulator is the voxel sum the golden model requantizes, so its post parameters are the
-quantized network's unchanged. A fully connected layer is the conv whose kernel covers the input
-map (channel-minor flatten, as in the golden model).
+quantized network's unchanged. On a map one plane deep whose channels are several of its core's
+``Tn`` (:func:`~fcircnn.models.placement.views_gap`) it reads the map as ``k`` planes of one
+channel tile: one weight tile of identity blocks, the post records of one plane's slots
+(:func:`~fcircnn.models.fold.view_gap_post_slots`), its ``k x 1 x 1`` output the bytes of the
+network's ``1 x 1 x 1`` map. A conv whose kernel taps at an end of an axis read padding only
+runs without them (:func:`~fcircnn.models.placement.trims_taps`): its weight image holds the
+kept taps (:func:`~fcircnn.models.fold.trim_weight_slots`). A fully connected layer is the
+conv whose kernel covers the input map (channel-minor flatten, as in the golden model).
 
 Post-parameter table (per layer)
 --------------------------------
@@ -122,6 +128,7 @@ from fcircnn.models.fold import (
     fold_post_slots,
     fold_weight_slots,
     trim_weight_slots,
+    view_gap_post_slots,
 )
 from fcircnn.models.layout import SLOTS_PER_BEAT, ncdhw8_size, pack_ncdhw8
 from fcircnn.models.network import (
@@ -882,8 +889,9 @@ def compile_network(
     B = acc.block_size
     for lp in plan.layers:
         layer, ql, d = lp.layer, qnet.layers[lp.layer.name], lp.descriptor
-        if layer.kind == "gap":
-            wq_re, wq_im = gap_weight_slots(layer.padded_in_channels // B, B, layer.kernel)
+        if layer.kind == "gap":  # the engine layer's blocks (one channel tile if viewed)
+            run = lp.engine_layer
+            wq_re, wq_im = gap_weight_slots(run.padded_in_channels // B, B, run.kernel)
         elif lp.folded and layer.kind == "fc":
             wq_re, wq_im = fold_fc_weight_slots(ql.wq_re, ql.wq_im, B)
         elif lp.folded:
@@ -897,7 +905,14 @@ def compile_network(
         assert len(blob) == d.weight_bytes
         put(d.weight_base, blob)
         try:
-            post = fold_post_slots(ql.post, lp.depths) if lp.depths > 1 else ql.post
+            post = ql.post
+            if lp.depths > 1:
+                post = fold_post_slots(post, lp.depths)
+            elif layer.kind == "gap" and lp.folded:
+                try:
+                    post = view_gap_post_slots(post, lp.engine_layer.padded_out_channels // 2)
+                except ValueError as exc:
+                    raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
             put(d.post_base, pack_post_table(post, records=d.m_tiles * lp.core.tm // 2))
         except OverflowError as exc:
             raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None

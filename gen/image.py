@@ -104,11 +104,11 @@ class DescriptorInfo:
     out_base : int
         Address of the map the descriptor writes (NC/8DHW8).
     out_slots : int
-        The descriptor's ``out_slots``: the map's slots (half of them with ``FLAG_DFOLD``,
-        :attr:`stored`).
+        The descriptor's ``out_slots``: the map's slots (half of them with ``FLAG_DFOLD``, a
+        ``k``-th of them for a gap layer read as ``k`` planes; :attr:`stored`).
     out_shape : (int, int, int)
         The descriptor's ``out_shape``: the map's ``D, H, W`` (half the depth with
-        ``FLAG_DFOLD``).
+        ``FLAG_DFOLD``, ``(k, 1, 1)`` for a gap layer read as ``k`` planes).
     cycles_addr : int
         Address of the descriptor's cycles entry.
     """
@@ -126,7 +126,7 @@ class DescriptorInfo:
     def stored(self) -> tuple[int, Vec3]:
         """Slots and ``D, H, W`` of the map at ``out_base``
         (:func:`~fcircnn.arch.descriptor.stored_map`)."""
-        return stored_map(self.flags, self.out_slots, self.out_shape)
+        return stored_map(self.flags, self.out_slots, self.out_shape, self.op)
 
     @property
     def out_bytes(self) -> int:

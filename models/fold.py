@@ -27,6 +27,10 @@ Trimmed kernels (:meth:`ResolvedLayer.trim_taps
 <fcircnn.models.config.ResolvedLayer.trim_taps>`): a conv whose kernel has taps that read
 padding for every output voxel runs without them; its weights are the kept taps' slice of the
 original's (:func:`trim_weight_slots`), its input is the original's.
+
+Gap layers read as planes of one channel tile (:meth:`ResolvedLayer.view_gap_input
+<fcircnn.models.config.ResolvedLayer.view_gap_input>`): the weights are the identity blocks of
+one tile, the post parameters those of one plane's slots (:func:`view_gap_post_slots`).
 """
 
 from __future__ import annotations
@@ -35,14 +39,14 @@ import math
 
 import numpy as np
 
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT
 
 from .config import ResolvedLayer
 from .quant import PostParams
 from .resolve import FC_FOLD_SHAPE
 
 __all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_weight_slots",
-           "trim_weight_slots"]
+           "trim_weight_slots", "view_gap_post_slots"]
 
 
 def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
@@ -160,3 +164,34 @@ def trim_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, layer: ResolvedLayer
         (d0, d1), (r0, r1), (c0, c1) = ((r.start, r.stop) for r in kept)
         out.append(part[..., d0:d1, r0:r1, c0:c1])
     return out[0], out[1]
+
+
+def view_gap_post_slots(post: PostParams, slots: int) -> PostParams:
+    """``post`` ``[2, S]`` of a gap layer read as ``k = S / slots`` planes of ``slots`` slots
+    (:meth:`ResolvedLayer.view_gap_input
+    <fcircnn.models.config.ResolvedLayer.view_gap_input>`) -> ``[2, slots]``: view slot ``8*g +
+    r`` applies to original slot ``8*(g*k + j) + r`` of every plane ``j``, so those must be
+    equal (per-tensor and per-bin scales are); the result holds plane 0's.
+
+    Raises
+    ------
+    ValueError
+        If ``slots`` is not whole slot groups dividing ``S``, or a parameter differs between
+        the slots one view slot stands for.
+    """
+    size = np.asarray(post.mult).shape[1]
+    if slots <= 0 or slots % SLOTS_PER_BEAT or size % slots:
+        raise ValueError(f"{size} post slots are not planes of {slots} slots in whole groups")
+    k = size // slots
+
+    def view(name, a):
+        if a is None:
+            return None
+        planes = np.asarray(a).reshape(2, slots // SLOTS_PER_BEAT, k, SLOTS_PER_BEAT)
+        if not (planes == planes[:, :, :1]).all():
+            raise ValueError(f"post parameter {name} differs between the slots of one view "
+                             f"slot (the gap's scales must be per tensor or per bin)")
+        return planes[:, :, 0].reshape(2, slots)
+
+    return PostParams(view("mult", post.mult), view("bias", post.bias),
+                      view("shift", post.shift), view("res_mult", post.res_mult))

@@ -8,7 +8,8 @@ output depths into output channels when it leaves half the output lanes idle
 (:func:`folded_depths`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
 its core's buffers already hold such a kernel (:func:`folds_fc_input`); a 1x1x1 strided conv
 reads only the planes and rows it uses (:func:`subsample_steps`); a conv whose kernel has taps
-that read padding only drops them (:func:`trims_taps`); :func:`engine_layer` is the layer as the
+that read padding only drops them (:func:`trims_taps`); a gap layer on a map one plane deep reads
+it as planes of one channel tile (:func:`views_gap`); :func:`engine_layer` is the layer as the
 engine runs it.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps", "trims_taps"]
+           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps", "trims_taps",
+           "views_gap"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -166,11 +168,27 @@ def trims_taps(layer: ResolvedLayer) -> bool:
     return any(len(r) != k for r, k in zip(layer.useful_taps(), layer.kernel, strict=True))
 
 
+def views_gap(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+    """Whether gap ``layer`` reads its input as planes of its core's ``Tn`` channels
+    (:meth:`~.resolve.ResolvedLayer.view_gap_input`): one channel tile instead of
+    ``(C/Tn)**2`` weight tiles, all but the diagonal zero (ResNet-18's 512 channels on a 1x4x4
+    map: 64 weight tiles on a ``Tn = Tm = 64`` core). The core's buffers do not grow: the kernel
+    stays ``(1, H, W)`` and the input box of a tile is ``Td`` planes of it."""
+    if layer.kind != "gap":
+        return False
+    try:
+        layer.view_gap_input(core_for(acc, layer).tn)  # states which layers view at all
+    except ValueError:
+        return False
+    return True
+
+
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths)
     folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, its
     input subsampled if :func:`subsample_steps` says so, its kernel trimmed if
-    :func:`trims_taps`, else itself (one of these at most, in that order). It runs on
+    :func:`trims_taps`, a gap layer's input read as planes of channel tiles if
+    :func:`views_gap`, else itself (one of these at most, in that order). It runs on
     ``core_for(layer)`` of the original layer."""
     if folds_input(acc, layer):
         return layer.fold_depth_taps(folded_depths(acc, layer))
@@ -178,7 +196,9 @@ def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
         return layer.fold_fc_input()
     if subsample_steps(layer) != (1, 1):
         return layer.subsample_input()
-    return layer.trim_taps() if trims_taps(layer) else layer
+    if trims_taps(layer):
+        return layer.trim_taps()
+    return layer.view_gap_input(core_for(acc, layer).tn) if views_gap(acc, layer) else layer
 
 
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:

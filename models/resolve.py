@@ -269,6 +269,46 @@ class ResolvedLayer:
                        padding=tuple(p - r.start for p, r in zip(self.padding, kept,
                                                                  strict=True)))
 
+    def view_gap_input(self, channels: int) -> ResolvedLayer:
+        """This gap layer on a map one plane deep, its ``C`` input channels read as
+        ``channels`` channels of a ``k``-plane map, ``k = C / channels``.
+
+        The bytes do not change: in NC/8DHW8 a ``(1, H, W)`` map of ``C`` channels is its
+        ``C/16`` slot groups one after the other, and the same bytes are a ``(k, H, W)`` map of
+        ``channels`` channels whose slot group ``g'`` at plane ``j`` is the original group ``g'*k
+        + j``. Pooling each plane (kernel ``(1, H, W)``, stride 1) gives a ``(k, 1, 1)`` map of
+        ``channels`` channels whose bytes are the original's ``(1, 1, 1)`` output of ``C``
+        channels (group ``g'`` at depth ``j`` is group ``g'*k + j``). The engine then runs one
+        channel tile of ``channels`` (a core's ``Tn``) instead of ``(C/Tn)**2`` weight tiles of
+        which only the diagonal is not zero. The sums are the same voxel sums: each block of a
+        slot group keeps its slots (``B <= 16``), so every block's weights are the same
+        identity block (:func:`fcircnn.gen.compiler.gap_weight_slots`) and the post
+        parameters of slot ``s`` those of every slot ``s + 8*i`` (periodic per slot group, as
+        per-tensor or per-bin scales are). ``dense_ops`` stay 0.
+
+        Raises
+        ------
+        ValueError
+            If the layer is not a gap layer on a map one plane deep, ``channels`` is not a
+            whole number of slot groups dividing the padded input channels at least twice, or
+            the block size is above a slot group.
+        """
+        d, h, w = self.in_shape
+        c = self.padded_in_channels
+        if self.kind != "gap" or d != 1:
+            raise ValueError(f"layer {self.name!r}: only a gap layer on a map one plane deep "
+                             f"reads its input as planes of channel tiles")
+        if (isinstance(channels, bool) or not isinstance(channels, int) or channels <= 0
+                or channels % SLOT_GROUP_CHANNELS or c % channels or c // channels < 2
+                or self.block_size > SLOT_GROUP_CHANNELS):
+            raise ValueError(f"layer {self.name!r}: {c} input channels (block size "
+                             f"{self.block_size}) are not read as planes of {channels!r} "
+                             f"channels (needs a multiple of {SLOT_GROUP_CHANNELS} dividing "
+                             f"them at least twice and blocks within a slot group)")
+        k = c // channels
+        return replace(self, in_channels=channels, out_channels=channels, in_shape=(k, h, w),
+                       conv_shape=(k, 1, 1), out_shape=(k, 1, 1))
+
     def fold_fc_input(self) -> ResolvedLayer:
         """This fc layer with its 1x1x1 input read as a :data:`FC_FOLD_SHAPE` map.
 

@@ -126,7 +126,9 @@ def write_pool_lanes_accelerator(folder: Path) -> Path:
 #: input to a 1-deep output, so its depth tap 0 reads padding only (kernel trimmed to 2x3x3,
 #: depth padding 0); t2 and t3 (3x3x3, padding 1) on the 1x4x4 map keep depth tap 1 alone
 #: (1x3x3), t3 with a residual; two input and two output channel tiles of ``Tn = Tm = 32``
-#: each (:func:`fcircnn.models.placement.trims_taps`). An fc layer ends it.
+#: each (:func:`fcircnn.models.placement.trims_taps`). Its gap reads the 64 channels of the
+#: 1x4x4 map as two planes of 32 (:func:`fcircnn.models.placement.views_gap`); an fc layer
+#: ends it.
 TRIM_NET = """
 name: trim
 input: {channels: 64, depth: 2, height: 8, width: 8}
@@ -138,6 +140,7 @@ layers:
   - {name: t2, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
   - {name: t3, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true,
      residual: t1}
+  - {name: gap, type: gap}
   - {name: fc, type: fc, out_channels: 10}
 """
 

@@ -16,7 +16,8 @@ def test_network_summary_lists_every_layer(name):
     assert f"{net.dense_ops / 1e9:.3f} GOP dense-equivalent" in text
 
 
-@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102", "c3d_zcu102_best"])
+@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102", "c3d_zcu102_best",
+                                  "r3d18_zcu102_best"])
 def test_accelerator_summary_lists_cores_and_placement(name):
     acc = load_accelerator(builtin_path(name))
     text = describe_accelerator(acc)
@@ -35,3 +36,6 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     for n, run in (trimmed if name.startswith("r3d18") else {}).items():
         assert f"{n} runs its kernel trimmed to the taps that read its {run}" in text
     assert ("trimmed" in text) == name.startswith("r3d18")
+    # The paper's ResNet-18 runs its gap on the Tn = 8 pointwise core: less than a slot group.
+    viewed = "gap reads its 512 channels as 8 planes of 64: one channel tile"
+    assert (viewed in text) == (name == "r3d18_zcu102_best")

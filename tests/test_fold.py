@@ -398,3 +398,50 @@ def test_which_layers_trim_their_kernels():
     bad = np.zeros((2, 2, 4, 3, 3, 1))
     with pytest.raises(ValueError, match="weight slots"):
         trim_weight_slots(bad, bad, layer)
+
+
+def _gap_layer(channels, in_shape, block_size=8):
+    base = load_accelerator(builtin_path("r3d18_zcu102")).network.resolved[-2]
+    assert base.kind == "gap"
+    return replace(base, in_channels=channels, out_channels=channels, in_shape=in_shape,
+                   kernel=in_shape, block_size=block_size)
+
+
+def test_a_gap_layer_reads_its_input_as_planes_of_a_channel_tile():
+    layer = _gap_layer(512, (1, 4, 4))
+    view = layer.view_gap_input(64)
+    assert (view.in_channels, view.in_shape, view.kernel) == (64, (8, 4, 4), (1, 4, 4))
+    assert (view.out_channels, view.conv_shape, view.out_shape) == (64, (8, 1, 1), (8, 1, 1))
+    assert view.dense_ops == layer.dense_ops == 0
+    for bad_layer, channels in ((_gap_layer(512, (2, 4, 4)), 64),   # two planes deep
+                                (layer, 512), (layer, 8), (layer, 48), (layer, True),
+                                (_gap_layer(512, (1, 4, 4), block_size=32), 64),
+                                (_conv_layer((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 4, 4)), 16)):
+        with pytest.raises(ValueError, match="planes"):
+            bad_layer.view_gap_input(channels)
+
+
+def test_which_gap_layers_read_planes():
+    """ResNet-18's gap on its best core (512 channels, Tn = 64: 8 planes); not on the paper's
+    configuration, whose gap runs on the Tn = 8 pointwise core (less than a slot group)."""
+    from fcircnn.models.placement import views_gap
+    best = load_accelerator(builtin_path("r3d18_zcu102_best"))
+    gap = best.network.resolved[-2]
+    assert views_gap(best, gap) and best.engine_layer(gap) == gap.view_gap_input(64)
+    paper = load_accelerator(builtin_path("r3d18_zcu102"))
+    assert not any(views_gap(paper, r) for r in paper.network.resolved)
+    assert not any(views_gap(best, r) for r in best.network.resolved if r.kind != "gap")
+
+
+def test_a_gap_views_post_parameters_of_one_plane():
+    from fcircnn.models.fold import view_gap_post_slots
+    bins = np.tile(np.arange(4), 64)[None].repeat(2, axis=0)   # 256 slots, per-bin scales
+    post = PostParams(bins + 1, bins * 0, bins + 2, None)
+    view = view_gap_post_slots(post, 32)
+    assert view.mult.shape == (2, 32) and view.res_mult is None
+    np.testing.assert_array_equal(view.mult, np.tile(np.arange(4), 8)[None].repeat(2, 0) + 1)
+    odd = PostParams(np.arange(512).reshape(2, 256), bins, bins, None)  # per slot: no view
+    with pytest.raises(ValueError, match="differs"):
+        view_gap_post_slots(odd, 32)
+    with pytest.raises(ValueError, match="planes of"):
+        view_gap_post_slots(post, 24)

@@ -9,11 +9,14 @@ from hypothesis import strategies as st
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    FLAG_DFOLD,
     FLAG_LAST,
     FLAG_POOL,
+    OP_CONV,
     OP_GAP,
     LayerDescriptor,
     descriptor_layout,
+    stored_map,
 )
 
 _VEC = ("in_shape", "conv_shape", "out_shape", "kernel", "stride", "padding", "pool_window",
@@ -145,3 +148,15 @@ def test_address_width_check_names_the_field():
     desc.check_address_width(41)
     with pytest.raises(ValueError, match=r"post_base = 0x10000000000 .* 40-bit"):
         desc.check_address_width(40)
+
+
+def test_the_stored_map_of_folded_and_viewed_descriptors():
+    """The map a descriptor writes: its own, the unfolded map of a depth fold, the 1x1x1 map
+    of a gap read as planes (a gap of output depth 1 or a conv of depth 8 is its own)."""
+    assert stored_map(0, 32, (4, 14, 14)) == (32, (4, 14, 14))
+    assert stored_map(FLAG_DFOLD, 32, (4, 14, 14)) == (16, (8, 14, 14))
+    assert stored_map(0, 32, (8, 1, 1), OP_GAP) == (256, (1, 1, 1))
+    assert stored_map(0, 32, (1, 1, 1), OP_GAP) == (32, (1, 1, 1))
+    assert stored_map(0, 32, (8, 1, 1), OP_CONV) == (32, (8, 1, 1))
+    gap = _example(op=OP_GAP, flags=0, out_slots=32, conv_shape=(8, 1, 1), out_shape=(8, 1, 1))
+    assert gap.stored_output == (256, (1, 1, 1))

@@ -144,6 +144,10 @@ def _execute(data, base, desc_ptr, acc):
             slots, shape = d.stored_output
             parts = [np.stack([p[:slots], p[slots:]], axis=2).reshape(slots, *shape)
                      for p in parts]
+        elif d.op == OP_GAP and d.out_shape[0] > 1:
+            # A gap read as k planes of one channel tile: its k x 1 x 1 map is the bytes of
+            # the network's 1 x 1 x 1 map.
+            parts = list(unpack_ncdhw8(pack_ncdhw8(*parts), *d.stored_output))
         blob = pack_ncdhw8(*parts)
         assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
         mem[d.out_base - base:d.out_base - base + len(blob)] = blob
@@ -334,6 +338,54 @@ def test_gap_lowered_to_a_conv_is_the_voxel_sum():
         acc_re, acc_im = spectral.conv3d_slots_int(re, im, wr, wi)
         np.testing.assert_array_equal(acc_re, re.sum(axis=(1, 2, 3), keepdims=True))
         np.testing.assert_array_equal(acc_im, im.sum(axis=(1, 2, 3), keepdims=True))
+
+
+@pytest.mark.parametrize("B, channels, tn, shape", [
+    (8, 512, 64, (1, 4, 4)),    # ResNet-18's gap on its best core: 8 planes of 64 channels
+    (4, 96, 32, (1, 3, 5)),     # B = 4, 3 planes
+    (16, 64, 16, (1, 2, 2)),    # a block of a whole slot group, 4 planes
+])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_a_gap_read_as_planes_of_a_channel_tile_is_the_voxel_sum(B, channels, tn, shape, data):
+    """The gap's map read as planes of ``Tn`` channels (the same bytes), pooled per plane with
+    one tile's identity blocks, writes the bytes of the voxel sums of every channel."""
+    rng = np.random.default_rng(channels + tn)
+    S = channels // 2
+    if data == "random":
+        re, im = (rng.integers(-127, 128, (S, *shape)) for _ in range(2))
+    else:
+        re, im = (127 * rng.choice([-1, 1], (S, *shape)) for _ in range(2))
+    k = channels // tn
+    view = unpack_ncdhw8(pack_ncdhw8(re, im), tn // 2, (k, *shape[1:]))
+    wr, wi = gap_weight_slots(tn // B, B, shape)
+    sums = spectral.conv3d_slots_int(*view, wr, wi)
+    assert sums[0].shape == (tn // 2, k, 1, 1)
+    # View slot 8*g + r at plane j is slot 8*(g*k + j) + r of the 1x1x1 map (its bytes).
+    got = [a.reshape(tn // 16, 8, k).transpose(0, 2, 1).reshape(S, 1, 1, 1) for a in sums]
+    np.testing.assert_array_equal(got[0], re.sum(axis=(1, 2, 3), keepdims=True))
+    np.testing.assert_array_equal(got[1], im.sum(axis=(1, 2, 3), keepdims=True))
+
+
+def test_a_gap_read_as_planes_reproduces_the_golden_contract(tmp_path, small_accelerator):
+    """A gap over a 1x4x4 map of 64 channels on the Tn = 16 core runs as 4 planes of one
+    channel tile: one weight tile, the descriptor's map 4x1x1 of 8 slots, stored as the
+    network's 1x1x1 map of 32; decoded from the bytes alone every layer equals the golden
+    integer contract."""
+    net = _net("  - {name: a, type: conv, out_channels: 64, kernel: 3, padding: 1}\n"
+               "  - {name: g, type: gap}\n  - {name: f, type: fc, out_channels: 16}\n",
+               "{channels: 16, depth: 1, height: 4, width: 4}", classes=16)
+    acc = load_accelerator(small_accelerator(tmp_path, net=net))
+    image = compile_network(acc, seed=9)
+    g = image.plan.layers[1]
+    d = g.descriptor
+    assert g.folded and d.op == OP_GAP and (d.m_tiles, d.n_tiles) == (1, 1)
+    assert (d.in_slots, d.in_shape, d.out_slots, d.out_shape) == (8, (4, 4, 4), 8, (4, 1, 1))
+    assert d.stored_output == (32, (1, 1, 1))
+    assert d.weight_bytes == CoreGeometry.of(acc.cores[0], 8).weight_tile_beats(16) * 16
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
 
 
 def test_descriptors_match_the_network(acc, image):

@@ -7,8 +7,10 @@ The network (``tests/conftest.py``, ``TRIM_NET``) is ResNet-18's stage 4 in smal
 (3x3x3, stride 2, a 2-deep input to a 1-deep output) runs as a 2x3x3 kernel without depth
 padding, ``t2`` and ``t3`` (3x3x3 on a 1x4x4 map, ``t3`` with a residual) as 1x3x3 kernels;
 their weights are the kept taps' slice (:func:`~fcircnn.models.fold.trim_weight_slots`), their
-inputs the network's maps. The core unrolls the depth loop and has two AXI ports and a command
-queue of two, as the ResNet-18 best configuration. Its cycles are recorded as ``trim``
+inputs the network's maps. Its gap reads the 64 channels of the 1x4x4 map as two planes of
+32 (:func:`~fcircnn.models.placement.views_gap`): one weight tile, its 2x1x1 output the bytes
+of the network's 1x1x1 map. The core unrolls the depth loop and has two AXI ports and a
+command queue of two, as the ResNet-18 best configuration. Its cycles are recorded as ``trim``
 (``bench/record_rtl_cycles.py``).
 """
 
@@ -36,15 +38,20 @@ def test_the_compiler_runs_trimmed_kernels_with_their_taps_weights_only(compiled
     plans = {lp.layer.name: lp for lp in image.plan.layers}
     kernels = {name: (lp.descriptor.kernel, lp.descriptor.padding) for name, lp in plans.items()}
     assert kernels == {"t1": ((2, 3, 3), (0, 1, 1)), "t2": ((1, 3, 3), (0, 1, 1)),
-                       "t3": ((1, 3, 3), (0, 1, 1)), "fc": ((1, 4, 4), (0, 0, 0))}
+                       "t3": ((1, 3, 3), (0, 1, 1)), "gap": ((1, 4, 4), (0, 0, 0)),
+                       "fc": ((1, 1, 1), (0, 0, 0))}
     assert [name for name, lp in plans.items() if lp.trimmed] == ["t1", "t2", "t3"]
     # Two by two weight tiles of Tm x Tn = 32 x 32 channels: 4 x 4 blocks of 4 slots, 2 bytes.
     tile_tap = 4 * 4 * 4 * 2
-    assert [plans[n].descriptor.weight_bytes for n in ("t1", "t2", "t3")] == [
-        4 * tile_tap * taps for taps in (18, 9, 9)]
+    assert [plans[n].descriptor.weight_bytes for n in ("t1", "t2", "t3", "gap")] == [
+        4 * tile_tap * taps for taps in (18, 9, 9)] + [tile_tap * 16]
+    gap = plans["gap"].descriptor
+    assert (gap.in_slots, gap.in_shape, gap.out_shape) == (16, (2, 4, 4), (2, 1, 1))
+    assert gap.stored_output == (32, (1, 1, 1))
 
 
-def test_trimmed_kernels_are_bit_exact_under_backpressure(compiled, run_image):
+def test_trimmed_kernels_and_a_viewed_gap_are_bit_exact_under_backpressure(compiled,
+                                                                            run_image):
     acc, image, root = compiled
     doc = run_image(acc, root, "trim", backpressure=0.3, latency=4, seed=29)
     assert doc["status"] == "done" and doc["passed"], doc.get("message")
