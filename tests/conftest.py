@@ -154,6 +154,18 @@ def write_trim_accelerator(folder: Path) -> Path:
     return path
 
 
+def compile_saved(folder: Path, writer, seed: int):
+    """The accelerator ``writer`` writes into ``folder``, its network compiled with ``seed``
+    at base ``0x10000`` and saved to ``folder / "image"``: ``(acc, image, folder)``."""
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.models.config import load_accelerator
+
+    acc = load_accelerator(writer(folder))
+    image = compile_network(acc, seed=seed, base=0x10000)
+    image.save(folder / "image")
+    return acc, image, folder
+
+
 def write_dfold_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16 output
     channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths

@@ -13,23 +13,18 @@ recorded as ``pool_lanes`` (``bench/record_rtl_cycles.py``).
 """
 
 import pytest
-from conftest import write_pool_lanes_accelerator
+from conftest import compile_saved, write_pool_lanes_accelerator
 from engine_bench import weight_bytes
 
 from fcircnn.arch.descriptor import OP_POOL
-from fcircnn.gen.compiler import compile_network
-from fcircnn.models.config import load_accelerator
 
 #: One worker runs this module (its Verilator build): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_pool_lanes")
 
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pool_lanes")
-    acc = load_accelerator(write_pool_lanes_accelerator(root))
-    image = compile_network(acc, seed=31, base=0x10000)
-    image.save(root / "image")
-    return acc, image, root
+    return compile_saved(tmp_path_factory.mktemp("pool_lanes"), write_pool_lanes_accelerator, 31)
 
 
 def lane1_pool_bytes(image) -> int:

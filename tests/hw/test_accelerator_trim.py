@@ -15,10 +15,7 @@ command queue of two, as the ResNet-18 best configuration. Its cycles are record
 """
 
 import pytest
-from conftest import write_trim_accelerator
-
-from fcircnn.gen.compiler import compile_network
-from fcircnn.models.config import load_accelerator
+from conftest import compile_saved, write_trim_accelerator
 
 #: One worker runs this module (its Verilator build): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_trim")
@@ -26,11 +23,7 @@ pytestmark = pytest.mark.xdist_group("accelerator_trim")
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    root = tmp_path_factory.mktemp("trim")
-    acc = load_accelerator(write_trim_accelerator(root))
-    image = compile_network(acc, seed=23, base=0x10000)
-    image.save(root / "image")
-    return acc, image, root
+    return compile_saved(tmp_path_factory.mktemp("trim"), write_trim_accelerator, 23)
 
 
 def test_the_compiler_runs_trimmed_kernels_with_their_taps_weights_only(compiled):
