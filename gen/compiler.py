@@ -909,12 +909,9 @@ def compile_network(
             if lp.depths > 1:
                 post = fold_post_slots(post, lp.depths)
             elif layer.kind == "gap" and lp.folded:
-                try:
-                    post = view_gap_post_slots(post, lp.engine_layer.padded_out_channels // 2)
-                except ValueError as exc:
-                    raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
+                post = view_gap_post_slots(post, lp.engine_layer.padded_out_channels // 2)
             put(d.post_base, pack_post_table(post, records=d.m_tiles * lp.core.tm // 2))
-        except OverflowError as exc:
+        except (OverflowError, ValueError) as exc:
             raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
     expected = _expected(ints)
     return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),

@@ -37,21 +37,25 @@ clock_mhz: 200
 block_size: %(B)d
 address_width: 32
 cores:
-  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [tn, tm],
+  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [%(unroll)s],
      max_kernel: [3, 3, 3]}
 """
 
 
 def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int = 16,
-                            net: str = SMALL_NET, axi_ports: int = 1) -> Path:
+                            net: str = SMALL_NET, unroll: tuple[str, ...] = ("tn", "tm"),
+                            axi_ports: int = 1, dma_queue: int = 1) -> Path:
     """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``
-    (created if missing), with ``axi_ports`` AXI ports; return the accelerator file's path."""
+    (created if missing): the core unrolling ``unroll``, with ``axi_ports`` AXI ports and
+    ``dma_queue`` read commands in flight; return the accelerator file's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.yaml").write_text(net % {"B": B})
     path = folder / "acc.yaml"
-    text = SMALL_ACC % {"B": B, "tn": tn, "tm": tm}
-    path.write_text(text + (f"axi_ports: {axi_ports}\n" if axi_ports != 1 else ""))
+    text = SMALL_ACC % {"B": B, "tn": tn, "tm": tm, "unroll": ", ".join(unroll)}
+    text += f"axi_ports: {axi_ports}\n" if axi_ports != 1 else ""
+    text += f"dma_queue: {dma_queue}\n" if dma_queue != 1 else ""
+    path.write_text(text)
     return path
 
 
@@ -148,10 +152,8 @@ layers:
 def write_trim_accelerator(folder: Path) -> Path:
     """The small accelerator with ``Tn = Tm = 32``, the depth loop unrolled, two AXI ports and
     a command queue of two (ResNet-18's best configuration in small) on :data:`TRIM_NET`."""
-    path = write_small_accelerator(folder, tn=32, tm=32, net=TRIM_NET, axi_ports=2)
-    path.write_text(path.read_text().replace("unroll: [tn, tm]", "unroll: [td, tn, tm]")
-                    + "dma_queue: 2\n")
-    return path
+    return write_small_accelerator(folder, tn=32, tm=32, net=TRIM_NET,
+                                   unroll=("td", "tn", "tm"), axi_ports=2, dma_queue=2)
 
 
 def compile_saved(folder: Path, writer, seed: int):
@@ -173,14 +175,12 @@ def write_dfold_accelerator(folder: Path) -> Path:
     return write_small_accelerator(folder, tn=32, tm=32)
 
 
-def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm")
-                            ) -> Path:
-    """The small accelerator with ``Tn = Tm = 32`` and the given ``unroll`` on
-    :data:`FUSED_NET` (see :func:`write_small_accelerator`)."""
-    path = write_small_accelerator(folder, tn=32, tm=32, net=FUSED_NET)
-    path.write_text(path.read_text().replace("unroll: [tn, tm]",
-                                             f"unroll: [{', '.join(unroll)}]"))
-    return path
+def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm"),
+                            axi_ports: int = 1, dma_queue: int = 1) -> Path:
+    """The small accelerator with ``Tn = Tm = 32``, the given ``unroll``, ports and command
+    queue on :data:`FUSED_NET` (see :func:`write_small_accelerator`)."""
+    return write_small_accelerator(folder, tn=32, tm=32, net=FUSED_NET, unroll=unroll,
+                                   axi_ports=axi_ports, dma_queue=dma_queue)
 
 
 @pytest.fixture(autouse=True)

@@ -222,9 +222,7 @@ def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator)
     # its tiles (the model says so) and lays each out half-major; f1 splits its tiles and its
     # input boxes (the boxes' layout does not change); the decoder above reads that layout
     # independently and the image still computes the golden contract.
-    path = fused_accelerator(tmp_path)
-    path.write_text(path.read_text() + "axi_ports: 2\n")
-    acc2 = load_accelerator(path)
+    acc2 = load_accelerator(fused_accelerator(tmp_path, axi_ports=2))
     image = compile_network(acc2, seed=4, base=0x10000)
     splits = FLAG_WSPLIT | FLAG_ISPLIT
     flagged = {lp.layer.name: lp.descriptor.flags & splits for lp in image.plan.layers}

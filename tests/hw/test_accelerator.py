@@ -15,10 +15,8 @@ the compiler to split them.)
 """
 
 import pytest
+from conftest import compile_saved
 from engine_bench import weight_bytes
-
-from fcircnn.gen.compiler import compile_network
-from fcircnn.models.config import load_accelerator
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_small")
@@ -26,10 +24,7 @@ pytestmark = pytest.mark.xdist_group("accelerator_small")
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory, small_accelerator):
-    root = tmp_path_factory.mktemp("accel")
-    acc = load_accelerator(small_accelerator(root))
-    image = compile_network(acc, seed=3, base=0x10000)
-    image.save(root / "image")
+    acc, image, root = compile_saved(tmp_path_factory.mktemp("accel"), small_accelerator, 3)
     first = image.plan.layers[0]
     assert first.folded and first.descriptor.kernel == (1, 3, 3)
     assert first.descriptor.n_tiles == 2
@@ -108,11 +103,8 @@ def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_ports(tmp_path_factory, small_accelerator):
-    root = tmp_path_factory.mktemp("accel2")
-    acc = load_accelerator(small_accelerator(root, axi_ports=2))
-    image = compile_network(acc, seed=3, base=0x10000)
-    image.save(root / "image")
-    return acc, image, root
+    return compile_saved(tmp_path_factory.mktemp("accel2"),
+                         lambda folder: small_accelerator(folder, axi_ports=2), 3)
 
 
 def test_two_ports_are_bit_exact_under_backpressure_with_the_weights_on_the_second(

@@ -22,11 +22,10 @@ keeps whole tiles and boxes (its last n-tile has one slot group: its boxes canno
 """
 
 import pytest
+from conftest import compile_saved
 from engine_bench import weight_bytes
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_POOL, FLAG_WSPLIT, OP_CONV
-from fcircnn.gen.compiler import compile_network
-from fcircnn.models.config import load_accelerator
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_fused")
@@ -35,14 +34,10 @@ pytestmark = pytest.mark.xdist_group("accelerator_fused")
 @pytest.fixture(scope="module", params=[(["td", "tn", "tm"], 2), (["tn", "tm"], 1)],
                 ids=["two-lanes-2ports", "one-lane"])
 def compiled(request, tmp_path_factory, fused_accelerator):
-    root = tmp_path_factory.mktemp("fused")
     unroll, ports = request.param
-    path = fused_accelerator(root, unroll=unroll)
-    path.write_text(path.read_text() + f"axi_ports: {ports}\n")
-    acc = load_accelerator(path)
-    image = compile_network(acc, seed=5, base=0x10000)
-    image.save(root / "image")
-    return acc, image, root
+    return compile_saved(tmp_path_factory.mktemp("fused"),
+                         lambda folder: fused_accelerator(folder, unroll=unroll,
+                                                          axi_ports=ports), 5)
 
 
 @pytest.fixture(scope="module")

@@ -42,9 +42,7 @@ def test_one_port_with_a_queue_of_two_is_bit_exact_under_backpressure(tmp_path, 
 
 
 def test_two_ports_with_a_queue_each_are_bit_exact_under_backpressure(tmp_path, run_image):
-    path = write_fused_accelerator(tmp_path)
-    path.write_text(path.read_text() + "axi_ports: 2\ndma_queue: 2\n")
-    acc = load_accelerator(path)
+    acc = load_accelerator(write_fused_accelerator(tmp_path, axi_ports=2, dma_queue=2))
     image = _run(acc, tmp_path, run_image, seed=29)
     flags = [lp.descriptor.flags for lp in image.plan.layers]
     assert any(f & FLAG_WSPLIT for f in flags) and any(f & FLAG_ISPLIT for f in flags)
