@@ -1,14 +1,15 @@
 """Which AXI4 manager port carries which transfer: the accelerator's memory ports, stated once.
 
-The accelerator has ``axi_ports`` 128-bit AXI4 manager ports (``m_axi`` and, with two,
-``m_axi1``), each its own DMA engine on its own PS high-performance port (HP0, HP1 on the
-ZCU102), all seeing the same DDR. Port 0 carries every transfer of a one-port design. A second
-port gives the weight tiles a read engine and a loader of their own
-(:class:`~fcircnn.hw.engine_loader.EngineLoader` with ``reads=WEIGHT_READS``), so a weight tile
-no longer waits for the input box, residual box and post records of its pass, nor they for it
-(issue 16, lever 1). Descriptors, post records, input and residual boxes, stores and cycle
-entries stay on port 0. A pool pass moves one slot group per port at once
-(:attr:`PortMap.pool_lanes`): port 1 has a write engine too, for the pool pass's second lane.
+The accelerator has ``axi_ports`` 128-bit AXI4 manager ports (``m_axi``, ``m_axi1``,
+``m_axi2``, ``m_axi3``: :data:`MANAGERS`), each its own DMA engine (read and write) on its own
+PS high-performance port (HP0..HP3 on the ZCU102), all seeing the same DDR. Port 0 carries
+every transfer of a one-port design. A second port gives the weight tiles a read engine and a
+loader of their own (:class:`~fcircnn.hw.engine_loader.EngineLoader` with
+``reads=WEIGHT_READS``), so a weight tile no longer waits for the input box, residual box and
+post records of its pass, nor they for it (issue 16, lever 1). Descriptors, post records, input
+and residual boxes, stores and cycle entries stay on port 0. A pool pass moves one slot group
+per port at once (:attr:`PortMap.pool_lanes`): every port has a write engine too, for its pool-
+pass lane.
 
 A layer whose weight tiles bound it (the fully connected layers: one weight tile per pass and
 next to no input) leaves port 0 idle while port 1 streams weights. The compiler can then mark
@@ -35,20 +36,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_READS", "LOADER_READS", "MANAGERS",
-           "READ_KINDS",
-           "SPLIT_INPUT_READS", "SPLIT_WEIGHT_READS", "WEIGHT_READS", "PortMap", "input_halves",
+__all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_READS",
+           "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "SPLIT_INPUT_READS",
+           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_READS", "PortMap", "input_halves",
            "weight_halves"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
-AXI_PORTS: tuple[int, ...] = (1, 2)
+AXI_PORTS: tuple[int, ...] = (1, 2, 3, 4)
 #: The depths of the read engines' command queues (``dma_queue``): the commands a loader keeps
 #: in flight on its read engine (:class:`fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
 DMA_QUEUE: range = range(1, 9)
 #: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
-#: transfer but the weight tiles of a two-port design) and ``m_axi1`` (the weight tiles, and
-#: the second lane of a pool pass).
-MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1")
+#: transfer but those of the other ports), ``m_axi1`` (the weight tiles), ``m_axi2`` (the upper
+#: halves of split input boxes), ``m_axi3`` (the second halves of split weight tiles); port
+#: ``k`` is also lane ``k`` of a pool pass.
+MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1", "m_axi2", "m_axi3")
+#: What each port's loader reads, by port (in a few words, for reports).
+PORT_ROLES: tuple[str, ...] = ("records, input and residual boxes", "weight tiles",
+                               "upper halves of split input boxes",
+                               "second halves of split weight tiles")
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
 #: records, the tile's residual box, the pass's input box (its lower slot groups if the
@@ -67,9 +73,15 @@ SPLIT_WEIGHT_READS: frozenset[str] = WEIGHT_READS | {"input_half"}
 INPUT_READS: frozenset[str] = ALL_READS - WEIGHT_READS
 #: The same, on a core whose weight tiles can be split: also the second halves.
 SPLIT_INPUT_READS: frozenset[str] = INPUT_READS | {"weight_half"}
-#: The read kinds a loader can issue: all of them, or one side of the two-port split.
+#: The reads of port 2's loader: the upper halves of split input boxes.
+INPUT_HALF_READS: frozenset[str] = frozenset({"input_half"})
+#: The reads of port 3's loader: the second halves of split weight tiles.
+WEIGHT_HALF_READS: frozenset[str] = frozenset({"weight_half"})
+#: The read kinds a loader can issue: all of them, one side of the two-port split, or one
+#: half on a port of its own.
 LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, SPLIT_INPUT_READS,
-                                            WEIGHT_READS, SPLIT_WEIGHT_READS)
+                                            WEIGHT_READS, SPLIT_WEIGHT_READS,
+                                            INPUT_HALF_READS, WEIGHT_HALF_READS)
 
 
 def input_halves(groups: int) -> tuple[range, range]:
@@ -115,18 +127,32 @@ class PortMap:
     axi_ports : int
     weights : int
         The port of the conv and fc weight tiles.
+    input_half : int
+        The port of the upper halves of split input boxes: 2 with three or more ports, else 1
+        (the weight loader's, before its weight tile).
+    weight_half : int
+        The port of the second halves of split weight tiles: 3 with four ports, else 0 (the
+        input loader's, after its input box).
     """
 
     axi_ports: int
 
     def __post_init__(self) -> None:
-        if self.axi_ports not in AXI_PORTS:
+        if type(self.axi_ports) is not int or self.axi_ports not in AXI_PORTS:
             raise ValueError(f"axi_ports must be one of {', '.join(map(str, AXI_PORTS))}, not "
                              f"{self.axi_ports!r}")
 
     @property
     def weights(self) -> int:
         return 1 if self.axi_ports >= 2 else 0
+
+    @property
+    def input_half(self) -> int:
+        return 2 if self.axi_ports >= 3 else 1
+
+    @property
+    def weight_half(self) -> int:
+        return 3 if self.axi_ports >= 4 else 0
 
     @property
     def managers(self) -> tuple[str, ...]:
@@ -138,8 +164,8 @@ class PortMap:
     def pool_lanes(self) -> int:
         """Slot groups a pool pass moves at once: one per port, each on its port's read and
         write engines (:class:`~fcircnn.hw.engine_pool.EnginePoolPass`). A pool pass reads a
-        whole map per group at one beat per cycle through a CMaxPool; the second port (idle
-        during the pass) doubles that (ResNet-18's conv1 pool: 0.2 M cycles)."""
+        whole map per group at one beat per cycle through a CMaxPool; every further port (idle
+        during the pass) adds a group (ResNet-18's conv1 pool: 0.2 M cycles on one port)."""
         return self.axi_ports
 
     @property
@@ -161,13 +187,17 @@ class PortMap:
 
     def loader_reads(self, beats_per_tap: int = 1, in_groups: int = 1
                      ) -> tuple[frozenset[str], ...]:
-        """The read kinds of each loader of a layer engine, by port: one loader issuing every
-        read, or with a weight port an input loader (port 0; also the second halves of split
-        weight tiles where the core :meth:`splits_weights`) and a weight loader (port 1; also
-        the upper halves of split input boxes where the core :meth:`splits_inputs`)."""
+        """The read kinds of each port's loader of a layer engine, by port (an empty set: the
+        port has no loader). One port: one loader issuing every read. With a weight port: an
+        input loader (port 0) and a weight loader (port 1); where the core
+        :meth:`splits_weights`, the second halves of split weight tiles on port 3 with four
+        ports, else on the input loader; where it :meth:`splits_inputs`, the upper halves of
+        split input boxes on port 2 with three or more ports, else on the weight loader."""
         if not self.weight_loader:
             return (ALL_READS,)
-        w_split = self.splits_weights(beats_per_tap)
-        i_split = self.splits_inputs(in_groups)
-        return (SPLIT_INPUT_READS if w_split else INPUT_READS,
-                SPLIT_WEIGHT_READS if i_split else WEIGHT_READS)
+        loaders = [set(INPUT_READS), set(WEIGHT_READS)] + [set() for _ in range(2, self.axi_ports)]
+        if self.splits_weights(beats_per_tap):
+            loaders[self.weight_half].add("weight_half")
+        if self.splits_inputs(in_groups):
+            loaders[self.input_half].add("input_half")
+        return tuple(frozenset(r) for r in loaders)

@@ -44,7 +44,8 @@ WORK = ROOT / "build" / "calib"
 #: Sub-module names of a layer engine -> component (anything else in the engine: control).
 ENGINE_PARTS = {
     "pe": "pe_array", "inbuf": "input_buffer", "wbuf": "weight_buffer", "psum": "psum_buffer",
-    "post": "post_chain", "pool1": "post_chain", "outbuf": "output_buffer",
+    "post": "post_chain", "pool1": "post_chain", "pool2": "post_chain", "pool3": "post_chain",
+    "outbuf": "output_buffer",
     "resbuf": "residual_buffer", "pmem": "param_memory",
 }
 
@@ -55,8 +56,8 @@ def component_of(name: str, cores: list[str]) -> str:
     if head.startswith("core") and head[4:].isdigit() and int(head[4:]) < len(cores):
         part = rest.partition(".")[0]
         return f"{cores[int(head[4:])]}/{ENGINE_PARTS.get(part, 'control')}"
-    if head in ("dma", "dma1") and rest:
-        return head
+    if head in ("dma", "dma1", "dma2", "dma3") and rest:
+        return "dma" if head == "dma" else "dma1"  # the further ports' DMAs, alike
     if head == "regs" and rest:
         return "regfile"
     return "sequencer"

@@ -1084,8 +1084,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="(Tn, Tm) of the pointwise core of two-core points (default: "
                          + ",".join(f"{a}x{b}" for a, b in space.pointwise) + ")")
     sw.add_argument("--axi-ports", type=_int_list, default=space.axi_ports, metavar="LIST",
-                    help="AXI ports, 1 and/or 2 (2: the weight tiles on a port of their own, "
-                         "split over both where they bind; default: 1)")
+                    help="AXI ports, 1..4 (2: the weight tiles on a port of their own, split "
+                         "over both where they bind; 3 and 4: the split halves of input boxes "
+                         "and weight tiles on ports of their own; default: 1)")
     sw.add_argument("--dma-queue", type=_int_list, default=space.dma_queue, metavar="LIST",
                     help="read commands each loader keeps in flight, 1..8 (default: 1)")
     sw.add_argument("--reference", action="append", metavar="ACC.yaml",

@@ -7,12 +7,21 @@ which layer.
 
 from __future__ import annotations
 
+from fcircnn.arch.ports import MANAGERS, PORT_ROLES
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
 from fcircnn.models.placement import trims_taps, views_gap
 from fcircnn.models.resolve import fmt3, fmt_dims
 from fcircnn.report import format_table
 
 __all__ = ["describe_accelerator", "describe_network"]
+
+
+def _ports_text(axi_ports: int) -> str:
+    """What each AXI port carries, in a few words."""
+    if axi_ports == 1:
+        return "1 port"
+    what = [f"{PORT_ROLES[k]} on {MANAGERS[k]}" for k in range(1, axi_ports)]
+    return f"{axi_ports} ports ({', '.join(what)}; {axi_ports} pool lanes)"
 
 
 def describe_network(net: NetworkConfig) -> str:
@@ -56,8 +65,7 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         f"  clock          {acc.clock_mhz:g} MHz",
         f"  block size     B = {acc.block_size}",
         f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address, "
-        + ("1 port" if acc.axi_ports == 1 else
-           f"{acc.axi_ports} ports (weight tiles and a second pool lane on m_axi1)")
+        + _ports_text(acc.axi_ports)
         + ("" if acc.dma_queue == 1 else f", {acc.dma_queue} read commands in flight a loader"),
         "",
     ]

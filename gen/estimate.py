@@ -24,13 +24,14 @@ Per core (``core`` = the core's name):
     :class:`~fcircnn.hw.post_chain.PostChain` with 8 lanes: 6 DSP48E2 per lane (CBN's split
     ``acc*mult`` and ``res*res_mult``, re and im; the residual multiply is removed when no
     layer of the core has a residual input, its operand then being the constant 0), CMaxPool's
-    line and plane buffers sized by the largest pooled map; with two AXI ports also the pool
-    pass's second CMaxPool (``pool1``, :attr:`~fcircnn.arch.ports.PortMap.pool_lanes`), the
-    same memories again.
+    line and plane buffers sized by the largest pooled map; with more AXI ports also the pool
+    pass's further CMaxPools (``pool1`` .., one per port, :attr:`~fcircnn.arch.ports.PortMap.
+    pool_lanes`), the same memories again.
 ``param_memory``
     The double-buffered post records (``2*G`` words of 8 x 256 bits, ``G = Tm/16``).
 ``control``
-    The four walkers, their FSMs, tag FIFOs and the drain's lane multiplexers.
+    The four walkers, their FSMs, tag FIFOs and the drain's lane multiplexers; with three or
+    four AXI ports the loaders of the split halves on ports 2 and 3 (``half_loaders``).
 
 Shared: ``dma`` (:class:`~fcircnn.hw.axi_dma.AxiDma`), ``regfile``
 (:class:`~fcircnn.hw.regfile.ControlRegisters`) and ``sequencer`` (descriptor fetch and
@@ -58,7 +59,9 @@ feeds). ``lut`` counts logic LUTs plus the LUTs that LUT RAM and shift registers
 device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric (DESIGN
 section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI port's DMA
 (``dma1``, ``axi_ports: 2``: read and write engine) has coefficients of its own once
-calibration points with two ports are fitted, the DMA's until then. A weight
+calibration points with two ports are fitted, the DMA's until then; the DMAs of ports 2 and 3
+count as more of it (its features times ``axi_ports - 1``). A loader of its own for the split
+halves (ports 2 and 3) adds :data:`HALF_LOADER_LOGIC` until a calibration point fits it. A weight
 buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)``) adds
 :data:`WEIGHT_SPLIT_LOGIC`, and an input buffer that can split its boxes
 (``InputBuffer(splittable=True)``) :data:`INPUT_SPLIT_LOGIC`, both measured by Yosys, until a
@@ -97,6 +100,7 @@ from fcircnn.arch.ports import PortMap
 
 __all__ = [
     "CALIBRATION_FILE",
+    "HALF_LOADER_LOGIC",
     "INPUT_SPLIT_LOGIC",
     "RESOURCE_NAMES",
     "WEIGHT_SPLIT_LOGIC",
@@ -365,6 +369,7 @@ class _Core:
     split: bool = False
     isplit: bool = False
     pool_lanes: int = 1
+    half_loaders: int = 0
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -379,11 +384,13 @@ def _cores(acc: Any) -> list[_Core]:
             pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
             pool_groups = cg.out_groups
         ports = PortMap(acc.axi_ports)
+        loaders = ports.loader_reads(cg.weight_tile_beats(1), cg.in_groups)
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
                            geo.residual, acc.address_width, cg.lanes, pool_groups,
                            ports.splits_weights(cg.weight_tile_beats(1)),
-                           ports.splits_inputs(cg.in_groups), ports.pool_lanes))
+                           ports.splits_inputs(cg.in_groups), ports.pool_lanes,
+                           sum(1 for reads in loaders[2:] if reads)))
     return cores
 
 
@@ -468,6 +475,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "addr": c.addr_width,
         "split": int(c.split),
         "isplit": int(c.isplit),
+        "half_loaders": c.half_loaders,
     })
     return comps
 
@@ -518,8 +526,9 @@ def component_models(acc: Any) -> list[ComponentModel]:
 
 def _shared_features(acc: Any) -> dict[str, dict[str, float]]:
     shared = {"dma": {"one": 1, "addr": acc.address_width}}
-    if PortMap(acc.axi_ports).weight_loader:
-        shared["dma1"] = {"one": 1, "addr": acc.address_width}
+    more = acc.axi_ports - 1  # the further ports' DMAs, alike
+    if more:
+        shared["dma1"] = {"one": more, "addr": more * acc.address_width}
     return shared | {
         "regfile": {"one": 1},
         "sequencer": {"one": 1, "cores": len(acc.cores), "addr": acc.address_width},
@@ -552,6 +561,14 @@ INPUT_SPLIT_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
 }
 
 
+#: What a loader of its own for the split halves (ports 2 and 3,
+#: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`) adds to a core's ``control``: a loader's
+#: walk, FSM and routing without the input side, as the weight loader of ResNet-18's best core
+#: measures out of context in Yosys (604 LUT, 211 FF; the input-box logic of a port-2 loader
+#: is ``isplit`` of :data:`INPUT_SPLIT_LOGIC`, moved there from the weight loader).
+HALF_LOADER_LOGIC: Mapping[str, float] = {"lut": 604, "ff": 211}
+
+
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
     splittable weight buffer's second load stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`,
@@ -567,6 +584,9 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
         if feature not in out["lut"]:
             for res in out:
                 out[res][feature] = cost[res]
+    if name == "control" and "half_loaders" not in out["lut"]:
+        for res in out:
+            out[res]["half_loaders"] = HALF_LOADER_LOGIC[res]
     return out
 
 

@@ -28,7 +28,9 @@ What a descriptor costs
     tile starts before that; with ``FLAG_ISPLIT`` the input loader reads the lower half of the
     input box's slot groups and the weight loader the upper half before its weight tile (once
     its walk has settled on the pass: two cycles after its step), the box is in once both
-    halves are, and neither half of the next box starts before that;
+    halves are, and neither half of the next box starts before that; with three or four ports
+    the upper input halves (and with four the second weight halves) have a loader of their own
+    instead, paced by its own last status and the buffer's commit alone;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -139,6 +141,11 @@ class MemoryModel:
     pool_lanes : int
         Slot groups a pool pass moves at once, each on a port of its own (the accelerator's
         :attr:`~fcircnn.arch.ports.PortMap.pool_lanes`, which :func:`memory_of` sets).
+    input_half_engine, weight_half_engine : bool
+        The upper halves of split input boxes (the second halves of split weight tiles) are
+        read by a loader and read engine of their own, on a port of their own: the RTL of a
+        three- or four-port (four-port) accelerator, which :func:`memory_of` sets; ``False``:
+        by the weight (input) loader.
     """
 
     read_latency: int = 2
@@ -149,6 +156,8 @@ class MemoryModel:
     weight_engine: bool = False
     dma_queue: int = 1
     pool_lanes: int = 1
+    input_half_engine: bool = False
+    weight_half_engine: bool = False
 
     def __post_init__(self) -> None:
         _check_int("read_latency", self.read_latency, 0, 100_000)
@@ -157,8 +166,9 @@ class MemoryModel:
         _check_int("axi_ports", self.axi_ports, 1, 64)
         if not isinstance(self.efficiency, (int, float)) or not 0 < self.efficiency <= 1:
             raise ValueError(f"efficiency must be in (0, 1], not {self.efficiency!r}")
-        if not isinstance(self.weight_engine, bool):
-            raise TypeError(f"weight_engine must be a bool, not {self.weight_engine!r}")
+        for name in ("weight_engine", "input_half_engine", "weight_half_engine"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, not {getattr(self, name)!r}")
         _check_int("dma_queue", self.dma_queue, DMA_QUEUE[0], DMA_QUEUE[-1])
         _check_int("pool_lanes", self.pool_lanes, 1, max(AXI_PORTS))
 
@@ -455,8 +465,9 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _LAST,                            # last event (engine done candidate)
  _WL,                              # weight engine's next decision (what-if weight_engine)
  _WC,                              # split weight tile: commit of the last tile (both halves)
- _IC) = range(17)                  # split input box: commit of the last box (both halves)
-_NSTATE = 17
+ _IC,                              # split input box: commit of the last box (both halves)
+ _I1L, _W1L) = range(19)           # next decision of the input-half / weight-half loaders
+_NSTATE = 19
 
 
 class _Queue:
@@ -533,10 +544,20 @@ class _Conv:
         self.steps = 0
         # accumulators: pe_busy, stall, bytes read, bytes written
         self.acc = [0, 0, 0, 0]
-        # With a command queue, per loader (input "in", weights "w") its transfers in flight.
+        # The loaders of the split halves: port 2's and 3's, or the weight and input loaders.
+        self.i1_who = "i1" if mem.input_half_engine else "w"
+        self.w1_who = "w1" if mem.weight_half_engine else "in"
+        # With a command queue, per loader (input "in", weights "w", halves "i1", "w1") its
+        # transfers in flight.
         self.queues = ({who: _Queue(_NSTATE + k * _Queue.size(mem.dma_queue), mem.dma_queue)
-                        for k, who in enumerate(("in", "w"))} if mem.dma_queue > 1 else {})
+                        for k, who in enumerate(("in", "w", "i1", "w1"))}
+                       if mem.dma_queue > 1 else {})
+        # Each loader's next-decision state (the input loader's is the walk's, ``ld``).
+        self.walker = {"w": _WL, "i1": _I1L, "w1": _W1L}
         self.nstate = _NSTATE + sum(q.slots for q in self.queues.values())
+        # The half loaders this descriptor runs (their positions bound the clamp's floor).
+        self.half_walkers = ([_I1L] if self.i_split and mem.input_half_engine else []) + (
+            [_W1L] if self.split and mem.weight_half_engine else [])
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
               burst_rows: int, gaps: int, lead: int = 0) -> tuple[float, float]:
@@ -612,13 +633,16 @@ class _Conv:
                                   gaps, lead=_leading_zeros(ad, ah, aw))
 
             if self.i_split:
-                # lower half on the input loader, upper half on the weight loader (two cycles
-                # after its step, its box then settled), both once the last box committed
+                # lower half on the input loader, upper half on the weight loader or port 2's
+                # (two cycles after its step, its box then settled), both once the last box
+                # committed
                 half = g_in // 2
                 gate = max(free, s[_IC])
                 ld, last = in_read("in", ld, "input", gate, half)
-                settled = s[_WL] + (1 if self.queues else 2)
-                s[_WL], last1 = in_read("w", settled, "input_half", gate, g_in - half)
+                who = self.i1_who
+                settled = s[self.walker[who]] + (1 if self.queues else 2)
+                s[self.walker[who]], last1 = in_read(who, settled, "input_half", gate,
+                                                     g_in - half)
                 s[_IC] = max(last, last1) + 1
                 in_ready = s[_IC]
             else:
@@ -674,12 +698,16 @@ class _Conv:
 
     def _split_weights(self, s: list, ld: float, free: float) -> tuple[float, float]:
         """A ``FLAG_WSPLIT`` weight tile: the first half on the weight engine, the second on
-        the input loader after its input box, both once the previous tile committed. Returns
-        the input loader's next decision and the cycle the tile is in the buffer."""
+        the input loader after its input box (or on port 3's), both once the previous tile
+        committed. Returns the input loader's next decision and the cycle the tile is in the
+        buffer."""
         half = self.w_beats // 2
         gate = max(free, s[_WC])
         s[_WL], last0 = self._read(s, "w", s[_WL], "weights", gate, half, 1, 1, 1)
-        ld, last1 = self._read(s, "in", ld, "weight_half", gate, half, 1, 1, 1)
+        if self.w1_who == "in":
+            ld, last1 = self._read(s, "in", ld, "weight_half", gate, half, 1, 1, 1)
+        else:
+            s[_W1L], last1 = self._read(s, "w1", s[_W1L], "weight_half", gate, half, 1, 1, 1)
         s[_WC] = max(last0, last1) + 1
         return ld, max(last0, last1) + 1
 
@@ -753,7 +781,8 @@ class _Conv:
     def _clamp(self, s: list) -> None:
         # Event times older than every walker's position can no longer bind: raise them to
         # that floor so a steady state shifts the whole state uniformly.
-        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL])
+        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL],
+                    *(s[i] for i in self.half_walkers))
         for i in range(self.nstate):
             if s[i] < floor:
                 s[i] = floor
@@ -795,9 +824,14 @@ def memory_of(acc: AcceleratorConfig, memory: MemoryModel | None = None) -> Memo
         mem = replace(mem, weight_engine=True)
     if acc.dma_queue > mem.dma_queue:
         mem = replace(mem, dma_queue=acc.dma_queue)
-    lanes = PortMap(acc.axi_ports).pool_lanes
+    ports = PortMap(acc.axi_ports)
+    lanes = ports.pool_lanes
     if lanes > mem.pool_lanes:
         mem = replace(mem, pool_lanes=lanes)
+    if ports.input_half >= 2 and not mem.input_half_engine:
+        mem = replace(mem, input_half_engine=True)
+    if ports.weight_half >= 2 and not mem.weight_half_engine:
+        mem = replace(mem, weight_half_engine=True)
     return mem
 
 

@@ -135,10 +135,10 @@ class VivadoTarget:
     clock_mhz : float
         ``ap_clk`` = ``pl_clk0`` frequency.
     address_width : int
-        Width of the ``m_axi`` (and ``m_axi1``) addresses.
+        Width of the ``m_axi`` (and ``m_axi1`` .. ``m_axi3``) addresses.
     axi_ports : int
-        AXI4 manager ports (:class:`~fcircnn.arch.ports.PortMap`): ``m_axi`` on HP0 FPD and,
-        with two, ``m_axi1`` (read and write) on HP1 FPD.
+        AXI4 manager ports (:class:`~fcircnn.arch.ports.PortMap`), each read and write:
+        ``m_axi`` on HP0 FPD and, with more, ``m_axik`` on HPk FPD (up to HP3).
     """
 
     name: str
@@ -368,8 +368,9 @@ def block_design_tcl(acc: AcceleratorConfig | VivadoTarget,
     ps = "zynq_ultra_ps_e_0"
     ports = list(enumerate(t.memory_ports))
     smcs = [f"mem{k or ''}_smc" for k, _ in ports]
-    hp1_text = ",\n# HP1 FPD (S_AXI_GP3, 128 bit) for m_axi1" if t.axi_ports > 1 else ""
-    hp1_seen = ", m_axi1 through HP1" if t.axi_ports > 1 else ""
+    hp1_text = "".join(f",\n# HP{k} FPD (S_AXI_GP{k + 2}, 128 bit) for {bus}"
+                       for k, bus in ports[1:])
+    hp1_seen = "".join(f", {bus} through HP{k}" for k, bus in ports[1:])
     hp_config = "".join(f"    CONFIG.PSU__USE__S_AXI_GP{k + 2} {{1}} \\\n"
                         f"    CONFIG.PSU__SAXIGP{k + 2}__DATA_WIDTH {{128}} \\\n"
                         for k, _ in ports)
@@ -452,7 +453,7 @@ update_compile_order -fileset sources_1
 
 
 def _address_segments(t: VivadoTarget) -> str:
-    """Tcl that leaves each AXI manager (``m_axi``, ``m_axi1``) only the address segments its
+    """Tcl that leaves each AXI manager (``m_axi`` .. ``m_axi3``) only the address segments its
     ``address_width`` reaches (the HP port's DDR_HIGH, at 32 GB, needs 36 bits); nothing for a
     36-bit or wider master."""
     if t.address_width >= 36:

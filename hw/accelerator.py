@@ -49,14 +49,14 @@ class Accelerator(wiring.Component):
         :mod:`fcircnn.hw.regfile`.
     ``m_axi_*``
         AXI4 manager, 128-bit data, ``address_width``-bit address: every DDR access (descriptors,
-        weights, post records, feature maps, cycle entries), but the weight tiles of a
-        two-port design.
-    ``m_axi1_*``
-        With two AXI ports (``axi_ports: 2``, :class:`~fcircnn.arch.ports.PortMap`): a second
-        AXI4 manager, same widths, with a DMA of its own: its read engine reads the weight
-        tiles (the active engine's weight loader) and the second slot group of each step of a
-        pool pass, whose pooled map its write engine writes
-        (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`).
+        weights, post records, feature maps, cycle entries) but those of the further ports.
+    ``m_axi1_*``, ``m_axi2_*``, ``m_axi3_*``
+        With ``axi_ports`` 2..4 (:class:`~fcircnn.arch.ports.PortMap`): further AXI4 managers,
+        same widths, each with a DMA of its own (``dma1`` ..): port 1's read engine reads the
+        weight tiles (the active engine's weight loader), port 2's the upper halves of split
+        input boxes, port 3's the second halves of split weight tiles
+        (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`); in a pool pass port ``k`` moves
+        lane ``k``'s slot group (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`).
     ``interrupt``
         Level, active high: ``GIE & (IER & ISR)``.
 
@@ -105,10 +105,7 @@ class Accelerator(wiring.Component):
         members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
         members |= _flat_members("s_axi_control",
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
-        main, *weights = self.ports.managers
-        members |= _flat_members(main, AXI4Signature(addr_width=addr_width), flip=False)
-        if weights:  # the weight port (and the pool pass's second lane)
-            (name,) = weights
+        for name in self.ports.managers:
             members |= _flat_members(name, AXI4Signature(addr_width=addr_width), flip=False)
         super().__init__(members)
 
@@ -133,20 +130,18 @@ class Accelerator(wiring.Component):
         return cls(engines, addr_width=accelerator.address_width)
 
     def _ports(self, m):
-        """The register file and the DMA engines on the flat ports: ``s_axi_control``,
-        ``m_axi`` (read and write engine) and, with a weight port, ``m_axi1`` (read and write
-        engine; ``None`` without)."""
+        """The register file and the DMA engines on the flat ports: ``s_axi_control`` and one
+        DMA (read and write engine) per AXI port, ``dma`` on ``m_axi``, ``dmak`` on
+        ``m_axik``; returns the register file and the DMAs by port."""
         aw = self.addr_width
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
-        m.submodules.dma = dma = AxiDma(aw, read_commands=self.commands)
-        dma1 = None
-        main, *weights = self.ports.managers
         buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
-                  regs.s_axi_control), (main, AXI4Signature(addr_width=aw), dma.m_axi)]
-        if weights:
-            (name,) = weights
-            m.submodules.dma1 = dma1 = AxiDma(aw, read_commands=self.commands)
-            buses.append((name, AXI4Signature(addr_width=aw), dma1.m_axi))
+                  regs.s_axi_control)]
+        dmas = []
+        for k, name in enumerate(self.ports.managers):
+            m.submodules[f"dma{k or ''}"] = dma = AxiDma(aw, read_commands=self.commands)
+            dmas.append(dma)
+            buses.append((name, AXI4Signature(addr_width=aw), dma.m_axi))
         for prefix, signature, inner in buses:
             for name, member in signature.members.items():
                 ours, theirs = getattr(self, f"{prefix}_{name}"), getattr(inner, name)
@@ -154,7 +149,7 @@ class Accelerator(wiring.Component):
                 drives_out = (member.flow == Out) != (prefix == "s_axi_control")
                 m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
         m.d.comb += self.interrupt.eq(regs.interrupt)
-        return regs, dma, dma1
+        return regs, dmas
 
     def elaborate(self, platform):
         m = Module()
@@ -162,7 +157,8 @@ class Accelerator(wiring.Component):
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
 
-        regs, dma, dma1 = self._ports(m)
+        regs, dmas = self._ports(m)
+        dma = dmas[0]
 
         engine_rst = Signal()
         engines = []
@@ -204,13 +200,13 @@ class Accelerator(wiring.Component):
                 wiring.connect(m, engine.wr_cmd, dma.wr_cmd)
                 wiring.connect(m, engine.wr_data, dma.wr_data)
                 wiring.connect(m, dma.wr_status, engine.wr_status)
-                if self.ports.weight_loader:
-                    wiring.connect(m, engine.rd1_cmd, dma1.rd_cmd)
-                    wiring.connect(m, dma1.rd_data, engine.rd1_data)
-                    wiring.connect(m, dma1.rd_status, engine.rd1_status)
-                    wiring.connect(m, engine.wr1_cmd, dma1.wr_cmd)
-                    wiring.connect(m, engine.wr1_data, dma1.wr_data)
-                    wiring.connect(m, dma1.wr_status, engine.wr1_status)
+                for k, dma_k in enumerate(dmas[1:], start=1):
+                    wiring.connect(m, getattr(engine, f"rd{k}_cmd"), dma_k.rd_cmd)
+                    wiring.connect(m, dma_k.rd_data, getattr(engine, f"rd{k}_data"))
+                    wiring.connect(m, dma_k.rd_status, getattr(engine, f"rd{k}_status"))
+                    wiring.connect(m, getattr(engine, f"wr{k}_cmd"), dma_k.wr_cmd)
+                    wiring.connect(m, getattr(engine, f"wr{k}_data"), dma_k.wr_data)
+                    wiring.connect(m, dma_k.wr_status, getattr(engine, f"wr{k}_status"))
 
         def raise_error(code, addr):
             m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]

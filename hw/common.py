@@ -11,8 +11,8 @@ from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
 from fcircnn.models.spectral import BLOCK_SIZES
 
-__all__ = ["check_block_size", "check_positive", "mul_small", "never_elaborated", "rejecting",
-           "stall_pipeline"]
+__all__ = ["check_block_size", "check_positive", "mul_const", "mul_small", "never_elaborated",
+           "rejecting", "stall_pipeline"]
 
 
 @contextlib.contextmanager
@@ -77,6 +77,22 @@ def stall_pipeline(m: Module, i, o, latency: int) -> Value:
         with m.If(enable):
             m.d.sync += valid.eq((valid << 1) | i.valid)
     return enable
+
+
+def mul_const(x, k: int) -> Value:
+    """``x * k`` for a constant ``k >= 0`` without a DSP48E2: a power of two (or 0) as
+    Amaranth's ``k * x`` (Yosys reduces it to a shift), any other ``k`` as shifts and adds,
+    one per set bit (a ``$mul`` by such a constant Yosys would map to a DSP48E2)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative integer, not {k!r}")
+    x = Value.cast(x)
+    if k & (k - 1) == 0:
+        return k * x
+    result = None
+    for bit in range(k.bit_length()):
+        if k >> bit & 1:
+            result = x << bit if result is None else result + (x << bit)
+    return result
 
 
 def mul_small(x, s, max_s: int) -> Value:

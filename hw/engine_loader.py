@@ -14,7 +14,7 @@ from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
 from .axi_dma_read import check_commands, read_beat_layout
-from .common import rejecting
+from .common import mul_const, rejecting
 from .engine_walk import TileWalk, control_signature, fail_signature
 
 __all__ = ["POST_RECORD_BITS", "EngineLoader", "params_signature"]
@@ -56,7 +56,10 @@ class EngineLoader(wiring.Component):
     boxes split (``input_half`` in ``reads``), a descriptor with ``FLAG_ISPLIT`` has the input
     loader read the lower half of each input box's slot groups and the weight loader the
     upper half before its weight tile, into the input buffer's second load stream ``in1_o``
-    (its box on ``in1_box``).
+    (its box on ``in1_box``). With three or four ports a loader of their own can issue the
+    upper halves of split input boxes (``reads`` = ``{"input_half"}``) or the second halves of
+    split weight tiles (``{"weight_half"}``): it walks the nest only for a descriptor with the
+    flag (``FLAG_ISPLIT``, ``FLAG_WSPLIT``) and stays idle for any other.
 
     Contract
     --------
@@ -89,7 +92,8 @@ class EngineLoader(wiring.Component):
     addr_width : int
     reads : frozenset of str
         The read kinds this loader issues, one of :data:`~fcircnn.arch.ports.LOADER_READS`:
-        every kind (default), or the input or the weight half of a two-port split.
+        every kind (default), the input or the weight side of a two-port split, or one split
+        half on a port of its own.
     commands : int
         Transfers in flight, 1..:data:`~fcircnn.hw.axi_dma_read.MAX_COMMANDS` (its read
         engine's command queue).
@@ -164,16 +168,24 @@ class EngineLoader(wiring.Component):
         # 4 second half of the weights, 5 upper half of the input
         ld_phase = Signal(range(6))
         in_halves = "input_half" in self.reads
+        halves = "weight_half" in self.reads
         # A loader without inputs starts each pass at its weights (or the input's upper half),
-        # one without weights steps the walk at the input's status.
+        # one without weights steps the walk at the input's status; a loader of one half
+        # starts each pass at it.
         def first_phase(desc):
             if loads_in:
                 return 0
-            return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
+            if loads_w:
+                return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
+            return 5 if in_halves else 4
+        # A loader of one half walks only descriptors that split that half.
+        starts = ctl.start & (ctl.new_desc.op != OP_POOL)
+        if not (loads_in or loads_w):
+            flag = FLAG_ISPLIT if in_halves else FLAG_WSPLIT
+            starts = starts & (ctl.new_desc.flags & flag).bool()
         m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
         phases, params = {}, None
         split = (d.flags & FLAG_WSPLIT).bool()
-        halves = "weight_half" in self.reads
         # After the input box: the weights, the second half of a split tile, or the next pass.
         after_input = 3 if loads_w else Mux(split, 4, 0) if halves else 0
         if loads_in:
@@ -185,27 +197,31 @@ class EngineLoader(wiring.Component):
             if kind in self.reads:
                 self._route(m, route, dest_, getattr(self, stream_))
         if halves:
-            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, split, flight)
+            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, flight,
+                                         then=0 if loads_in else 4)
         if loads_w:
             phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
                                            split, flight)
         if in_halves:
-            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase, flight)
+            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase, flight,
+                                               then=3 if loads_w else 5)
         # The pass's last read: its weight tile (or first half), its input box, or with
-        # FLAG_WSPLIT the second half after the input box.
+        # FLAG_WSPLIT the second half after the input box; a loader of one half, that half.
         if loads_w:
             step = dest == _DEST_W
-        elif halves:
+        elif loads_in and halves:
             step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
-        else:
+        elif loads_in:
             step = dest == _DEST_IN
+        else:
+            step = dest == (_DEST_IN1 if in_halves else _DEST_W1)
         if flight is not None:
             failing = flight.take_statuses(self, params)
         ld_cmd_valid = Signal()
         m.d.comb += self.rd_cmd.valid.eq(ld_cmd_valid)
         with m.FSM(name="loader") as loader_fsm:
             with m.State("IDLE"):
-                with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
+                with m.If(starts):
                     m.d.sync += ld_phase.eq(first_phase(ctl.new_desc))
                     m.next = "NEXT"
             with m.State("NEXT"):
@@ -275,17 +291,19 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
-    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight):
-        """Phase 5, first of a ``FLAG_ISPLIT`` pass on the weight loader: the upper half of
-        the input box's slot groups (:func:`~fcircnn.arch.ports.input_halves`), once the
-        input buffer's second stream takes it and the walk has settled on the pass."""
+    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, *, then):
+        """Phase 5, first of a ``FLAG_ISPLIT`` pass on the weight loader (or the only one on
+        port 2's loader): the upper half of the input box's slot groups
+        (:func:`~fcircnn.arch.ports.input_halves`), once the input buffer's second stream
+        takes it and the walk has settled on the pass; then phase ``then``."""
         lower, upper = input_halves(self.core.in_groups)
         box = Signal(box_layout(self.addr_width))
         span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld1_in_span{f}")
                 for f in "dhw"]
         # The upper groups start lower.stop slot-group strides after the box's first group.
-        ld.input_box(box, span, d.in_base + ld.nt_in + d.in_stride[0] * len(lower),
-                     len(upper))
+        n = len(lower)  # a power of two is a shift for Yosys; any other count shifts and adds
+        offset = d.in_stride[0] * n if n & (n - 1) == 0 else mul_const(d.in_stride[0], n)
+        ld.input_box(box, span, d.in_base + ld.nt_in + offset, len(upper))
         size = Signal.like(self.in1_box)
         m.d.comb += self.in1_box.eq(size if flight is None else flight.head.in1_size)
         if flight is not None:
@@ -293,18 +311,19 @@ class EngineLoader(wiring.Component):
 
         def issue():
             with m.If(_free(flight, _DEST_IN1, self.in1_o.ready) & ld.settled):
-                m.d.sync += [dest.eq(_DEST_IN1), rd_box.eq(box), ld_phase.eq(3),
+                m.d.sync += [dest.eq(_DEST_IN1), rd_box.eq(box), ld_phase.eq(then),
                              size.groups.eq(len(upper)), size.d.eq(span[0]),
                              size.h.eq(span[1]), size.w.eq(span[2])]
                 m.next = "CMD"
         return issue
 
-    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, split, flight):
-        """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor: the second half of
-        the pass's weight tile, once the weight buffer takes it."""
+    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, *, then):
+        """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor (or the only one on
+        port 3's loader): the second half of the pass's weight tile, once the weight buffer
+        takes it; then phase ``then``."""
         def issue():
             with m.If(_free(flight, _DEST_W1, self.w1_o.ready)):
-                m.d.sync += [dest.eq(_DEST_W1), ld_phase.eq(0),
+                m.d.sync += [dest.eq(_DEST_W1), ld_phase.eq(then),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt
                                         + (d.weight_tile_bytes >> 1), d.weight_tile_bytes >> 5)]
                 m.next = "CMD"

@@ -1,7 +1,7 @@
 """The layer engine's pool pass: a pool descriptor streamed from the read DMA through the post
-chain to the write DMA, which it takes over from the conv walkers while it runs; with two AXI
-ports, two slot groups at once, the second from port 1's read engine through a CMaxPool of its
-own to port 1's write engine."""
+chain to the write DMA, which it takes over from the conv walkers while it runs; with more AXI
+ports, one slot group per port at once, each further one from its port's read engine through a
+CMaxPool of its own to its port's write engine."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import OP_POOL
+from fcircnn.arch.ports import AXI_PORTS
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
 from .axi_dma_read import read_beat_layout
 from .axi_dma_write import write_beat_layout
-from .common import rejecting
+from .common import mul_const, rejecting
 from .engine_walk import control_signature, fail_signature
 from .post_cbn import cbn_input_layout
 from .post_chain import post_config_layout
@@ -32,14 +33,14 @@ class EnginePoolPass(wiring.Component):
     of the input map one read box (the group's whole map) and one write box (the pooled map).
 
     Lane 0 streams its group's read beats on ``rd_*`` through the post chain (CBN bypassed,
-    shift 0, CMaxPool on the map) into the write on ``wr_*``. With ``lanes = 2``
-    (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`) lane 1 streams the next group at the same
-    time on port 1 (``rd1_*``, ``wr1_*``) through a CMaxPool of its own (``pool1_*``, the
-    engine's): groups ``2k`` and ``2k + 1`` are one step, both lanes' commands issued in the same
-    cycle and the step over once all their statuses are in (an odd last group runs on lane 0
-    alone). The bypassed stages of lane 0 pass an int8 slot unchanged (the maps are the
-    quantizer's, in ``[-127, 127]``), so both lanes compute :func:`~fcircnn.models.spectral.
-    cmaxpool`.
+    shift 0, CMaxPool on the map) into the write on ``wr_*``. With ``lanes = n > 1``
+    (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`) lane ``k`` streams group ``g + k`` at the
+    same time on port ``k`` (``rdk_*``, ``wrk_*``) through a CMaxPool of its own (``poolk_*``,
+    the engine's): groups ``g .. g + n - 1`` are one step, every lane's commands issued in the
+    same cycle and the step over once all their statuses are in (lanes past the last group sit
+    the last step out). The bypassed stages of lane 0 pass an int8 slot unchanged (the maps
+    are the quantizer's, in ``[-127, 127]``), so every lane computes
+    :func:`~fcircnn.models.spectral.cmaxpool`.
 
     While it runs (``active``) it owns the DMA ports and the post chain; otherwise it passes the
     conv walkers' ``conv_*`` ports through to them unchanged (the loaders' reads, the store's
@@ -50,9 +51,9 @@ class EnginePoolPass(wiring.Component):
     * ``ctl.start`` with a pool descriptor starts it; ``done`` pulses after the last step's
       statuses.
     * A read status other than OK pulses ``fail`` with it; that lane's write box is completed
-      with junk beats, the other lane's transfers complete, then the pass ends. A write status
+      with junk beats, the other lanes' transfers complete, then the pass ends. A write status
       other than OK pulses ``fail`` (code ``4 | status``) and ends the pass after the step.
-      Failures in the same cycle report one: writes before reads, lane 0 before lane 1.
+      Failures in the same cycle report one: writes before reads, lower lanes first.
 
     Parameters
     ----------
@@ -60,7 +61,7 @@ class EnginePoolPass(wiring.Component):
     max_size, max_groups :
         The post chain's configuration bounds (:func:`~fcircnn.hw.post_chain.post_config_layout`).
     lanes : int
-        Slot groups at once, 1 or 2 (2 needs port 1's read and write engines).
+        Slot groups at once, 1..4 (lane ``k`` needs port ``k``'s read and write engines).
     """
 
     def __init__(self, *, addr_width: int = 40, max_size=(1, 1, 1), max_groups: int = 1,
@@ -68,8 +69,8 @@ class EnginePoolPass(wiring.Component):
         with rejecting(self):
             check_addr_width(addr_width)
             cfg = post_config_layout(max_size, max_groups)
-            if lanes not in (1, 2):
-                raise ValueError(f"lanes must be 1 or 2, not {lanes!r}")
+            if type(lanes) is not int or not 1 <= lanes <= _MAX_LANES:
+                raise ValueError(f"lanes must be 1..{_MAX_LANES}, not {lanes!r}")
         self.addr_width = addr_width
         self.lanes = lanes
         box, status = stream.Signature(box_layout(addr_width)), stream.Signature(
@@ -89,14 +90,14 @@ class EnginePoolPass(wiring.Component):
             "conv_wr_cmd": In(box), "conv_wr_data": In(wr), "conv_wr_status": Out(status),
             "conv_post_i": In(post_in), "conv_post_o": Out(post_out), "conv_post_cfg": In(cfg),
         }
-        if lanes == 2:
+        for k in range(1, lanes):
             members |= {
-                "rd1_cmd": Out(box), "rd1_data": In(rd), "rd1_status": In(status),
-                "wr1_cmd": Out(box), "wr1_data": Out(wr), "wr1_status": In(status),
-                "pool1_i": Out(post_out), "pool1_o": In(post_out),
-                "pool1_cfg": Out(maxpool_config_layout(max_size, max_groups)),
-                "conv_rd1_cmd": In(box), "conv_rd1_data": Out(rd),
-                "conv_rd1_status": Out(status),
+                f"rd{k}_cmd": Out(box), f"rd{k}_data": In(rd), f"rd{k}_status": In(status),
+                f"wr{k}_cmd": Out(box), f"wr{k}_data": Out(wr), f"wr{k}_status": In(status),
+                f"pool{k}_i": Out(post_out), f"pool{k}_o": In(post_out),
+                f"pool{k}_cfg": Out(maxpool_config_layout(max_size, max_groups)),
+                f"conv_rd{k}_cmd": In(box), f"conv_rd{k}_data": Out(rd),
+                f"conv_rd{k}_status": Out(status),
             }
         super().__init__(members)
 
@@ -124,13 +125,14 @@ class EnginePoolPass(wiring.Component):
             # residual slots (no residual multipliers).
             self.post_i.payload.eq(self.conv_post_i.payload),
         ]
-        if self.lanes == 2:  # port 1 reads: the weight loader's
+        for k in range(1, self.lanes):  # port k's reads: its loader's
+            rd, conv = self._read_ports(k)
             m.d.comb += [
-                self.conv_rd1_cmd.ready.eq(self.rd1_cmd.ready),
-                self.conv_rd1_data.valid.eq(self.rd1_data.valid),
-                self.conv_rd1_data.payload.eq(self.rd1_data.payload),
-                self.conv_rd1_status.valid.eq(self.rd1_status.valid),
-                self.conv_rd1_status.payload.eq(self.rd1_status.payload),
+                conv.cmd.ready.eq(rd.cmd.ready),
+                conv.data.valid.eq(rd.data.valid),
+                conv.data.payload.eq(rd.data.payload),
+                conv.status.valid.eq(rd.status.valid),
+                conv.status.payload.eq(rd.status.payload),
             ]
         with m.If(~pool_mode):
             m.d.comb += [
@@ -147,22 +149,29 @@ class EnginePoolPass(wiring.Component):
                 self.post_o.ready.eq(self.conv_post_o.ready),
                 self.post_cfg.eq(self.conv_post_cfg),
             ]
-            if self.lanes == 2:
+            for k in range(1, self.lanes):
+                rd, conv = self._read_ports(k)
                 m.d.comb += [
-                    self.rd1_cmd.valid.eq(self.conv_rd1_cmd.valid),
-                    self.rd1_cmd.payload.eq(self.conv_rd1_cmd.payload),
-                    self.rd1_data.ready.eq(self.conv_rd1_data.ready),
-                    self.rd1_status.ready.eq(self.conv_rd1_status.ready),
+                    rd.cmd.valid.eq(conv.cmd.valid),
+                    rd.cmd.payload.eq(conv.cmd.payload),
+                    rd.data.ready.eq(conv.data.ready),
+                    rd.status.ready.eq(conv.status.ready),
                 ]
         with m.Else():
             for lane, (box_in, box_out) in zip(self._lanes(), boxes, strict=True):
                 m.d.comb += [lane.rd_cmd.payload.eq(box_in), lane.wr_cmd.payload.eq(box_out)]
 
+    def _read_ports(self, k: int):
+        """Port ``k``'s read engine and the conv walkers' side of it: each a namespace of
+        ``cmd``, ``data``, ``status``."""
+        return tuple(_Read(*(getattr(self, f"{pre}rd{k}_{n}") for n in ("cmd", "data", "status")))
+                     for pre in ("", "conv_"))
+
     def _lanes(self) -> list:
         """Per lane its ports: ``rd_cmd``, ``rd_data``, ``rd_status``, ``wr_cmd``, ``wr_data``,
         ``wr_status``."""
         names = ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status")
-        return [_Ports(**{n: getattr(self, n if k == 0 else n.replace("_", "1_", 1))
+        return [_Ports(**{n: getattr(self, n if k == 0 else n.replace("_", f"{k}_", 1))
                           for n in names}) for k in range(self.lanes)]
 
     def _pool_config(self, m, d):
@@ -177,14 +186,15 @@ class EnginePoolPass(wiring.Component):
                          cfg.pool.stride[a].eq(d.pool_stride[a]),
                          cfg.pool.padding[a].eq(d.pool_padding[a])]
 
-    def _pool1_config(self, m, start, desc):
-        """Lane 1's CMaxPool configuration: a register loaded when a pool descriptor starts
-        (``desc``: its descriptor), a 1x1x1 map before the first one. CMaxPool needs a valid
-        map size at all times: with size 0 it would emit padding voxels while idle."""
+    def _lane_pool_config(self, m, start, desc):
+        """The CMaxPool configuration of lanes 1 and up: a register loaded when a pool
+        descriptor starts (``desc``: its descriptor), a 1x1x1 map before the first one.
+        CMaxPool needs a valid map size at all times: with size 0 it would emit padding voxels
+        while idle."""
         layout = self.pool1_cfg.shape()
         cfg1 = Signal(layout, init={"groups": 1, "size": [1, 1, 1], "window": [1, 1, 1],
                                     "stride": [1, 1, 1]})
-        m.d.comb += self.pool1_cfg.eq(cfg1)
+        m.d.comb += [getattr(self, f"pool{k}_cfg").eq(cfg1) for k in range(1, self.lanes)]
         with m.If(start):
             for a in range(3):
                 m.d.sync += [cfg1.size[a].eq(desc.in_shape[a]),
@@ -201,12 +211,13 @@ class EnginePoolPass(wiring.Component):
             box_in, box_out = Signal(box_layout(aw)), Signal(box_layout(aw))
             last = group + k == groups - 1
             m.d.comb += [
-                box_in.addr.eq(in_base + k * d.in_stride[0]), box_in.stride_g.eq(d.in_stride[0]),
+                box_in.addr.eq(in_base + mul_const(d.in_stride[0], k)),
+                box_in.stride_g.eq(d.in_stride[0]),
                 box_in.stride_d.eq(d.in_stride[1]), box_in.stride_h.eq(d.in_stride[2]),
                 box_in.groups.eq(1), box_in.d_len.eq(d.in_shape[0]),
                 box_in.h_len.eq(d.in_shape[1]), box_in.w_len.eq(d.in_shape[2]),
                 box_in.last_lanes.eq(8),
-                box_out.addr.eq(out_base + k * d.out_stride[0]),
+                box_out.addr.eq(out_base + mul_const(d.out_stride[0], k)),
                 box_out.stride_g.eq(d.out_stride[0]),
                 box_out.stride_d.eq(d.out_stride[1]), box_out.stride_h.eq(d.out_stride[2]),
                 box_out.groups.eq(1), box_out.d_len.eq(d.out_shape[0]),
@@ -227,9 +238,10 @@ class EnginePoolPass(wiring.Component):
             m.d.comb += [pl.acc.re.eq(beat[lane].re), pl.acc.im.eq(beat[lane].im),
                          pl.shift.re.eq(0), pl.shift.im.eq(0)]
         pools = [(self.post_i, self.post_o)]
-        if self.lanes == 2:
-            m.d.comb += self.pool1_i.payload.eq(lanes[1].rd_data.payload.data)
-            pools.append((self.pool1_i, self.pool1_o))
+        for k in range(1, self.lanes):
+            pool_i = getattr(self, f"pool{k}_i")
+            m.d.comb += pool_i.payload.eq(lanes[k].rd_data.payload.data)
+            pools.append((pool_i, getattr(self, f"pool{k}_o")))
         for k, (port, (pool_i, pool_o)) in enumerate(zip(lanes, pools, strict=True)):
             m.d.comb += [
                 pool_i.valid.eq(on[k] & (port.rd_data.valid | (read_failed[k] & ~wr_ok[k]))),
@@ -238,6 +250,26 @@ class EnginePoolPass(wiring.Component):
                 port.wr_data.payload.data.eq(pool_o.payload),
                 pool_o.ready.eq(port.wr_data.ready),
             ]
+
+    def _steps(self, m, ctl, group, groups, advance):
+        """Per lane whether its group of the step starting at ``group`` exists, and whether
+        the step is the last. With up to two lanes these are comparisons on ``group``; with
+        more they are registers, set at the start and at each step's end for the next step
+        (the comparisons on the step logic's path to the sequencer would take a ninth LUT
+        level: Yosys, ``test32_4ports``)."""
+        n = self.lanes
+        if n <= 2:
+            return [(group + k) < groups for k in range(n)], group + n >= groups
+        live = [Signal(name=f"live{k}") for k in range(n)]
+        last_step = Signal()
+        new_groups = (ctl.new_desc.in_slots + 7) >> 3
+        with m.If(ctl.start & (ctl.new_desc.op == OP_POOL)):
+            m.d.sync += [live[k].eq(k < new_groups) for k in range(n)]
+            m.d.sync += last_step.eq(n >= new_groups)
+        with m.Elif(advance):
+            m.d.sync += [live[k].eq(group + n + k < groups) for k in range(n)]
+            m.d.sync += last_step.eq(group + 2 * n >= groups)
+        return live, last_step
 
     def _report(self, m, lanes, rd_ok, wr_ok):
         """``fail`` for the first failing status this cycle (writes before reads, lane 0
@@ -276,7 +308,9 @@ class EnginePoolPass(wiring.Component):
         failed = Signal()  # a status of this step failed
         # Lane k runs in this step unless its group is past the last one.
         on = [Signal(name=f"on{k}") for k in range(n)]
-        m.d.comb += [o.eq(pool_mode & ((group + k) < groups)) for k, o in enumerate(on)]
+        advance = Signal() if n > 2 else None  # the step ends (for the registered flags)
+        live, last_step = self._steps(m, ctl, group, groups, advance)
+        m.d.comb += [o.eq(pool_mode & live_k) for o, live_k in zip(on, live, strict=True)]
         self._route(m, pool_mode, self._boxes(m, d, group, groups, in_base, out_base))
         lanes = self._lanes()
         with m.If(pool_mode):
@@ -287,8 +321,8 @@ class EnginePoolPass(wiring.Component):
                [(p.wr_cmd, wr_ok[k], on[k]) for k, p in enumerate(lanes)]
         stats = [(p.rd_status, rd_ok[k], on[k]) for k, p in enumerate(lanes)] + \
                 [(p.wr_status, wr_ok[k], on[k]) for k, p in enumerate(lanes)]
-        if n == 2:
-            self._pool1_config(m, ctl.start & (ctl.new_desc.op == OP_POOL), ctl.new_desc)
+        if n > 1:
+            self._lane_pool_config(m, ctl.start & (ctl.new_desc.op == OP_POOL), ctl.new_desc)
         with m.FSM(name="pool"):
             with m.State("IDLE"):
                 with m.If(ctl.start & (ctl.new_desc.op == OP_POOL)):
@@ -318,9 +352,12 @@ class EnginePoolPass(wiring.Component):
                     m.d.sync += failed.eq(1)
                 with m.If(_all(ok | st.valid | ~lane_on for st, ok, lane_on in stats)):
                     m.d.sync += [ok.eq(0) for _, ok, _ in stats]
-                    m.d.sync += [group.eq(group + n), in_base.eq(in_base + n * d.in_stride[0]),
-                                 out_base.eq(out_base + n * d.out_stride[0])]
-                    with m.If((group + n >= groups) | ctl.failed | failed | bad
+                    if advance is not None:
+                        m.d.comb += advance.eq(1)
+                    m.d.sync += [group.eq(group + n),
+                                 in_base.eq(in_base + mul_const(d.in_stride[0], n)),
+                                 out_base.eq(out_base + mul_const(d.out_stride[0], n))]
+                    with m.If(last_step | ctl.failed | failed | bad
                               | _any(read_failed)):
                         m.d.comb += self.done.eq(1)
                         m.d.sync += [pool_mode.eq(0), failed.eq(0)]
@@ -329,6 +366,19 @@ class EnginePoolPass(wiring.Component):
                     with m.Else():
                         m.next = "CMD"
         return m
+
+
+#: Lanes a pool pass can have: one per AXI port.
+_MAX_LANES = max(AXI_PORTS)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A read engine's three streams."""
+
+    cmd: object
+    data: object
+    status: object
 
 
 @dataclass(frozen=True)

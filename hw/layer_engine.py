@@ -44,6 +44,9 @@ from .post_maxpool import CMaxPool
 
 __all__ = ["ERROR_CODES", "LayerEngine"]
 
+#: The loaders' submodule names, by port (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`).
+_LOADER_NAMES = ("loader", "wloader", "loader2", "loader3")
+
 
 class LayerEngine(wiring.Component):
     """Runs one layer descriptor on one core: conv/fc/gap layers through the PE array, pool
@@ -78,7 +81,9 @@ class LayerEngine(wiring.Component):
       both halves filling the weight buffer at once (``splits``); one with ``FLAG_ISPLIT``
       has the first read the lower half of every input box's slot groups and the second the
       upper half before its weight tile, both filling the input buffer at once
-      (``splits_inputs``);
+      (``splits_inputs``). With three ports a third loader (``loader2``, on ``rd2_*``) reads
+      the upper halves of split input boxes, with four a fourth (``loader3``, on ``rd3_*``)
+      the second halves of split weight tiles (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -105,8 +110,8 @@ class LayerEngine(wiring.Component):
     A pool pass (``op`` :data:`~fcircnn.arch.descriptor.OP_POOL`,
     :class:`~fcircnn.hw.engine_pool.EnginePoolPass`) streams the input map slot
     group by slot group from the read DMA through the post chain (CBN bypassed, shift 0,
-    CMaxPool on) to the write DMA; with two ports two groups at once, the second from ``rd1_*``
-    through a CMaxPool of its own (``pool1``) to ``wr1_*``
+    CMaxPool on) to the write DMA; with more ports one group per port at once, lane ``k`` from
+    ``rdk_*`` through a CMaxPool of its own (``poolk``) to ``wrk_*``
     (:attr:`~fcircnn.arch.ports.PortMap.pool_lanes`).
 
     Contract
@@ -138,8 +143,9 @@ class LayerEngine(wiring.Component):
     axi_ports : int
         The accelerator's AXI ports (:class:`~fcircnn.arch.ports.PortMap`): with a weight port
         the weight tiles have a loader of their own, reading on ``rd1_*`` (its read engine),
-        beside the input loader on ``rd_*``, and a pool pass's second lane reads on ``rd1_*``
-        and writes on ``wr1_*`` (port 1's write engine).
+        beside the input loader on ``rd_*``; ports 2 and 3 (``rd2_*``, ``rd3_*``) carry the
+        split halves where the core splits them; pool-pass lane ``k`` reads on ``rdk_*`` and
+        writes on ``wrk_*`` (port ``k``'s write engine).
     commands : int
         Read commands each loader keeps in flight (``dma_queue``); its read engine must queue
         as many (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead` ``commands``).
@@ -158,9 +164,9 @@ class LayerEngine(wiring.Component):
             self.core = CoreGeometry(Tn, Tm, Td, Tr, Tc, B, lanes)
             #: Which port carries which read.
             self.ports = PortMap(axi_ports)
-            #: Whether a descriptor can split this core's weight tiles over the two ports.
+            #: Whether a descriptor can split this core's weight tiles over two ports.
             self.splits = self.ports.splits_weights(self.core.weight_tile_beats(1))
-            #: Whether a descriptor can split this core's input boxes over the two ports.
+            #: Whether a descriptor can split this core's input boxes over two ports.
             self.splits_inputs = self.ports.splits_inputs(self.core.in_groups)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
@@ -186,17 +192,14 @@ class LayerEngine(wiring.Component):
             "pe_busy": Out(1),
             "dma_stall": Out(1),
         }
-        if self.ports.weight_loader:
+        for k in range(1, axi_ports):  # port k: a loader's reads, pool-pass lane k
             members |= {
-                "rd1_cmd": Out(stream.Signature(box_layout(addr_width))),
-                "rd1_data": In(stream.Signature(read_beat_layout())),
-                "rd1_status": In(stream.Signature(status_layout(addr_width))),
-            }
-        if self.ports.pool_lanes == 2:
-            members |= {
-                "wr1_cmd": Out(stream.Signature(box_layout(addr_width))),
-                "wr1_data": Out(stream.Signature(write_beat_layout())),
-                "wr1_status": In(stream.Signature(status_layout(addr_width))),
+                f"rd{k}_cmd": Out(stream.Signature(box_layout(addr_width))),
+                f"rd{k}_data": In(stream.Signature(read_beat_layout())),
+                f"rd{k}_status": In(stream.Signature(status_layout(addr_width))),
+                f"wr{k}_cmd": Out(stream.Signature(box_layout(addr_width))),
+                f"wr{k}_data": Out(stream.Signature(write_beat_layout())),
+                f"wr{k}_status": In(stream.Signature(status_layout(addr_width))),
             }
         super().__init__(members)
 
@@ -225,8 +228,8 @@ class LayerEngine(wiring.Component):
         max_size, max_groups = post_chain_size(core, geo)
         m.submodules.post = PostChain(lanes=SLOTS_PER_BEAT, max_size=max_size,
                                       max_groups=max_groups)
-        if self.ports.pool_lanes == 2:  # the pool pass's second lane
-            m.submodules.pool1 = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
+        for k in range(1, self.ports.pool_lanes):  # the pool pass's further lanes
+            m.submodules[f"pool{k}"] = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
         m.submodules.outbuf = OutputBuffer(Tm, Td, Tr, Tc)
         if geo.residual:
             m.submodules.resbuf = InputBuffer(Tm, Td, Tr, Tc, B=B, kernel=1, stride=1)
@@ -237,18 +240,23 @@ class LayerEngine(wiring.Component):
         return m.submodules
 
     def _walkers(self, m, sub):
-        """The control, the four walkers and the pool pass, as submodules of ``m``."""
+        """The control, the four walkers and the pool pass, as submodules of ``m``; returns
+        the loader of each port (``None`` for a port without one)."""
         geo, core, aw = self.geometry, self.core, self.addr_width
         max_size, max_groups = post_chain_size(core, geo)
         resbuf = sub.resbuf if geo.residual else None
         m.submodules.control = EngineControl(aw)
-        for name, reads in zip(("loader", "wloader"),
-                               self.ports.loader_reads(core.weight_tile_beats(1),
-                                                       core.in_groups), strict=False):
-            m.submodules[name] = EngineLoader(
+        loaders = []
+        for name, reads in zip(_LOADER_NAMES, self.ports.loader_reads(
+                core.weight_tile_beats(1), core.in_groups), strict=False):
+            if not reads:
+                loaders.append(None)
+                continue
+            m.submodules[name] = ld = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
                 res_box=resbuf.box.shape() if resbuf is not None else None,
                 commands=self.commands)
+            loaders.append(ld)
         m.submodules.compute = EngineCompute(core, geo, in_depth=sub.inbuf.depth,
                                              in_plane=sub.inbuf.plane, in_width=sub.inbuf.width)
         m.submodules.drain = EngineDrain(core, geo, psum_depth=sub.psum.depth,
@@ -256,40 +264,48 @@ class LayerEngine(wiring.Component):
         m.submodules.store = EngineStore(core, geo, addr_width=aw)
         m.submodules.pool = EnginePoolPass(addr_width=aw, max_size=max_size,
                                            max_groups=max_groups, lanes=self.ports.pool_lanes)
-        return m.submodules
+        return loaders
 
-    def _loaders(self, m, ctl, ld, wl):
-        """The loaders' control: their failures (the input loader's wins a tie) and idle (the
-        weight loader's reads reach ``rd1_*`` through the pool pass, :meth:`_port1`)."""
-        if wl is ld:
-            wiring.connect(m, ld.fail, ctl.fail_loader)
-            m.d.comb += ctl.loader_idle.eq(ld.idle)
+    def _loaders(self, m, ctl, loaders):
+        """The loaders' control: their failures (the lowest port's wins a tie) and idle."""
+        loaders = [ld for ld in loaders if ld is not None]
+        first, *rest = loaders
+        if not rest:
+            wiring.connect(m, first.fail, ctl.fail_loader)
+            m.d.comb += ctl.loader_idle.eq(first.idle)
             return
-        wiring.connect(m, ctl.ctl, wl.ctl)
+        if rest:  # the first is connected with the other walkers
+            wiring.connect(m, ctl.ctl, *(ld.ctl for ld in rest))
         fail = ctl.fail_loader
-        with m.If(ld.fail.valid):
-            m.d.comb += [fail.valid.eq(1), fail.code.eq(ld.fail.code), fail.addr.eq(ld.fail.addr)]
-        with m.Elif(wl.fail.valid):
-            m.d.comb += [fail.valid.eq(1), fail.code.eq(wl.fail.code), fail.addr.eq(wl.fail.addr)]
-        m.d.comb += ctl.loader_idle.eq(ld.idle & wl.idle)
+        for k, ld in enumerate(loaders):
+            with (m.If if k == 0 else m.Elif)(ld.fail.valid):
+                m.d.comb += [fail.valid.eq(1), fail.code.eq(ld.fail.code),
+                             fail.addr.eq(ld.fail.addr)]
+        idle = first.idle
+        for ld in rest:
+            idle = idle & ld.idle
+        m.d.comb += ctl.loader_idle.eq(idle)
 
-    def _port1(self, m, wl, pp, pool1):
-        """Port 1: the weight loader's reads through the pool pass (whose second lane owns the
-        port's read and write engines during a pass), lane 1's CMaxPool."""
+    def _port(self, m, k, loader, pp, pool):
+        """Port ``k`` > 0: its loader's reads (if it has one) through the pool pass, whose lane
+        ``k`` owns the port's read and write engines during a pass, and lane ``k``'s
+        CMaxPool."""
         flip = wiring.flipped
-        for port in ("rd1_cmd", "rd1_data", "rd1_status", "wr1_cmd", "wr1_data", "wr1_status"):
-            wiring.connect(m, flip(getattr(self, port)), getattr(pp, port))
-        wiring.connect(m, wl.rd_cmd, pp.conv_rd1_cmd)
-        wiring.connect(m, pp.conv_rd1_data, wl.rd_data)
-        wiring.connect(m, pp.conv_rd1_status, wl.rd_status)
-        wiring.connect(m, pp.pool1_i, pool1.i)
-        wiring.connect(m, pool1.o, pp.pool1_o)
-        m.d.comb += pool1.cfg.eq(pp.pool1_cfg)
+        for port in ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status"):
+            name = port.replace("_", f"{k}_", 1)
+            wiring.connect(m, flip(getattr(self, name)), getattr(pp, name))
+        if loader is not None:
+            wiring.connect(m, loader.rd_cmd, getattr(pp, f"conv_rd{k}_cmd"))
+            wiring.connect(m, getattr(pp, f"conv_rd{k}_data"), loader.rd_data)
+            wiring.connect(m, getattr(pp, f"conv_rd{k}_status"), loader.rd_status)
+        wiring.connect(m, getattr(pp, f"pool{k}_i"), pool.i)
+        wiring.connect(m, pool.o, getattr(pp, f"pool{k}_o"))
+        m.d.comb += pool.cfg.eq(getattr(pp, f"pool{k}_cfg"))
 
     def elaborate(self, platform):
         m = Module()
         sub = self._buffers(m)
-        self._walkers(m, sub)
+        loaders = self._walkers(m, sub)
         ctl, ld, cp, dr, st, pp = (sub.control, sub.loader, sub.compute, sub.drain, sub.store,
                                    sub.pool)
         inbuf, wbuf, psum, outbuf, post = sub.inbuf, sub.wbuf, sub.psum, sub.outbuf, sub.post
@@ -304,10 +320,13 @@ class LayerEngine(wiring.Component):
         wiring.connect(m, pp.fail, ctl.fail_pool)
         m.d.comb += [ctl.store_idle.eq(st.idle), ctl.pool_active.eq(pp.active),
                      ctl.store_done.eq(st.done), ctl.pool_done.eq(pp.done)]
-        wl = sub.wloader if self.ports.weight_loader else ld
-        self._loaders(m, ctl, ld, wl)
-        if self.ports.pool_lanes == 2:
-            self._port1(m, wl, pp, sub.pool1)
+        self._loaders(m, ctl, loaders)
+        for k in range(1, self.ports.axi_ports):
+            self._port(m, k, loaders[k], pp, sub[f"pool{k}"])
+        wl = loaders[self.ports.weights]
+        whalf, ihalf = (next(ld for ld in loaders if ld is not None and kind in ld.reads)
+                        if split else None for kind, split in (("weight_half", self.splits),
+                                                               ("input_half", self.splits_inputs)))
 
         # The DMA, through the pool pass, to the loader and the store.
         for port in ("rd_cmd", "rd_data", "rd_status", "wr_cmd", "wr_data", "wr_status"):
@@ -324,11 +343,11 @@ class LayerEngine(wiring.Component):
         m.d.comb += [inbuf.box.eq(ld.in_box), inbuf.stride_d.eq(ld.in_stride_d)]
         wiring.connect(m, wl.w_o, wbuf.i)
         if self.splits:
-            wiring.connect(m, ld.w1_o, wbuf.i1)
+            wiring.connect(m, whalf.w1_o, wbuf.i1)
             m.d.comb += wbuf.split.eq((ctl.ctl.desc.flags & FLAG_WSPLIT).bool())
         if self.splits_inputs:
-            wiring.connect(m, wl.in1_o, inbuf.i1)
-            m.d.comb += [inbuf.box1.eq(wl.in1_box),
+            wiring.connect(m, ihalf.in1_o, inbuf.i1)
+            m.d.comb += [inbuf.box1.eq(ihalf.in1_box),
                          inbuf.split.eq((ctl.ctl.desc.flags & FLAG_ISPLIT).bool())]
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]

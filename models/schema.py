@@ -383,7 +383,8 @@ class AcceleratorConfig(_Strict):
         AXI address width, 32..64 (default 40).
     axi_ports : int
         128-bit AXI4 manager ports (:data:`~fcircnn.arch.ports.AXI_PORTS`, default 1); with 2
-        the weight tiles are read on a port of their own (:class:`~fcircnn.arch.ports.PortMap`).
+        the weight tiles are read on a port of their own, with 3 and 4 also the halves of split
+        input boxes and weight tiles (:class:`~fcircnn.arch.ports.PortMap`).
     dma_queue : int
         Read commands each loader keeps in flight on its read engine
         (:data:`~fcircnn.arch.ports.DMA_QUEUE`, default 1: one at a time); more let a

@@ -3,8 +3,8 @@
 :class:`CocotbBackend` puts cocotbext-axi models on the top level's flat ports: an
 ``AxiLiteMaster`` on ``s_axi_control_*`` (the driver's registers) and a RAM on ``m_axi_*`` (DDR),
 both reset by the active-low ``ap_rst_n`` and clocked by ``ap_clk``; on a two-port top level
-the same RAM also answers ``m_axi1_*`` (one memory, two ports, as HP0 and HP1 share the
-DDR). Memory accesses of the driver go straight into the RAM model (zero simulated
+the same RAM also answers ``m_axi1_*`` .. ``m_axi3_*`` (one memory, several ports, as HP0..HP3
+share the DDR). Memory accesses of the driver go straight into the RAM model (zero simulated
 time, as a host writing DDR before the start). The RAM can add random pauses on every AXI
 channel, a fixed latency before the first beat of every read burst, and answer ``SLVERR`` for
 reads or writes inside chosen address ranges (:meth:`CocotbBackend.inject_fault`).
@@ -218,7 +218,7 @@ class CocotbBackend:
 
     @property
     def read_bytes(self) -> list[int]:
-        """Bytes read so far through each AXI port (``m_axi``, then ``m_axi1``)."""
+        """Bytes read so far through each AXI port (``m_axi``, then ``m_axi1`` ..)."""
         return [r.bytes_read for r in self.ram.read_ifs]
 
     @property

@@ -141,7 +141,7 @@ _ACCS: dict[str, tuple[str, str]] = {
     "acc_inline_bad.yaml": (ACC.replace("network: tiny.yaml", "network: {name: t, classes: 0}"),
                             "network.classes"),
     "acc_clock.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 5000"), "clock_mhz"),
-    "acc_ports.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\naxi_ports: 3"),
+    "acc_ports.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\naxi_ports: 5"),
                        "axi_ports"),
     "acc_queue.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\ndma_queue: 9"),
                        "dma_queue: must be in the range 1..8"),

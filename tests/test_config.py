@@ -312,11 +312,11 @@ def test_out_of_range(tmp_path: Path) -> None:
     file, err = net_error(tmp_path, net_with(layers=[]))
     assert_line(err, file, "layers", "at least 1")
     data = copy.deepcopy(ACC)
-    data.update(clock_mhz=0, address_width=16, axi_ports=4)
+    data.update(clock_mhz=0, address_width=16, axi_ports=5)
     file, err = acc_error(tmp_path, data)
     assert_line(err, file, "clock_mhz", "(0, 1000]", "not 0")
     assert_line(err, file, "address_width", "32..64", "not 16")
-    assert_line(err, file, "axi_ports", "allowed values are 1, 2", "not 4")
+    assert_line(err, file, "axi_ports", "allowed values are 1, 2, 3, 4", "not 5")
 
 
 def test_missing_key_and_bad_layer_type(tmp_path: Path) -> None:

@@ -39,3 +39,15 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     # The paper's ResNet-18 runs its gap on the Tn = 8 pointwise core: less than a slot group.
     viewed = "gap reads its 512 channels as 8 planes of 64: one channel tile"
     assert (viewed in text) == (name == "r3d18_zcu102_best")
+
+
+@pytest.mark.parametrize("ports, line", [
+    (1, "1 port"),
+    (2, "2 ports (weight tiles on m_axi1; 2 pool lanes)"),
+    (4, ("4 ports (weight tiles on m_axi1, upper halves of split input boxes on m_axi2, "
+        "second halves of split weight tiles on m_axi3; 4 pool lanes)")),
+])
+def test_accelerator_summary_says_what_each_port_carries(ports, line):
+    acc = load_accelerator(builtin_path("c3d_zcu102_best"))
+    text = describe_accelerator(acc.model_copy(update={"axi_ports": ports}))
+    assert line in text

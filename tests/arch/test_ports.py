@@ -5,11 +5,13 @@ import pytest
 
 from fcircnn.arch.ports import (
     ALL_READS,
+    INPUT_HALF_READS,
     INPUT_READS,
     LOADER_READS,
     READ_KINDS,
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
+    WEIGHT_HALF_READS,
     WEIGHT_READS,
     PortMap,
     input_halves,
@@ -49,7 +51,30 @@ def test_the_read_kinds_are_partitioned_between_the_loaders():
     assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
     assert SPLIT_WEIGHT_READS - WEIGHT_READS == {"input_half"}
     assert not SPLIT_INPUT_READS & SPLIT_WEIGHT_READS
-    assert len(set(LOADER_READS)) == len(LOADER_READS) == 5
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 7
+    assert INPUT_HALF_READS == {"input_half"} and WEIGHT_HALF_READS == {"weight_half"}
+
+
+def test_three_ports_give_the_input_halves_a_loader_of_their_own():
+    ports = PortMap(3)
+    assert ports.managers == ("m_axi", "m_axi1", "m_axi2") and ports.pool_lanes == 3
+    assert (ports.input_half, ports.weight_half) == (2, 0)
+    assert ports.loader_reads(2, 2) == (SPLIT_INPUT_READS, WEIGHT_READS, INPUT_HALF_READS)
+    # a core whose boxes do not split: no loader on port 2
+    assert ports.loader_reads(2, 1) == (SPLIT_INPUT_READS, WEIGHT_READS, frozenset())
+
+
+def test_four_ports_give_both_halves_loaders_of_their_own():
+    ports = PortMap(4)
+    assert ports.managers == ("m_axi", "m_axi1", "m_axi2", "m_axi3") and ports.pool_lanes == 4
+    assert (ports.input_half, ports.weight_half) == (2, 3)
+    assert ports.loader_reads(2, 2) == (INPUT_READS, WEIGHT_READS, INPUT_HALF_READS,
+                                        WEIGHT_HALF_READS)
+    assert ports.loader_reads(1, 1) == (INPUT_READS, WEIGHT_READS, frozenset(), frozenset())
+    # every read kind on exactly one loader
+    for beats, groups in ((1, 1), (2, 1), (1, 2), (2, 2)):
+        loaders = ports.loader_reads(beats, groups)
+        assert sum(len(r) for r in loaders) == len(frozenset().union(*loaders))
 
 
 def test_input_halves_are_the_lower_and_upper_slot_groups():
@@ -74,7 +99,7 @@ def test_weight_halves_need_an_even_count(beats):
         weight_halves(beats)
 
 
-@pytest.mark.parametrize("n", [0, 3, 4, "2", None])
+@pytest.mark.parametrize("n", [0, 5, "2", None, 2.0])
 def test_other_port_counts_are_refused_with_the_allowed_values(n):
-    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2"):
+    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, 3, 4"):
         PortMap(n)

@@ -18,6 +18,7 @@ from fcircnn.gen.perf_model import (
     MemoryModel,
     _Conv,
     gops_per_dsp,
+    memory_of,
 )
 from fcircnn.gen.perf_network import model_layer, model_network
 from fcircnn.models.config import load_accelerator
@@ -168,6 +169,24 @@ def test_own_weight_engine_what_if():
     assert own.layers[2].cycles < 0.9 * one.layers[2].cycles
 
 
+def test_four_ports_give_the_split_halves_engines_of_their_own():
+    """``memory_of`` of a three- and four-port accelerator: the input halves (three) and the
+    weight halves (four) on engines of their own, a pool lane per port; on the ResNet-18 best
+    core, never slower than two ports with the same flags, and the input-bound first layer
+    faster (its split input boxes no longer wait for the weight loader's tiles)."""
+    acc = load_accelerator(MODELS / "r3d18_zcu102_best.yaml")
+    mems = {n: memory_of(acc.model_copy(update={"axi_ports": n})) for n in (2, 3, 4)}
+    assert [(m.weight_engine, m.input_half_engine, m.weight_half_engine, m.pool_lanes)
+            for m in mems.values()] == [(True, False, False, 2), (True, True, False, 3),
+                                        (True, True, True, 4)]
+    names = ["conv1", "l2b1_conv1", "l4b1_conv1", "fc"]
+    two, four = (model_network(acc.model_copy(update={"axi_ports": n}), layers=names)
+                 for n in (2, 4))
+    for a, b in zip(two.layers, four.layers, strict=True):
+        assert b.cycles <= a.cycles and b.pe_busy_cycles == a.pe_busy_cycles
+    assert four.layers[0].cycles < 0.97 * two.layers[0].cycles
+
+
 def test_gops_per_dsp():
     acc = load_accelerator(MODELS / "c3d_zcu102.yaml")
     perf = model_network(acc, layers=["conv5a", "fc8"], dsp=400)
@@ -184,6 +203,9 @@ def test_gops_per_dsp():
     ({"read_latency": -1}, "read_latency must be in"),
     ({"efficiency": 1.5}, "efficiency must be in"),
     ({"weight_engine": 1}, "weight_engine must be a bool"),
+    ({"input_half_engine": 1}, "input_half_engine must be a bool"),
+    ({"weight_half_engine": None}, "weight_half_engine must be a bool"),
+    ({"pool_lanes": 5}, "pool_lanes must be in 1..4"),
 ])
 def test_memory_model_rejects_bad_parameters(kwargs, message):
     with pytest.raises((TypeError, ValueError), match=message):

@@ -39,7 +39,7 @@ def test_space_enumerates_every_combination_once():
     ({"cores": (3,)}, "cores: allowed values are 1 and 2"),
     ({"block_sizes": (6,)}, "block sizes [6] are not allowed"),
     ({"cores": (2,), "pointwise": ()}, "pointwise"),
-    ({"axi_ports": (1, 4)}, "axi_ports: allowed values are 1, 2, not [1, 4]"),
+    ({"axi_ports": (1, 5)}, "axi_ports: allowed values are 1, 2, 3, 4, not [1, 5]"),
 ])
 def test_space_rejects_bad_ranges(kwargs, message):
     with pytest.raises(SweepError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -180,7 +180,18 @@ def test_two_ports_are_a_dimension_of_the_sweep(c3d):
     one, two = sweep.run_sweep(c3d, space, ZCU102).evaluations
     assert one.dsp == two.dsp and two.lut > one.lut and two.ff > one.ff
     assert two.cycles < one.cycles
-    assert main(["sweep", "c3d", "--axi-ports", "3", "-q"]) == 2
+    assert main(["sweep", "c3d", "--axi-ports", "5", "-q"]) == 2
+
+
+def test_four_ports_are_a_dimension_of_the_sweep(c3d):
+    """Four ports: the same DSPs, more read engines and pool lanes, never slower than two."""
+    space = SweepSpace(tn=(32,), tm=(64,), td=(2,), tr=(8,), tc=(8,), cores=(1,),
+                       unroll_td=(True,), axi_ports=(2, 4), dma_queue=(2,))
+    points = list(space.points(8))
+    assert [p.label for p in points] == ["32/64/2u/8/8@2pq2", "32/64/2u/8/8@4pq2"]
+    two, four = sweep.run_sweep(c3d, space, ZCU102).evaluations
+    assert two.dsp == four.dsp and four.lut > two.lut and four.ff > two.ff
+    assert four.cycles <= two.cycles
 
 
 def test_sweep_with_no_fitting_point_names_the_resource(tmp_path, capsys):

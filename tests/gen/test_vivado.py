@@ -437,33 +437,36 @@ def test_32_bit_master_keeps_only_the_segments_it_reaches(tmp_path):
         _index(calls, "validate_bd_design")
 
 
-def test_two_ports_connect_the_second_to_hp1(tmp_path):
-    """``axi_ports: 2``: the packaged IP has both managers on ``ap_clk``; the block design
-    enables HP1 FPD (S_AXI_GP3, 128 bit) on ``pl_clk0`` and connects ``m_axi1`` to it through
-    a SmartConnect of its own; a 32-bit design leaves both managers only the segments they
-    reach."""
-    acc = _config(tmp_path).model_copy(update={"axi_ports": 2, "address_width": 32})
+@pytest.mark.parametrize("ports", [2, 4])
+def test_more_ports_connect_port_k_to_hpk(tmp_path, ports):
+    """``axi_ports`` 2 and 4: the packaged IP has every manager on ``ap_clk``; the block
+    design enables HPk FPD (S_AXI_GP{k+2}, 128 bit) on ``pl_clk0`` for each port ``k`` and
+    connects ``m_axik`` to it through a SmartConnect of its own; a 32-bit design leaves every
+    manager only the segments it reaches."""
+    acc = _config(tmp_path).model_copy(update={"axi_ports": ports, "address_width": 32})
+    buses = ["m_axi"] + [f"m_axi{k}" for k in range(1, ports)]
     calls, _ = run_tcl(tmp_path, acc, "package_ip.tcl")
     assoc = _named(calls, "ipx::associate_bus_interfaces")
-    for busif in ("m_axi", "m_axi1", "s_axi_control"):
+    for busif in (*buses, "s_axi_control"):
         assert ["-busif", busif, "-clock", "ap_clk", "core_0"] in assoc
     calls, _ = run_tcl(tmp_path, acc, "block_design.tcl")
     ps = _ps_config(calls)
-    for gp in ("2", "3"):
-        assert ps[f"CONFIG.PSU__USE__S_AXI_GP{gp}"] == "1"
-        assert ps[f"CONFIG.PSU__SAXIGP{gp}__DATA_WIDTH"] == "128"
-    assert "CONFIG.PSU__USE__S_AXI_GP4" not in ps
+    for k in range(ports):
+        assert ps[f"CONFIG.PSU__USE__S_AXI_GP{k + 2}"] == "1"
+        assert ps[f"CONFIG.PSU__SAXIGP{k + 2}__DATA_WIDTH"] == "128"
+    assert f"CONFIG.PSU__USE__S_AXI_GP{ports + 2}" not in ps
     intf = _named(calls, "connect_bd_intf_net")
-    assert ["fcircnn_accel_0/m_axi1", "mem1_smc/S00_AXI"] in intf
-    assert ["mem1_smc/M00_AXI", "zynq_ultra_ps_e_0/S_AXI_HP1_FPD"] in intf
-    assert ["fcircnn_accel_0/m_axi", "mem_smc/S00_AXI"] in intf
     clock = next(n for n in _named(calls, "connect_bd_net") if n[0] == "zynq_ultra_ps_e_0/pl_clk0")
-    assert {"zynq_ultra_ps_e_0/saxihp1_fpd_aclk", "mem1_smc/aclk"} <= set(clock)
     resets = next(n for n in _named(calls, "connect_bd_net")
                   if n[0] == "rst_pl_clk0/interconnect_aresetn")
-    assert "mem1_smc/aresetn" in resets
+    for k, bus in enumerate(buses):
+        smc = f"mem{k or ''}_smc"
+        assert [f"fcircnn_accel_0/{bus}", f"{smc}/S00_AXI"] in intf
+        assert [f"{smc}/M00_AXI", f"zynq_ultra_ps_e_0/S_AXI_HP{k}_FPD"] in intf
+        assert {f"zynq_ultra_ps_e_0/saxihp{k}_fpd_aclk", f"{smc}/aclk"} <= set(clock)
+        assert f"{smc}/aresetn" in resets
     spaces = _named(calls, "get_bd_addr_spaces")
-    assert spaces == [["fcircnn_accel_0/m_axi fcircnn_accel_0/m_axi1"]]
+    assert spaces == [[" ".join(f"fcircnn_accel_0/{bus}" for bus in buses)]]
     assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
-    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, not 3"):
-        vivado.VivadoTarget.from_config(acc.model_copy(update={"axi_ports": 3}))
+    with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, 3, 4, not 5"):
+        vivado.VivadoTarget.from_config(acc.model_copy(update={"axi_ports": 5}))

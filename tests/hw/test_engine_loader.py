@@ -19,9 +19,11 @@ from engine_bench import AW, Dma, box_beats, conv_cases, start
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT
 from fcircnn.arch.ports import (
     ALL_READS,
+    INPUT_HALF_READS,
     INPUT_READS,
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
+    WEIGHT_HALF_READS,
     WEIGHT_READS,
 )
 from fcircnn.arch.walk import conv_reads, splits_inputs
@@ -281,3 +283,38 @@ def test_the_loader_refuses_a_residual_box_for_a_core_without_residuals():
             loader(case, frozenset(reads))
     with pytest.raises(ValueError, match="input_half"):
         loader(next(c for c in conv_cases() if c.core.in_groups == 1), SPLIT_WEIGHT_READS)
+
+
+def own_port_loaders():
+    """The loaders of a four-port core: input and weight loader without halves, and the
+    loaders of the halves, each on descriptors split both ways, one way and not at all, with
+    one command at a time and a queue of three."""
+    split = [c for c in input_split_cases() if c.desc.flags & FLAG_WSPLIT]
+    whole = [c for c in conv_cases() if splits_inputs(c.desc, c.core)
+             and c.core.weight_tile_beats(1) % 2 == 0]
+    isplit_only = [c for c in input_split_cases() if not c.desc.flags & FLAG_WSPLIT][:1]
+    loaders = [(INPUT_READS, "input loader"), (WEIGHT_READS, "weight loader"),
+               (INPUT_HALF_READS, "input-half loader"),
+               (WEIGHT_HALF_READS, "weight-half loader")]
+    return [pytest.param(case, kinds, commands, id=f"{case}-{name}-q{commands}")
+            for kinds, name in loaders for case in [*split, *whole[:1], *isplit_only]
+            for commands in (1, 3)]
+
+
+@pytest.mark.parametrize("case, kinds, commands", own_port_loaders())
+def test_the_loaders_of_a_four_port_core_read_their_kinds_only(case, kinds, commands):
+    """On four ports every read kind has a loader of its own: a half loader walks only the
+    descriptors split its way (otherwise it stays idle and issues nothing), the input and
+    weight loaders read their whole boxes or their own halves whatever the flags."""
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    if kinds == INPUT_HALF_READS:
+        assert bool(reads) == bool(case.desc.flags & FLAG_ISPLIT)
+    if kinds == WEIGHT_HALF_READS:
+        assert bool(reads) == bool(case.desc.flags & FLAG_WSPLIT)
+    boxes, taken, fails, (idle, _) = run(case, reads=kinds, commands=commands,
+                                         seed=zlib.crc32(case.name.encode()) + commands)
+    assert idle and not fails
+    assert boxes == [box for _, box in reads]
+    for n, (kind, box) in enumerate(reads):
+        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
+        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))

@@ -54,7 +54,7 @@ def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
                 return None
             return fail[1] // lanes
 
-        sfx = "" if k == 0 else "1"
+        sfx = "" if k == 0 else str(k)
         rds.append(Dma(getattr(dut, f"rd{sfx}_cmd"), getattr(dut, f"rd{sfx}_status"),
                        data=getattr(dut, f"rd{sfx}_data"), rng=rng, stall=stall, beat=beat,
                        fail_at=at("read"), fail_status=status))
@@ -64,7 +64,8 @@ def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
     fails, done, shifts = [], [], set()
 
     def chain(k):
-        i, o = (dut.post_i, dut.post_o) if k == 0 else (dut.pool1_i, dut.pool1_o)
+        i, o = (dut.post_i, dut.post_o) if k == 0 else (getattr(dut, f"pool{k}_i"),
+                                                        getattr(dut, f"pool{k}_o"))
 
         async def process(ctx):
             fifo, b, group = deque(), 0, k
@@ -107,7 +108,7 @@ def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
         await start(ctx, dut.ctl, case.desc)
         await ctx.tick()
         cfg.append(ctx.get(dut.post_cfg))
-        cfg.append(ctx.get(dut.pool1_cfg) if lanes == 2 else None)
+        cfg.append([ctx.get(getattr(dut, f"pool{k}_cfg")) for k in range(1, lanes)])
         for _ in range(100_000):
             await ctx.tick()
             if done:
@@ -131,18 +132,18 @@ def three_groups(case):
     return replace(case.desc, in_slots=24, out_slots=20)
 
 
-@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("lanes", [1, 2, 4])
 @pytest.mark.parametrize("case", pool_cases(), ids=str)
 def test_the_pool_pass_moves_every_group_through_the_chain(case, lanes):
-    pairs, rds, wrs, data, fails, done, (cfg, cfg1, active) = run(
+    pairs, rds, wrs, data, fails, done, (cfg, cfgs, active) = run(
         case, seed=zlib.crc32(case.name.encode()), lanes=lanes)
     assert not fails and done == [1] and not active
     _check_lanes(pairs, rds, wrs, data, lanes)
-    # CBN and CReLU bypassed, CMaxPool on the whole map; lane 1's CMaxPool the same.
+    # CBN and CReLU bypassed, CMaxPool on the whole map; the other lanes' CMaxPools the same.
     assert cfg.cbn.bypass and cfg.crelu.bypass and not cfg.pool.bypass
     assert [int(cfg.pool.size[a]) for a in range(3)] == list(case.desc.in_shape)
     assert [int(cfg.pool.window[a]) for a in range(3)] == list(case.desc.pool_window)
-    if lanes == 2:
+    for cfg1 in cfgs:
         assert not cfg1.bypass and int(cfg1.groups) == 1
         for a in range(3):
             assert (int(cfg1.size[a]), int(cfg1.window[a]), int(cfg1.stride[a]),
@@ -173,7 +174,23 @@ def test_two_lanes_with_an_odd_last_group():
     _check_lanes(pairs, rds, wrs, data, 2)
 
 
-@pytest.mark.parametrize("lanes", [1, 2])
+def test_four_lanes_with_fewer_groups_than_lanes():
+    """Three slot groups on four lanes: one step, lane 3 sitting it out (no transfer)."""
+    case = max(pool_cases(), key=lambda c: c.desc.in_slots)
+    case = replace(case, desc=three_groups(case))
+    pairs, rds, wrs, data, fails, done, _ = run(case, seed=13, lanes=4)
+    assert not fails and done == [1]
+    assert rds[3].boxes == [] and wrs[3].boxes == []
+    _check_lanes(pairs, rds, wrs, data, 4)
+
+
+def test_the_pool_pass_refuses_other_lane_counts():
+    for lanes in (0, 5, True, 2.0):
+        with pytest.raises(ValueError, match=r"lanes must be 1\.\.4"):
+            EnginePoolPass(addr_width=AW, max_size=SIZE, lanes=lanes)
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4])
 @pytest.mark.parametrize(("which", "group", "status"), [("read", 1, Status.BUS_ERROR),
                                                         ("write", 1, Status.OVERFLOW),
                                                         ("read", 0, Status.BAD_COMMAND),

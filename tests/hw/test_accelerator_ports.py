@@ -1,0 +1,84 @@
+"""Three and four AXI ports on the accelerator top level in cocotb, bit-exact under random
+back-pressure on every channel of every port.
+
+With three ports (``axi_ports: 3``) port 2 has a loader of its own for the upper halves of
+split input boxes (``FLAG_ISPLIT``); with four, port 3 one for the second halves of split
+weight tiles (``FLAG_WSPLIT``), so a split no longer costs the input or the weight loader
+anything (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`). The network is the fused-pool one
+of ``tests/conftest.py`` (``FUSED_NET``, ``Tn = Tm = 32``, the depth loop unrolled): the
+compiler splits f1's input boxes (its two input slot groups) and the weight tiles of f2 (with
+four ports) and fc, as the performance model finds them faster so; the tests check the flags,
+that every port reads exactly its share (from the DMA plan of each read kind), and the
+outputs, layer by layer, against the golden model. Cycles are recorded as ``fused_4ports_q2``
+(``bench/record_rtl_cycles.py``).
+
+Every port is also a pool-pass lane: the pool-lanes network (three slot groups) runs its pool
+pass on four lanes, the fourth sitting the step out.
+"""
+
+import pytest
+from conftest import (
+    POOL_LANES_NET,
+    compile_saved,
+    write_fused_accelerator,
+    write_small_accelerator,
+)
+from engine_bench import weight_bytes
+
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT, OP_POOL
+
+#: One worker runs this module (its Verilator builds): see pyproject.toml.
+pytestmark = pytest.mark.xdist_group("accelerator_ports")
+
+_SPLITS = FLAG_WSPLIT | FLAG_ISPLIT
+
+
+def _check(doc, image):
+    assert doc["status"] == "done" and doc["passed"], doc.get("message")
+    assert [layer["name"] for layer in doc["layers"]] == [
+        lp.layer.name for lp in image.plan.layers]
+    for layer in doc["layers"]:
+        assert layer["passed"] and layer["mismatches"] == 0, layer
+
+
+def _run_fused(tmp_path, run_image, ports, queue, seed):
+    acc, image, root = compile_saved(
+        tmp_path, lambda f: write_fused_accelerator(f, axi_ports=ports, dma_queue=queue), 5)
+    doc = run_image(acc, root, "ports", backpressure=0.3, latency=6, seed=seed)
+    _check(doc, image)
+    return acc, image, doc["read_bytes"]
+
+
+def test_four_ports_with_a_queue_are_bit_exact_and_read_their_share(tmp_path, run_image):
+    acc, image, read = _run_fused(tmp_path, run_image, 4, 2, seed=41)
+    flags = {lp.layer.name: lp.descriptor.flags & _SPLITS for lp in image.plan.layers}
+    assert flags == {"f1": FLAG_ISPLIT, "f2": FLAG_WSPLIT, "fc": FLAG_WSPLIT}
+    upper, halves = weight_bytes(acc, image, "input_half"), weight_bytes(acc, image,
+                                                                        "weight_half")
+    assert upper > 0 and halves > 0
+    # port 1 every whole weight tile and first half, port 2 the upper input halves, port 3
+    # the second weight halves; port 0 the rest (descriptors, records, lower halves, ...)
+    assert read[1:] == [weight_bytes(acc, image), upper, halves]
+    assert read[0] > 0
+
+
+@pytest.mark.slow  # the same mechanisms, one command at a time: a second Verilator build
+def test_four_ports_one_command_at_a_time_are_bit_exact(tmp_path, run_image):
+    _run_fused(tmp_path, run_image, 4, 1, seed=43)
+
+
+@pytest.mark.slow  # three ports: the weight halves back on the input loader
+def test_three_ports_are_bit_exact_and_read_their_share(tmp_path, run_image):
+    acc, image, read = _run_fused(tmp_path, run_image, 3, 2, seed=47)
+    flags = {lp.layer.name: lp.descriptor.flags & _SPLITS for lp in image.plan.layers}
+    assert flags["f1"] & FLAG_ISPLIT and flags["fc"] & FLAG_WSPLIT
+    assert read[1:] == [weight_bytes(acc, image), weight_bytes(acc, image, "input_half")]
+
+
+def test_four_pool_lanes_are_bit_exact_under_backpressure(tmp_path, run_image):
+    acc, image, root = compile_saved(
+        tmp_path, lambda f: write_small_accelerator(f, tn=32, tm=32, net=POOL_LANES_NET,
+                                                    axi_ports=4), 31)
+    pools = [d for lp in image.plan.layers for d in lp.descriptors if d.op == OP_POOL]
+    assert pools and max(-(-d.in_slots // 8) for d in pools) == 3  # 3 groups on 4 lanes
+    _check(run_image(acc, root, "lanes", backpressure=0.3, latency=4, seed=37), image)
