@@ -261,3 +261,13 @@ def weight_bytes(acc, image, kind: str = "weights") -> int:
                if d.op != OP_POOL
                for k, box in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
                if k == kind)
+
+
+def check_run(doc: dict, image) -> None:
+    """The testbench's results ``doc`` of a run of ``image``: done, every layer of its plan in
+    order, each bit-exact against the golden model."""
+    assert doc["status"] == "done" and doc["passed"], doc.get("message")
+    assert [layer["name"] for layer in doc["layers"]] == [
+        lp.layer.name for lp in image.plan.layers]
+    for layer in doc["layers"]:
+        assert layer["passed"] and layer["mismatches"] == 0, layer

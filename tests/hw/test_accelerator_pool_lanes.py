@@ -14,7 +14,7 @@ recorded as ``pool_lanes`` (``bench/record_rtl_cycles.py``).
 
 import pytest
 from conftest import compile_saved, write_pool_lanes_accelerator
-from engine_bench import weight_bytes
+from engine_bench import check_run, weight_bytes
 
 from fcircnn.arch.descriptor import OP_POOL
 
@@ -38,21 +38,13 @@ def lane1_pool_bytes(image) -> int:
     return total
 
 
-def _check(doc, image):
-    assert doc["status"] == "done" and doc["passed"], doc.get("message")
-    assert [layer["name"] for layer in doc["layers"]] == [
-        lp.layer.name for lp in image.plan.layers]
-    for layer in doc["layers"]:
-        assert layer["passed"] and layer["mismatches"] == 0, layer
-
-
 def test_two_pool_lanes_are_bit_exact_under_backpressure(compiled, run_image):
     acc, image, root = compiled
     pool = image.plan.layers[0].descriptors[1]
     assert pool.op == OP_POOL and pool.in_slots == 24  # three groups: a step of two, then one
     assert image.plan.layers[1].descriptor.stride == (1, 1, 2)  # p2 reads subsampled
     doc = run_image(acc, root, "pool-lanes", backpressure=0.3, latency=4, seed=7)
-    _check(doc, image)
+    check_run(doc, image)
     port1 = weight_bytes(acc, image) + weight_bytes(acc, image, "input_half")
     assert doc["read_bytes"][1] == port1 + lane1_pool_bytes(image)
     assert lane1_pool_bytes(image) == 4 * 8 * 8 * 16
@@ -74,4 +66,4 @@ def test_a_failing_transfer_of_the_second_lane_ends_the_run_with_its_address(com
     assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
     assert fault["error_code"] == (7 if kind == "write" else 3)
     assert base + stride <= fault["error_addr"] < base + 2 * stride
-    _check(doc, image)
+    check_run(doc, image)

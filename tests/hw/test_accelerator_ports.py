@@ -23,7 +23,7 @@ from conftest import (
     write_fused_accelerator,
     write_small_accelerator,
 )
-from engine_bench import weight_bytes
+from engine_bench import check_run, weight_bytes
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT, OP_POOL
 
@@ -33,19 +33,11 @@ pytestmark = pytest.mark.xdist_group("accelerator_ports")
 _SPLITS = FLAG_WSPLIT | FLAG_ISPLIT
 
 
-def _check(doc, image):
-    assert doc["status"] == "done" and doc["passed"], doc.get("message")
-    assert [layer["name"] for layer in doc["layers"]] == [
-        lp.layer.name for lp in image.plan.layers]
-    for layer in doc["layers"]:
-        assert layer["passed"] and layer["mismatches"] == 0, layer
-
-
 def _run_fused(tmp_path, run_image, ports, queue, seed):
     acc, image, root = compile_saved(
         tmp_path, lambda f: write_fused_accelerator(f, axi_ports=ports, dma_queue=queue), 5)
     doc = run_image(acc, root, "ports", backpressure=0.3, latency=6, seed=seed)
-    _check(doc, image)
+    check_run(doc, image)
     return acc, image, doc["read_bytes"]
 
 
@@ -81,4 +73,4 @@ def test_four_pool_lanes_are_bit_exact_under_backpressure(tmp_path, run_image):
                                                     axi_ports=4), 31)
     pools = [d for lp in image.plan.layers for d in lp.descriptors if d.op == OP_POOL]
     assert pools and max(-(-d.in_slots // 8) for d in pools) == 3  # 3 groups on 4 lanes
-    _check(run_image(acc, root, "lanes", backpressure=0.3, latency=4, seed=37), image)
+    check_run(run_image(acc, root, "lanes", backpressure=0.3, latency=4, seed=37), image)
