@@ -274,8 +274,7 @@ class LayerEngine(wiring.Component):
             wiring.connect(m, first.fail, ctl.fail_loader)
             m.d.comb += ctl.loader_idle.eq(first.idle)
             return
-        if rest:  # the first is connected with the other walkers
-            wiring.connect(m, ctl.ctl, *(ld.ctl for ld in rest))
+        wiring.connect(m, ctl.ctl, *(ld.ctl for ld in rest))  # the first: with the walkers
         fail = ctl.fail_loader
         for k, ld in enumerate(loaders):
             with (m.If if k == 0 else m.Elif)(ld.fail.valid):
