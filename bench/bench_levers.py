@@ -13,7 +13,7 @@ against the paper's published point (GOP/s, GOP/s per DSP):
 * the most GOP/s per DSP among the points at or above the paper's GOP/s;
 * whether some point beats the paper on both figures at once (issue 16's "must").
 
-Run: ``python bench/bench_levers.py [-j N] [--readme]`` (8 sweeps of 3,840 points).
+Run: ``python bench/bench_levers.py [-j N] [--readme]`` (8 sweeps of 5,376 points).
 """
 
 from __future__ import annotations

