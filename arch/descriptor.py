@@ -17,7 +17,8 @@ offset  bytes  field             contents
 0x04    2      ``flags``         bit 0 :data:`FLAG_CBN`, bit 1 :data:`FLAG_CRELU`, bit 2
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
                                  :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
-                                 :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`; other bits 0
+                                 :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`, bit 8
+                                 :data:`FLAG_WQUARTER`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -97,6 +98,7 @@ __all__ = [
     "FLAG_LAST",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
+    "FLAG_WQUARTER",
     "FLAG_WSPLIT",
     "OP_CONV",
     "OP_GAP",
@@ -137,9 +139,15 @@ FLAG_ISPLIT = 1 << 6
 #: box, half ``j`` at ``out_stride[1] / 2 * j`` bytes further (``out_stride[1]``: two depth
 #: planes of the stored map); :meth:`LayerDescriptor.stored_output` is that map.
 FLAG_DFOLD = 1 << 7
+#: With :data:`FLAG_WSPLIT` on a four-port accelerator: each weight tile is read in four
+#: quarters, one on each AXI port (:meth:`fcircnn.arch.ports.PortMap.quarters_weights`); its
+#: image is laid out quarter-major (:func:`fcircnn.arch.ports.weight_quarters`). Never without
+#: :data:`FLAG_WSPLIT`; with :data:`FLAG_ISPLIT` port 2 reads the upper half of each input box,
+#: then its quarter of the weight tile.
+FLAG_WQUARTER = 1 << 8
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0xFF
+_FLAGS_MASK = 0x1FF
 
 
 def stored_map(flags: int, out_slots: int, out_shape: Vec3, op: int = OP_CONV
@@ -288,6 +296,8 @@ class LayerDescriptor:
                              f"(pool pass), not {self.op}")
         if self.flags & ~_FLAGS_MASK:
             raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
+        if self.flags & FLAG_WQUARTER and not self.flags & FLAG_WSPLIT:
+            raise ValueError("FLAG_WQUARTER needs FLAG_WSPLIT")
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

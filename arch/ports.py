@@ -29,6 +29,16 @@ banks: the buffer's banks are per lane and slot group). It needs a weight port a
 number of input slot groups per n-tile (:meth:`PortMap.splits_inputs`), every n-tile of the
 layer loading all of them (:func:`~fcircnn.arch.walk.splits_inputs`).
 
+On four ports a split weight tile leaves ports 0 and 2 idle while ports 1 and 3 stream its
+halves. The compiler can then add :data:`~fcircnn.arch.descriptor.FLAG_WQUARTER`: each weight
+tile is read in four quarters of every tap's beats (:func:`weight_quarters`), one per port:
+the first on port 1 (the weight loader), the second on port 0 (the input loader, after its
+input box), the third on port 3 (the second half's loader: the third quarter starts where the
+second half does) and the fourth on port 2 (its loader, after the upper half of the input
+box if the descriptor splits input boxes too), all four landing in the weight buffer at once
+(disjoint banks; the image of such a tile is laid out quarter-major). It needs four ports
+and a number of beats per kernel tap divisible by four (:meth:`PortMap.quarters_weights`).
+
 This module imports nothing of the project.
 """
 
@@ -38,8 +48,8 @@ from dataclasses import dataclass
 
 __all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_READS",
            "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "SPLIT_INPUT_READS",
-           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_READS", "PortMap", "input_halves",
-           "weight_halves"]
+           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_QUARTER_READS", "WEIGHT_READS",
+           "PortMap", "input_halves", "weight_halves", "weight_quarters"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2, 3, 4)
@@ -48,8 +58,9 @@ AXI_PORTS: tuple[int, ...] = (1, 2, 3, 4)
 DMA_QUEUE: range = range(1, 9)
 #: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
 #: transfer but those of the other ports), ``m_axi1`` (the weight tiles), ``m_axi2`` (the upper
-#: halves of split input boxes), ``m_axi3`` (the second halves of split weight tiles); port
-#: ``k`` is also lane ``k`` of a pool pass.
+#: halves of split input boxes, or the fourth quarters of weight tiles read in quarters),
+#: ``m_axi3`` (the second halves of split weight tiles); port ``k`` is also lane ``k`` of a pool
+#: pass.
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1", "m_axi2", "m_axi3")
 #: What each port's loader reads, by port (in a few words, for reports).
 PORT_ROLES: tuple[str, ...] = ("records, input and residual boxes", "weight tiles",
@@ -59,12 +70,14 @@ PORT_ROLES: tuple[str, ...] = ("records, input and residual boxes", "weight tile
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
 #: records, the tile's residual box, the pass's input box (its lower slot groups if the
 #: descriptor splits input boxes), the upper slot groups of a split input box, the pass's weight
-#: tile (its first half if the descriptor splits weight tiles), the second half of a split
-#: weight tile.
+#: tile (its first half if the descriptor splits weight tiles, its first quarter if it reads
+#: them in quarters), the second half (third quarter) of a split weight tile, the second and
+#: the fourth quarter of a weight tile read in quarters.
 READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "input_half", "weights",
-                               "weight_half")
+                               "weight_half", "weight_quarter1", "weight_quarter3")
 #: Every read kind of a one-port loader (which never splits a box or tile).
-ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"input_half", "weight_half"}
+ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"input_half", "weight_half",
+                                                     "weight_quarter1", "weight_quarter3"}
 #: The reads of the weight loader of a two-port design.
 WEIGHT_READS: frozenset[str] = frozenset({"weights"})
 #: The same, on a core whose input boxes can be split: also their upper slot groups.
@@ -77,11 +90,15 @@ SPLIT_INPUT_READS: frozenset[str] = INPUT_READS | {"weight_half"}
 INPUT_HALF_READS: frozenset[str] = frozenset({"input_half"})
 #: The reads of port 3's loader: the second halves of split weight tiles.
 WEIGHT_HALF_READS: frozenset[str] = frozenset({"weight_half"})
+#: The reads port 2's loader adds where the core reads weight tiles in quarters.
+WEIGHT_QUARTER_READS: frozenset[str] = frozenset({"weight_quarter3"})
 #: The read kinds a loader can issue: all of them, one side of the two-port split, or one
-#: half on a port of its own.
-LOADER_READS: tuple[frozenset[str], ...] = (ALL_READS, INPUT_READS, SPLIT_INPUT_READS,
-                                            WEIGHT_READS, SPLIT_WEIGHT_READS,
-                                            INPUT_HALF_READS, WEIGHT_HALF_READS)
+#: half on a port of its own; on four ports with quarters also the input loader with the
+#: second quarters and port 2's loader with the fourth (beside or without input halves).
+LOADER_READS: tuple[frozenset[str], ...] = (
+    ALL_READS, INPUT_READS, SPLIT_INPUT_READS, WEIGHT_READS, SPLIT_WEIGHT_READS,
+    INPUT_HALF_READS, WEIGHT_HALF_READS, INPUT_READS | {"weight_quarter1"},
+    WEIGHT_QUARTER_READS, INPUT_HALF_READS | WEIGHT_QUARTER_READS)
 
 
 def input_halves(groups: int) -> tuple[range, range]:
@@ -116,6 +133,26 @@ def weight_halves(beats_per_tap: int) -> tuple[range, range]:
                          f"not {beats_per_tap!r}")
     half = beats_per_tap // 2
     return range(half), range(half, beats_per_tap)
+
+
+def weight_quarters(beats_per_tap: int) -> tuple[range, range, range, range]:
+    """The beats of each kernel tap that the four quarters of a ``FLAG_WQUARTER`` weight tile
+    carry, in image order: quarter ``k`` holds beats ``[k*b/4, (k+1)*b/4)`` of every tap
+    (``b = beats_per_tap``). The image of such a tile holds the first quarter of every tap,
+    then the second, the third and the fourth (each contiguous); the first two quarters are the
+    first half of :func:`weight_halves`, the last two the second.
+
+    Raises
+    ------
+    ValueError
+        If ``beats_per_tap`` is not a positive multiple of four.
+    """
+    if isinstance(beats_per_tap, bool) or not isinstance(beats_per_tap, int) or (
+            beats_per_tap < 4 or beats_per_tap % 4):
+        raise ValueError(f"a weight tile reads in quarters only with a multiple of four beats "
+                         f"per tap, not {beats_per_tap!r}")
+    q = beats_per_tap // 4
+    return tuple(range(k * q, (k + 1) * q) for k in range(4))
 
 
 @dataclass(frozen=True)
@@ -179,6 +216,12 @@ class PortMap:
         with a weight port and an even count (:func:`weight_halves`)."""
         return self.weight_loader and beats_per_tap >= 2 and beats_per_tap % 2 == 0
 
+    def quarters_weights(self, beats_per_tap: int) -> bool:
+        """Whether a core whose weight tiles have ``beats_per_tap`` beats per kernel tap can
+        read them in quarters over four ports (:data:`~fcircnn.arch.descriptor.FLAG_WQUARTER`):
+        with four ports and a multiple of four (:func:`weight_quarters`)."""
+        return self.axi_ports == 4 and beats_per_tap >= 4 and beats_per_tap % 4 == 0
+
     def splits_inputs(self, in_groups: int) -> bool:
         """Whether a core with ``in_groups`` input slot groups per n-tile can read its input
         boxes in halves over both ports (:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`): with a
@@ -192,7 +235,10 @@ class PortMap:
         input loader (port 0) and a weight loader (port 1); where the core
         :meth:`splits_weights`, the second halves of split weight tiles on port 3 with four
         ports, else on the input loader; where it :meth:`splits_inputs`, the upper halves of
-        split input boxes on port 2 with three or more ports, else on the weight loader."""
+        split input boxes on port 2 with three or more ports, else on the weight loader; where
+        it :meth:`quarters_weights`, the second quarters on the input loader and the fourth on
+        port 2's (the read kinds ``weight_quarter1``, ``weight_quarter3``; the first quarter is
+        the weight loader's ``weights``, the third port 3's ``weight_half``)."""
         if not self.weight_loader:
             return (ALL_READS,)
         loaders = [set(INPUT_READS), set(WEIGHT_READS)] + [set() for _ in range(2, self.axi_ports)]
@@ -200,4 +246,7 @@ class PortMap:
             loaders[self.weight_half].add("weight_half")
         if self.splits_inputs(in_groups):
             loaders[self.input_half].add("input_half")
+        if self.quarters_weights(beats_per_tap):
+            loaders[0].add("weight_quarter1")
+            loaders[2].add("weight_quarter3")
         return tuple(frozenset(r) for r in loaders)

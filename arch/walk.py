@@ -13,7 +13,8 @@ tiles):
   residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
   (conv padding as the DMA's zero padding; with ``FLAG_ISPLIT`` its two halves of slot groups,
   :func:`~fcircnn.arch.ports.input_halves`) then the ``(mt, nt)`` weight tile (with
-  ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`);
+  ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`, with
+  ``FLAG_WQUARTER`` too its four quarters, :func:`~fcircnn.arch.ports.weight_quarters`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
 * writes (:func:`conv_writes`): one box per tile (the pooled tile with a fused pool); with
   ``FLAG_DFOLD`` two, one per half of the tile's slot groups (each half one depth of a pair).
@@ -32,6 +33,7 @@ from .descriptor import (
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_POOL,
     LayerDescriptor,
@@ -183,10 +185,13 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
     ``"input_half"`` (``"input"`` is then the lower half of the box's slot groups,
     ``"input_half"`` the upper) and with ``FLAG_WSPLIT`` ``"weight_half"`` (``"weights"`` is
     then the first half of the tile, ``"weight_half"`` the second, each half the tile's
-    bytes)."""
+    bytes); with ``FLAG_WQUARTER`` too the four quarters in image order ``"weights"``,
+    ``"weight_quarter1"``, ``"weight_half"``, ``"weight_quarter3"``
+    (:func:`~fcircnn.arch.ports.weight_quarters`)."""
     weight_tile = desc.weight_tile_bytes
     split = bool(desc.flags & FLAG_WSPLIT)
     i_split = bool(desc.flags & FLAG_ISPLIT)
+    quarter = bool(desc.flags & FLAG_WQUARTER)
     if i_split and not splits_inputs(desc, core):
         raise ValueError("FLAG_ISPLIT on a descriptor whose input boxes cannot split")
     axes = [axis_tiles(desc, a) for a in range(3)]
@@ -207,7 +212,12 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             else:
                 yield "input", box
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
-            if split:
+            if quarter:
+                q = weight_tile // 4
+                for k, kind in enumerate(("weights", "weight_quarter1", "weight_half",
+                                          "weight_quarter3")):
+                    yield kind, Box.block(w_addr + k * q, q)
+            elif split:
                 half = weight_tile // 2
                 yield "weights", Box.block(w_addr, half)
                 yield "weight_half", Box.block(w_addr + half, half)

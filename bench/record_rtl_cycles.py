@@ -71,10 +71,13 @@ class Case:
 #: (``dma_queue: 2``); ``pool_lanes``: a pool pass of three slot groups on two lanes (two
 #: ports) and a 1x1x1 stride-2 conv reading its input subsampled; ``trim``: ResNet-18's stage 4
 #: in small, its 3x3x3 kernels trimmed to the taps that read the 1-deep map (two ports, queue
-#: of two, the depth loop unrolled); ``fused_4ports_q2``, ``fc_4ports_q2`` and
-#: ``pool_lanes_4ports``: ``fused``, ``fc_2ports`` and ``pool_lanes`` on four ports (the split
-#: halves on loaders of their own on ports 2 and 3; four pool lanes; ``kinds`` splits nothing
-#: on four ports: its cores have one input slot group and odd weight beats).
+#: of two, the depth loop unrolled); ``fused_4ports_q2`` and ``pool_lanes_4ports``: ``fused``
+#: and ``pool_lanes`` on four ports (the split halves on loaders of their own on ports 2 and
+#: 3; four pool lanes; ``kinds`` splits nothing on four ports: its cores have one input slot
+#: group and odd weight beats); ``fc_4ports_q2``: ``fc_2ports`` on four ports with a queue of
+#: two and ``Tm = 64`` (the test of ``tests/hw/test_accelerator_fc.py``): fc1's weight tiles
+#: read in quarters over the four ports with its input boxes split (``FLAG_WQUARTER |
+#: FLAG_ISPLIT``), fc3's in quarters alone, fc2's in halves.
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -92,7 +95,7 @@ CASES: tuple[Case, ...] = (
     Case("pool_lanes", "write_pool_lanes_accelerator"),
     Case("trim", "write_trim_accelerator"),
     Case("fused_4ports_q2", "write_fused_accelerator", seed=5, axi_ports=4, dma_queue=2),
-    Case("fc_4ports_q2", "write_fc_accelerator", axi_ports=4, dma_queue=2),
+    Case("fc_4ports_q2", "write_fc_accelerator", {"tm": 64}, axi_ports=4, dma_queue=2),
     Case("pool_lanes_4ports", "write_pool_lanes_accelerator", axi_ports=4),
 )
 

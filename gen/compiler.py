@@ -40,14 +40,19 @@ block indices inside the tile), then bin slot ``k < B/2``; two int8 bytes per sl
 kd, kr, kc]``. Block pairs outside the layer (partial tiles) are zero. A layer whose
 descriptor has ``FLAG_WSPLIT`` (its weight tiles read in two halves over the two AXI ports,
 :func:`fcircnn.arch.ports.weight_halves`) has each tile laid out half-major: the first half of
-every tap's beats, tap by tap, then the second half of every tap's beats.
+every tap's beats, tap by tap, then the second half of every tap's beats; with
+``FLAG_WQUARTER`` too (read in four quarters over four ports,
+:func:`fcircnn.arch.ports.weight_quarters`) quarter-major: the first quarter of every tap's
+beats, tap by tap, then the second, the third and the fourth.
 
 A two-port accelerator splits a layer's weight tiles, its input boxes or both where the
 performance model says the descriptor runs faster so (:func:`port_split`): in practice the
 weight tiles of the fully connected layers, whose weights bound them while port 0 idles, the
 input boxes of the folded first layers and the stride-2 layers, whose input binds them while
 port 1 idles, and both where the two are close (each port then reads half of each). A split
-input box changes nothing in the image.
+input box changes nothing in the image. A four-port accelerator can also read a weight tile in
+quarters, one per port (``FLAG_WSPLIT | FLAG_WQUARTER``, alone or with ``FLAG_ISPLIT``): the
+fully connected layers again, whose halves leave ports 0 and 2 idle.
 
 Global average pooling is lowered to a conv over the whole map (kernel = input shape, stride 1,
 no padding) with block-diagonal identity weights: slot 0 of a diagonal block pair is ``1 + 1i``
@@ -102,6 +107,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_CONV,
     OP_GAP,
@@ -161,6 +167,7 @@ __all__ = [
     "pack_weight_image",
     "plan_network",
     "port_split",
+    "weight_parts",
 ]
 
 #: Alignment of every region (bytes).
@@ -615,8 +622,10 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     the core :meth:`~fcircnn.arch.ports.PortMap.splits_weights`), its input boxes
     (:data:`~fcircnn.arch.descriptor.FLAG_ISPLIT`, where the core
     :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and the layer
-    :func:`~fcircnn.arch.walk.splits_inputs`) and both (each port then reads half of each);
-    the performance model picks the fastest, no split unless a split is faster. A descriptor
+    :func:`~fcircnn.arch.walk.splits_inputs`), both (each port then reads half of each) and
+    on four ports the weight tiles in quarters (``FLAG_WSPLIT | FLAG_WQUARTER``, where the
+    core :meth:`~fcircnn.arch.ports.PortMap.quarters_weights`); the performance model picks the
+    fastest, no split unless a split is faster. A descriptor
     that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
     is not split (a split cannot save more than that wait; this keeps the sweep's per-point
     cost low)."""
@@ -627,7 +636,8 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     ports = PortMap(acc.axi_ports)
     w = FLAG_WSPLIT if ports.splits_weights(cg.weight_tile_beats(1)) else 0
     i = FLAG_ISPLIT if ports.splits_inputs(cg.in_groups) and splits_inputs(d, cg) else 0
-    candidates = sorted({w, i, w | i} - {0})
+    q = FLAG_WSPLIT | FLAG_WQUARTER if ports.quarters_weights(cg.weight_tile_beats(1)) else 0
+    candidates = sorted({w, i, w | i, q, q | i if q else 0} - {0})
     if not candidates:
         return 0
     mem = memory_of(acc)
@@ -643,10 +653,11 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
 
 
 def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int, *,
-                      split: bool = False) -> bytes:
+                      parts: int = 1) -> bytes:
     """Integer weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` -> the layer's weight image (module
-    docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles; ``split``: each tile half-major
-    (``FLAG_WSPLIT``)."""
+    docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles; ``parts``: each tile in that many
+    parts of every tap's beats, part-major (2: ``FLAG_WSPLIT``, half-major; 4: with
+    ``FLAG_WQUARTER``, quarter-major; :func:`weight_parts`)."""
     P, Q, half = wq_re.shape[:3]
     taps = math.prod(wq_re.shape[3:])
     pm, qn = Tm // B, Tn // B
@@ -656,12 +667,22 @@ def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B:
     both[:P, :Q, ..., 1] = np.asarray(wq_im).reshape(P, Q, half, taps)
     # [mt, p, nt, q, k, tap, part] -> [mt, nt, tap, p, q, k, part]
     tiles = both.reshape(mt, pm, nt, qn, half, taps, 2).transpose(0, 2, 5, 1, 3, 4, 6)
-    if split:
-        # [mt, nt, tap, beat half, bytes of the half] -> [mt, nt, beat half, tap, bytes]
+    if parts not in (1, 2, 4):
+        raise ValueError(f"parts must be 1, 2 or 4, not {parts!r}")
+    if parts > 1:
+        # [mt, nt, tap, part, bytes of the part] -> [mt, nt, part, tap, bytes]
         tap_bytes = pm * qn * half * 2
-        tiles = np.ascontiguousarray(tiles).reshape(mt, nt, taps, 2, tap_bytes // 2)
+        if tap_bytes % (parts * 16):
+            raise ValueError(f"a tap of {tap_bytes // 16} beats does not split in {parts}")
+        tiles = np.ascontiguousarray(tiles).reshape(mt, nt, taps, parts, tap_bytes // parts)
         tiles = tiles.transpose(0, 1, 3, 2, 4)
     return np.ascontiguousarray(tiles).tobytes()
+
+
+def weight_parts(flags: int) -> int:
+    """The parts a descriptor with ``flags`` reads each weight tile in: 4 with
+    ``FLAG_WQUARTER``, 2 with ``FLAG_WSPLIT``, else 1 (the image's layout of each tile)."""
+    return 4 if flags & FLAG_WQUARTER else 2 if flags & FLAG_WSPLIT else 1
 
 
 def pack_post_table(post: PostParams, records: int | None = None) -> bytes:
@@ -901,7 +922,7 @@ def compile_network(
         else:
             wq_re, wq_im = ql.wq_re, ql.wq_im
         blob = pack_weight_image(wq_re, wq_im, lp.core.tn, lp.core.tm, B,
-                                 split=bool(d.flags & FLAG_WSPLIT))
+                                 parts=weight_parts(d.flags))
         assert len(blob) == d.weight_bytes
         put(d.weight_base, blob)
         try:

@@ -65,7 +65,9 @@ halves (ports 2 and 3) adds :data:`HALF_LOADER_LOGIC` until a calibration point 
 buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)``) adds
 :data:`WEIGHT_SPLIT_LOGIC`, and an input buffer that can split its boxes
 (``InputBuffer(splittable=True)``) :data:`INPUT_SPLIT_LOGIC`, both measured by Yosys, until a
-calibration point fits them.
+calibration point fits them; one that can read its tiles in quarters over four ports
+(``WeightBuffer(quarterable=True)``, with the quarter reads of the loaders)
+:data:`WEIGHT_QUARTER_LOGIC`, likewise.
 
 Example
 -------
@@ -103,6 +105,7 @@ __all__ = [
     "HALF_LOADER_LOGIC",
     "INPUT_SPLIT_LOGIC",
     "RESOURCE_NAMES",
+    "WEIGHT_QUARTER_LOGIC",
     "WEIGHT_SPLIT_LOGIC",
     "ComponentEstimate",
     "ComponentModel",
@@ -370,6 +373,7 @@ class _Core:
     isplit: bool = False
     pool_lanes: int = 1
     half_loaders: int = 0
+    quarter: bool = False
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -390,7 +394,8 @@ def _cores(acc: Any) -> list[_Core]:
                            geo.residual, acc.address_width, cg.lanes, pool_groups,
                            ports.splits_weights(cg.weight_tile_beats(1)),
                            ports.splits_inputs(cg.in_groups), ports.pool_lanes,
-                           sum(1 for reads in loaders[2:] if reads)))
+                           sum(1 for reads in loaders[2:] if reads),
+                           ports.quarters_weights(cg.weight_tile_beats(1))))
     return cores
 
 
@@ -443,7 +448,8 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "isplit": int(c.isplit), "isplit_lanes": L * int(c.isplit),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
-                              {"one": 1, "banks": w_banks, "split": int(c.split)})
+                              {"one": 1, "banks": w_banks, "split": int(c.split),
+                               "quarter": int(c.quarter)})
     # One word per voxel of all lanes; with one lane the tile's depths follow each other.
     comps["psum_buffer"] = (0, [map_memory(L * Tm * _ACC_BITS, vox * Td // L)] * 2, {
         "one": 1, "bits": L * Tm * _ACC_BITS,
@@ -476,6 +482,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "split": int(c.split),
         "isplit": int(c.isplit),
         "half_loaders": c.half_loaders,
+        "quarter": int(c.quarter),
     })
     return comps
 
@@ -561,6 +568,21 @@ INPUT_SPLIT_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
 }
 
 
+#: What reading weight tiles in quarters over four ports adds to a core, by component: the
+#: weight buffer's third and fourth load streams (two more beats' pre-adders, their counters,
+#: the multiplexers of the second and fourth quarters' banks, the commit of four parts) and,
+#: in ``control``, the quarter phases of the input loader and port 2's loader (address,
+#: length, routing) and the quarter length of the weight and port-3 loaders. Yosys 0.70, out
+#: of context, on the C3D best core (``Tn = 32``, ``Tm = 128``, 27 taps, two commands):
+#: ``WeightBuffer`` splittable 382 LUT, 27 FF -> quarterable 837, 49; the input loader 2,136,
+#: 1,166 -> 2,402, 1,234; port 2's loader (input halves) 1,459, 1,043 -> 2,049, 1,118; the
+#: weight and port-3 loaders +2 and +14 LUT.
+WEIGHT_QUARTER_LOGIC: Mapping[str, Mapping[str, float]] = {
+    "weight_buffer": {"lut": 455, "ff": 22},
+    "control": {"lut": 872, "ff": 143},
+}
+
+
 #: What a loader of its own for the split halves (ports 2 and 3,
 #: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`) adds to a core's ``control``: a loader's
 #: walk, FSM and routing without the input side, as the weight loader of ResNet-18's best core
@@ -580,6 +602,9 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     if name in WEIGHT_SPLIT_LOGIC and "split" not in out["lut"]:
         for res in out:
             out[res]["split"] = WEIGHT_SPLIT_LOGIC[name][res]
+    if name in WEIGHT_QUARTER_LOGIC and "quarter" not in out["lut"]:
+        for res in out:
+            out[res]["quarter"] = WEIGHT_QUARTER_LOGIC[name][res]
     for feature, cost in INPUT_SPLIT_LOGIC.get(name, {}).items():
         if feature not in out["lut"]:
             for res in out:

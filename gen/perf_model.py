@@ -30,7 +30,11 @@ What a descriptor costs
     its walk has settled on the pass: two cycles after its step), the box is in once both
     halves are, and neither half of the next box starts before that; with three or four ports
     the upper input halves (and with four the second weight halves) have a loader of their own
-    instead, paced by its own last status and the buffer's commit alone;
+    instead, paced by its own last status and the buffer's commit alone; with
+    ``FLAG_WQUARTER`` (four ports) the weight loader reads the first quarter of the tile, the
+    input loader the second after its input box, port 3's loader the third and port 2's the
+    fourth, the tile is in once all four are, and no quarter of the next tile starts before
+    that;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -71,6 +75,7 @@ from fcircnn.arch.descriptor import (
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_POOL,
     LayerDescriptor,
@@ -537,6 +542,10 @@ class _Conv:
         self.lanes = cg.lanes
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.split = bool(d.flags & FLAG_WSPLIT)
+        self.quarter = bool(d.flags & FLAG_WQUARTER)
+        if self.quarter and not (mem.weight_half_engine and mem.input_half_engine):
+            raise ValueError("FLAG_WQUARTER needs the four-port memory model (loaders of their "
+                             "own on ports 2 and 3)")
         self.i_split = bool(d.flags & FLAG_ISPLIT)
         self.out_boxes = DFOLD_DEPTHS if d.flags & FLAG_DFOLD else 1
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
@@ -556,7 +565,8 @@ class _Conv:
         self.walker = {"w": _WL, "i1": _I1L, "w1": _W1L}
         self.nstate = _NSTATE + sum(q.slots for q in self.queues.values())
         # The half loaders this descriptor runs (their positions bound the clamp's floor).
-        self.half_walkers = ([_I1L] if self.i_split and mem.input_half_engine else []) + (
+        self.half_walkers = ([_I1L] if (self.i_split or self.quarter)
+                             and mem.input_half_engine else []) + (
             [_W1L] if self.split and mem.weight_half_engine else [])
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
@@ -701,6 +711,8 @@ class _Conv:
         the input loader after its input box (or on port 3's), both once the previous tile
         committed. Returns the input loader's next decision and the cycle the tile is in the
         buffer."""
+        if self.quarter:
+            return self._quarter_weights(s, ld, free)
         half = self.w_beats // 2
         gate = max(free, s[_WC])
         s[_WL], last0 = self._read(s, "w", s[_WL], "weights", gate, half, 1, 1, 1)
@@ -710,6 +722,20 @@ class _Conv:
             s[_W1L], last1 = self._read(s, "w1", s[_W1L], "weight_half", gate, half, 1, 1, 1)
         s[_WC] = max(last0, last1) + 1
         return ld, max(last0, last1) + 1
+
+    def _quarter_weights(self, s: list, ld: float, free: float) -> tuple[float, float]:
+        """A ``FLAG_WQUARTER`` weight tile: its quarters on the weight loader, the input
+        loader (after its input box), port 3's and port 2's loaders, all once the previous
+        tile committed. Returns the input loader's next decision and the cycle the tile is in
+        the buffer."""
+        q = self.w_beats // 4
+        gate = max(free, s[_WC])
+        s[_WL], last0 = self._read(s, "w", s[_WL], "weights", gate, q, 1, 1, 1)
+        ld, last1 = self._read(s, "in", ld, "weight_quarter1", gate, q, 1, 1, 1)
+        s[_W1L], last2 = self._read(s, "w1", s[_W1L], "weight_half", gate, q, 1, 1, 1)
+        s[_I1L], last3 = self._read(s, "i1", s[_I1L], "weight_quarter3", gate, q, 1, 1, 1)
+        s[_WC] = max(last0, last1, last2, last3) + 1
+        return ld, s[_WC]
 
     def end_of_mt(self, s: list):
         s[_MD2], s[_MD1] = s[_MD1], s[_DR1] + 1

@@ -1,11 +1,11 @@
 """Weight tile buffer: DMA beats in, the Gauss terms of every block pair out per cycle."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.geometry import MAX_TAPS, engine_geometry
-from fcircnn.arch.ports import weight_halves
+from fcircnn.arch.ports import weight_halves, weight_quarters
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -45,6 +45,13 @@ class WeightBuffer(wiring.Component):
       ``last``. The halves write disjoint banks, so both streams take a beat a cycle; the tile
       commits once both ``last`` beats are in. A stream whose half is in waits (``ready`` low)
       until the tile commits. ``split`` must not change while a tile is partly loaded.
+    * Quarter load (built ``quarterable``, used while ``quarter`` and ``split`` are high: a
+      descriptor with :data:`~fcircnn.arch.descriptor.FLAG_WQUARTER`): the tile arrives in
+      four quarters at once (:func:`~fcircnn.arch.ports.weight_quarters`), on ``i`` the first
+      quarter of every tap's beats, on ``i2`` the second, on ``i1`` the third and on ``i3``
+      the fourth, each in tap order and ending with ``last``; the four write disjoint banks,
+      and the tile commits once all four ``last`` beats are in. ``quarter`` must not change
+      while a tile is partly loaded.
     * Compute: while ``r_valid``, ``r_en`` with ``r_addr = tap`` gives ``w[p][q][k]`` one cycle
       later, held while ``r_en`` is low; ``r_release`` frees the tile.
     * ``conflict`` (sticky) rises only if a side breaks the handshake.
@@ -60,18 +67,23 @@ class WeightBuffer(wiring.Component):
     splittable : bool
         Build the second load stream ``i1`` and the ``split`` input (needs an even number of
         beats per tap).
+    quarterable : bool
+        Also build the load streams ``i2``, ``i3`` and the ``quarter`` input (needs
+        ``splittable`` and a multiple of four beats per tap).
 
     Ports
     -----
     i : In(stream.Signature(read_beat_layout()))
     i1 : In(stream.Signature(read_beat_layout())); split : In(1) (only if ``splittable``)
+    i2, i3 : In(stream.Signature(read_beat_layout())); quarter : In(1) (only if
+    ``quarterable``)
     r_addr : In(range(taps)); r_en : In(1); r_release : In(1); r_valid : Out(1)
     w : Out(ArrayLayout(ArrayLayout(ArrayLayout(WEIGHT_TERMS, B/2), Tn/B), Tm/B))
     conflict : Out(1)
     """
 
     def __init__(self, Tn: int, Tm: int, *, B: int = 8, taps: int = 27,
-                 splittable: bool = False):
+                 splittable: bool = False, quarterable: bool = False):
         with rejecting(self):
             check_positive("Tn", Tn, 1024)
             check_positive("Tm", Tm, 1024)
@@ -88,8 +100,15 @@ class WeightBuffer(wiring.Component):
                 raise TypeError(f"splittable must be a bool, not {splittable!r}")
             if splittable:
                 weight_halves(pairs // per_beat)
+            if not isinstance(quarterable, bool):
+                raise TypeError(f"quarterable must be a bool, not {quarterable!r}")
+            if quarterable:
+                if not splittable:
+                    raise ValueError("quarterable needs splittable (a quarter load is a split "
+                                     "load of four streams)")
+                weight_quarters(pairs // per_beat)
         self.Tn, self.Tm, self.B, self.taps = Tn, Tm, B, taps
-        self.splittable = splittable
+        self.splittable, self.quarterable = splittable, quarterable
         self.pairs, self.per_beat = pairs, per_beat
         self.word_layout = data.ArrayLayout(WEIGHT_TERMS, B // 2)
         w = data.ArrayLayout(data.ArrayLayout(self.word_layout, Tn // B), Tm // B)
@@ -101,20 +120,26 @@ class WeightBuffer(wiring.Component):
         }
         if splittable:
             members |= {"i1": In(stream.Signature(read_beat_layout())), "split": In(1)}
+        if quarterable:
+            members |= {"i2": In(stream.Signature(read_beat_layout())),
+                        "i3": In(stream.Signature(read_beat_layout())), "quarter": In(1)}
         super().__init__(members)
 
     @classmethod
     def from_config(cls, accelerator, core) -> "WeightBuffer":
         """Size the buffer for ``core``: ``taps`` = the largest kernel volume it runs, as the
         layer engine sizes it (:func:`~fcircnn.hw.layer_engine.engine_geometry`); the split
-        load where the accelerator's ports split this core's weight tiles."""
+        (quarter) load where the accelerator's ports split this core's weight tiles (read them
+        in quarters)."""
         from fcircnn.arch.geometry import CoreGeometry
         from fcircnn.arch.ports import PortMap
 
         bpt = CoreGeometry.of(core, accelerator.block_size).weight_tile_beats(1)
+        ports = PortMap(accelerator.axi_ports)
         return cls(core.tn, core.tm, B=accelerator.block_size,
                    taps=engine_geometry(accelerator, core).taps,
-                   splittable=PortMap(accelerator.axi_ports).splits_weights(bpt))
+                   splittable=ports.splits_weights(bpt),
+                   quarterable=ports.quarters_weights(bpt))
 
     @property
     def beats_per_tap(self) -> int:
@@ -156,35 +181,66 @@ class WeightBuffer(wiring.Component):
         return [source] * self.beats_per_tap
 
     def _split_loads(self, m, store):
-        """The loads of a splittable buffer: ``i`` writes the banks of the first half of a
-        tap's beats and, unless ``split``, the second; ``i1`` the second while ``split``.
-        Returns per beat index of a tap the terms, take, beat counter and tap that write it."""
-        lower, upper = weight_halves(self.beats_per_tap)
+        """The loads of a splittable buffer. Each stream writes its part of every tap's beats
+        (``j`` counts in ``[lo, hi)``): ``i`` all of them, or with ``split`` the first half,
+        with ``quarter`` the first quarter; ``i1`` with ``split`` the second half, with
+        ``quarter`` the third quarter; ``i2`` and ``i3`` with ``quarter`` the second and the
+        fourth. Returns per beat index of a tap the terms, take, beat counter and tap of the
+        stream that writes it."""
+        b = self.beats_per_tap
+        lower, upper = weight_halves(b)
+        quarterable = self.quarterable
+        quarters = weight_quarters(b) if quarterable else None
         split = self.split
-        done = Signal(2)  # per stream: its half of the tile is in, waiting for the other
-        ready0 = store.w_ready & ~done[0]
-        ready1 = store.w_ready & ~done[1] & split
-        m.d.comb += [self.i.ready.eq(ready0), self.i1.ready.eq(ready1)]
-        take0, take1 = self.i.valid & ready0, self.i1.valid & ready1
-        last0, last1 = take0 & self.i.payload.last, take1 & self.i1.payload.last
-        hi0 = Signal(range(self.beats_per_tap + 1))
-        m.d.comb += hi0.eq(Mux(split, upper.start, self.beats_per_tap))
-        j0, tap0 = self._counter(m, take0, self.i.payload.last, 0, hi0, "")
-        j1, tap1 = self._counter(m, take1, self.i1.payload.last, upper.start, upper.stop, "1")
-        in0, in1 = done[0] | last0, done[1] | last1
-        commit = Mux(split, in0 & in1, last0)
-        m.d.comb += store.w_commit.eq(commit)
-        m.d.sync += done.eq(Mux(commit, 0, Cat(in0, in1)))
-        # The second half's banks: from i1 while split, else from i (one mux per beat bit).
-        terms0 = self._terms(m, self.i.payload.data, "terms")
-        hi_data = Signal.like(self.i1.payload.data)
-        m.d.comb += hi_data.eq(Mux(split, self.i1.payload.data, self.i.payload.data))
-        terms1 = self._terms(m, hi_data, "terms1")
-        take_hi, j_hi, tap_hi = Signal(), Signal.like(j0), Signal.like(tap0)
-        m.d.comb += [take_hi.eq(Mux(split, take1, take0)), j_hi.eq(Mux(split, j1, j0)),
-                     tap_hi.eq(Mux(split, tap1, tap0))]
-        return ([(terms0, take0, j0, tap0)] * len(lower)
-                + [(terms1, take_hi, j_hi, tap_hi)] * len(upper))
+        quarter = self.quarter if quarterable else C(0, 1)
+        streams = [self.i, self.i1] + ([self.i2, self.i3] if quarterable else [])
+        active = [C(1, 1), split, quarter, quarter][: len(streams)]
+        q = quarters[1].start if quarterable else upper.start
+        bounds = [(0, Mux(quarter, q, Mux(split, upper.start, b))),
+                  (upper.start, Mux(quarter, upper.start + q, b)),
+                  (q, upper.start), (upper.start + q, b)]
+        done = Signal(len(streams))  # per stream: its part of the tile is in, waiting
+        ins, sources = [], []
+        for k, (st, act, (lo, hi)) in enumerate(zip(streams, active, bounds, strict=False)):
+            suffix = str(k) if k else ""
+            ready = Signal(name=f"ready{suffix}")
+            m.d.comb += [ready.eq(store.w_ready & ~done[k] & act), st.ready.eq(ready)]
+            take = st.valid & ready
+            last = take & st.payload.last
+            hi_sig = Signal(range(b + 1), name=f"hi{suffix}")
+            m.d.comb += hi_sig.eq(hi)
+            j, tap = self._counter(m, take, st.payload.last, lo, hi_sig, suffix)
+            ins.append(done[k] | last | ~act)
+            sources.append((st.payload.data, take, j, tap))
+        commit = Signal()
+        m.d.comb += [commit.eq(Cat(*ins).all()), store.w_commit.eq(commit)]
+        m.d.sync += done.eq(Mux(commit, 0, Cat(*(i & a for i, a in zip(ins, active,
+                                                                        strict=True)))))
+        # Which stream writes each part of a tap's beats (the first option whose condition
+        # holds, else i): one multiplexer per part.
+        if quarterable:
+            parts = [(quarters[0], []), (quarters[1], [(quarter, 2)]),
+                     (quarters[2], [(split, 1)]), (quarters[3], [(quarter, 3), (split, 1)])]
+        else:
+            parts = [(lower, []), (upper, [(split, 1)])]
+        loads = []
+        for n, (beats, options) in enumerate(parts):
+            loads += [self._part_source(m, sources, options, n)] * len(beats)
+        return loads
+
+    def _part_source(self, m, sources, options, n):
+        """The terms, take, beat counter and tap of part ``n``: the source of the first
+        ``(condition, stream)`` of ``options`` that holds, else stream 0's."""
+        data_, take, j, tap = sources[0]
+        if options:
+            sel = [Signal.like(v, name=f"part{n}_{name}") for v, name in
+                   ((data_, "data"), (take, "take"), (j, "j"), (tap, "tap"))]
+            chosen = list(sources[0])
+            for cond, k in reversed(options):
+                chosen = [Mux(cond, a, b) for a, b in zip(sources[k], chosen, strict=True)]
+            m.d.comb += [s.eq(c) for s, c in zip(sel, chosen, strict=True)]
+            data_, take, j, tap = sel
+        return (self._terms(m, data_, f"terms{n}"), take, j, tap)
 
     def elaborate(self, platform):
         m = Module()

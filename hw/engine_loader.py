@@ -3,11 +3,17 @@ allow."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import C, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.descriptor import (
+    FLAG_ISPLIT,
+    FLAG_RESIDUAL,
+    FLAG_WQUARTER,
+    FLAG_WSPLIT,
+    OP_POOL,
+)
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
 from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS, PortMap, input_halves
 from fcircnn.models.layout import SLOTS_PER_BEAT
@@ -59,7 +65,13 @@ class EngineLoader(wiring.Component):
     (its box on ``in1_box``). With three or four ports a loader of their own can issue the
     upper halves of split input boxes (``reads`` = ``{"input_half"}``) or the second halves of
     split weight tiles (``{"weight_half"}``): it walks the nest only for a descriptor with the
-    flag (``FLAG_ISPLIT``, ``FLAG_WSPLIT``) and stays idle for any other.
+    flag (``FLAG_ISPLIT``, ``FLAG_WSPLIT``) and stays idle for any other. On an engine that
+    reads weight tiles in quarters (``quarters``), a descriptor with ``FLAG_WQUARTER`` has the
+    weight loader read the first quarter of each tile, the input loader the second after its
+    input box (``weight_quarter1``, into ``w2_o``), port 3's loader the third (its
+    ``weight_half``) and port 2's loader the fourth (``weight_quarter3``, into ``w3_o``; that
+    loader walks descriptors with ``FLAG_ISPLIT`` or ``FLAG_WQUARTER``, with both it reads the
+    upper half of the input box first).
 
     Contract
     --------
@@ -67,8 +79,8 @@ class EngineLoader(wiring.Component):
       to idle, ``idle`` high) or at ``ctl.failed``.
     * ``commands = 1``: one transfer at a time: the command, then its beats, then its status;
       the walk steps to the next pass with the status of the pass's last read: its weight
-      tile (or half), or its input box for a loader without weights (or the tile's second
-      half with ``FLAG_WSPLIT``).
+      tile (or half, or quarter), or its input box for a loader without weights (or the
+      tile's second half with ``FLAG_WSPLIT``, its second quarter with ``FLAG_WQUARTER``).
     * ``commands > 1`` (a read engine with a command queue as deep,
       :class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`): up to ``commands`` transfers in flight;
       the next command is issued as soon as its own condition holds (the buffer's ``ready``,
@@ -97,11 +109,16 @@ class EngineLoader(wiring.Component):
     commands : int
         Transfers in flight, 1..:data:`~fcircnn.hw.axi_dma_read.MAX_COMMANDS` (its read
         engine's command queue).
+    quarters : bool
+        The engine reads weight tiles in quarters (its weight buffer is quarterable): the
+        loader honours ``FLAG_WQUARTER`` (needs a multiple of four beats per kernel tap; a
+        loader with a quarter in ``reads`` needs it).
     """
 
     def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
                  res_box: data.Layout | None, addr_width: int = 40,
-                 reads: frozenset[str] = ALL_READS, commands: int = 1):
+                 reads: frozenset[str] = ALL_READS, commands: int = 1,
+                 quarters: bool = False):
         with rejecting(self):
             if not isinstance(core, CoreGeometry) or not isinstance(geometry, EngineGeometry):
                 raise TypeError("core must be a CoreGeometry and geometry an EngineGeometry")
@@ -117,7 +134,16 @@ class EngineLoader(wiring.Component):
                 raise ValueError(f"reads has input_half, but the core's input boxes do not "
                                  f"split ({core.in_groups} input slot groups, not an even "
                                  f"number)")
+            if not isinstance(quarters, bool):
+                raise TypeError(f"quarters must be a bool, not {quarters!r}")
+            if quarters and not PortMap(4).quarters_weights(core.weight_tile_beats(1)):
+                raise ValueError(f"quarters needs a multiple of four beats per kernel tap, not "
+                                 f"{core.weight_tile_beats(1)}")
+            if reads & _QUARTER_KINDS and not quarters:
+                raise ValueError(f"reads has {sorted(reads & _QUARTER_KINDS)}, but quarters is "
+                                 f"False")
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
+        self.quarters = quarters
         self.in_box_layout, self.res_box_layout = in_box, res_box
         self.reads = reads
         self.commands = commands
@@ -147,6 +173,10 @@ class EngineLoader(wiring.Component):
             ports |= {"in1_o": Out(beat), "in1_box": Out(in_box)}
         if "weight_half" in reads:
             ports["w1_o"] = Out(beat)
+        if "weight_quarter1" in reads:
+            ports["w2_o"] = Out(beat)
+        if "weight_quarter3" in reads:
+            ports["w3_o"] = Out(beat)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -161,14 +191,18 @@ class EngineLoader(wiring.Component):
         m.d.comb += self.rd_cmd.payload.eq(rd_box)
         # ``dest``: the transfer being decided and commanded; ``route``: where the beats on
         # rd_data go (the same with one transfer at a time, else the oldest in flight's).
-        dest, route = Signal(range(7)), Signal(range(7))
+        dest, route = Signal(range(_DESTS)), Signal(range(_DESTS))
         flight = _InFlight(m, self) if self.commands > 1 else None
         m.d.comb += route.eq(dest if flight is None else flight.route)
         # 0 params, 1 residual, 2 input (or its lower half), 3 weights (or their first half),
-        # 4 second half of the weights, 5 upper half of the input
-        ld_phase = Signal(range(6))
+        # 4 second half of the weights (or third quarter), 5 upper half of the input, 6 the
+        # loader's quarter of the weights (the second or the fourth)
+        ld_phase = Signal(range(7))
         in_halves = "input_half" in self.reads
         halves = "weight_half" in self.reads
+        quarter_kind = next((k for k in ("weight_quarter1", "weight_quarter3")
+                             if k in self.reads), None)
+        quarter = (d.flags & FLAG_WQUARTER).bool() if self.quarters else C(0, 1)
         # A loader without inputs starts each pass at its weights (or the input's upper half),
         # one without weights steps the walk at the input's status; a loader of one half
         # starts each pass at it.
@@ -177,42 +211,62 @@ class EngineLoader(wiring.Component):
                 return 0
             if loads_w:
                 return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
-            return 5 if in_halves else 4
-        # A loader of one half walks only descriptors that split that half.
+            if quarter_kind and in_halves:
+                return Mux(desc.flags & FLAG_ISPLIT, 5, 6)
+            return 6 if quarter_kind else 5 if in_halves else 4
+        # A loader of one half (or quarter) walks only descriptors that split it.
         starts = ctl.start & (ctl.new_desc.op != OP_POOL)
         if not (loads_in or loads_w):
-            flag = FLAG_ISPLIT if in_halves else FLAG_WSPLIT
+            flag = ((FLAG_ISPLIT if in_halves else 0) | (FLAG_WQUARTER if quarter_kind else 0)
+                    | (FLAG_WSPLIT if halves else 0))
             starts = starts & (ctl.new_desc.flags & flag).bool()
         m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
         phases, params = {}, None
         split = (d.flags & FLAG_WSPLIT).bool()
-        # After the input box: the weights, the second half of a split tile, or the next pass.
-        after_input = 3 if loads_w else Mux(split, 4, 0) if halves else 0
+        # After the input box: the weights, the second half of a split tile, its second quarter,
+        # or the next pass.
+        after_input = (3 if loads_w else Mux(split, 4, 0) if halves
+                       else Mux(quarter, 6, 0) if quarter_kind else 0)
         if loads_in:
             phases, params = self._input_side(m, ld, dest, route, rd_box, ld_phase, flight,
                                               after_input=after_input)
         for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
                                      ("weights", "w_o", _DEST_W),
-                                     ("input_half", "in1_o", _DEST_IN1)):
+                                     ("input_half", "in1_o", _DEST_IN1),
+                                     ("weight_quarter1", "w2_o", _DEST_W2),
+                                     ("weight_quarter3", "w3_o", _DEST_W3)):
             if kind in self.reads:
                 self._route(m, route, dest_, getattr(self, stream_))
+        parts = _WeightParts(d, split, quarter)
         if halves:
-            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, flight,
+            phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
                                          then=0 if loads_in else 4)
         if loads_w:
             phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
-                                           split, flight)
+                                           parts, flight)
         if in_halves:
-            phases[5] = self._input_half_phase(m, ld, d, dest, rd_box, ld_phase, flight,
-                                               then=3 if loads_w else 5)
+            phases[5] = self._input_half_phase(
+                m, ld, d, dest, rd_box, ld_phase, flight,
+                then=3 if loads_w else Mux(quarter, 6, 5) if quarter_kind else 5)
+        if quarter_kind:
+            phases[6] = self._quarter_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
+                                            quarter_kind,
+                                            then=0 if loads_in else first_phase(d))
         # The pass's last read: its weight tile (or first half), its input box, or with
-        # FLAG_WSPLIT the second half after the input box; a loader of one half, that half.
+        # FLAG_WSPLIT the second half (FLAG_WQUARTER the second quarter) after the input box;
+        # a loader of one half (or quarter), that half (or quarter).
         if loads_w:
             step = dest == _DEST_W
         elif loads_in and halves:
             step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
+        elif loads_in and quarter_kind:
+            step = Mux(quarter, dest == _DEST_W2, dest == _DEST_IN)
         elif loads_in:
             step = dest == _DEST_IN
+        elif quarter_kind and in_halves:
+            step = Mux(quarter, dest == _DEST_W3, dest == _DEST_IN1)
+        elif quarter_kind:
+            step = dest == _DEST_W3
         else:
             step = dest == (_DEST_IN1 if in_halves else _DEST_W1)
         if flight is not None:
@@ -279,15 +333,32 @@ class EngineLoader(wiring.Component):
         with m.If(route == dest):
             m.d.comb += [out.valid.eq(self.rd_data.valid), self.rd_data.ready.eq(out.ready)]
 
-    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase, split, flight):
-        """Phase 3: the pass's ``(mt, nt)`` weight tile (with ``FLAG_WSPLIT`` its first half),
-        once its buffer half is free."""
+    def _weight_phase(self, m, ld, d, dest, rd_box, ld_phase, first_phase, parts, flight):
+        """Phase 3: the pass's ``(mt, nt)`` weight tile (with ``FLAG_WSPLIT`` its first half,
+        with ``FLAG_WQUARTER`` its first quarter), once its buffer half is free."""
         def issue():
             with m.If(_free(flight, _DEST_W, self.w_o.ready)):
                 m.d.sync += [dest.eq(_DEST_W), ld_phase.eq(first_phase),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt,
-                                        Mux(split, d.weight_tile_bytes >> 5,
-                                            d.weight_tile_bytes >> 4))]
+                                        parts.first_beats)]
+                m.next = "CMD"
+        return issue
+
+    def _quarter_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, parts, kind, *, then):
+        """Phase 6, after the input box of a ``FLAG_WQUARTER`` descriptor on the input loader
+        (the second quarter, ``weight_quarter1``) or the only one on port 2's loader (the
+        fourth, ``weight_quarter3``): that quarter of the pass's weight tile, once the weight
+        buffer takes it; then phase ``then``."""
+        second = kind == "weight_quarter1"
+        dest_, out = (_DEST_W2, self.w2_o) if second else (_DEST_W3, self.w3_o)
+        q = d.weight_tile_bytes >> 2
+        offset = q if second else (d.weight_tile_bytes >> 1) + q
+
+        def issue():
+            with m.If(_free(flight, dest_, out.ready)):
+                m.d.sync += [dest.eq(dest_), ld_phase.eq(then),
+                             linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt + offset,
+                                        parts.quarter_beats)]
                 m.next = "CMD"
         return issue
 
@@ -317,15 +388,16 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
-    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, *, then):
+    def _half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, parts, *, then):
         """Phase 4, after the input box of a ``FLAG_WSPLIT`` descriptor (or the only one on
-        port 3's loader): the second half of the pass's weight tile, once the weight buffer
-        takes it; then phase ``then``."""
+        port 3's loader): the second half of the pass's weight tile (with ``FLAG_WQUARTER`` its
+        third quarter, which starts there too), once the weight buffer takes it; then phase
+        ``then``."""
         def issue():
             with m.If(_free(flight, _DEST_W1, self.w1_o.ready)):
                 m.d.sync += [dest.eq(_DEST_W1), ld_phase.eq(then),
                              linear_box(rd_box, d.weight_base + ld.w_mt + ld.w_nt
-                                        + (d.weight_tile_bytes >> 1), d.weight_tile_bytes >> 5)]
+                                        + (d.weight_tile_bytes >> 1), parts.half_beats)]
                 m.next = "CMD"
         return issue
 
@@ -407,6 +479,17 @@ class EngineLoader(wiring.Component):
         return {0: post_records, 1: residual_box, 2: input_box}, params
 
 
+class _WeightParts:
+    """The beats of a descriptor's weight reads: the whole tile, a half (``FLAG_WSPLIT``) or
+    a quarter (``FLAG_WQUARTER``; ``quarter`` is 0 on an engine without quarters)."""
+
+    def __init__(self, d, split, quarter):
+        tile = d.weight_tile_bytes
+        self.quarter_beats = tile >> 6
+        self.half_beats = Mux(quarter, tile >> 6, tile >> 5)
+        self.first_beats = Mux(quarter, tile >> 6, Mux(split, tile >> 5, tile >> 4))
+
+
 def _free(flight, dest, ready):
     """Whether a transfer to ``dest`` may be issued: its buffer's ``ready``, and with a queue
     no transfer to ``dest`` in flight (so ``ready`` is the buffer's state, not the earlier
@@ -466,7 +549,7 @@ class _InFlight:
     transfer's beats may follow at once), one popped with its status."""
 
     def __init__(self, m, loader):
-        fields = {"dest": range(7), "half": 1}
+        fields = {"dest": range(_DESTS), "half": 1}
         if "input" in loader.reads:
             fields["in_size"] = loader.in_box_layout
             if loader.res_box_layout is not None:
@@ -486,8 +569,8 @@ class _InFlight:
         m.d.comb += self.r.r_en.eq(beat.valid & beat.ready & beat.payload.last)
         self.empty, self.full = ~self.q.r_rdy, ~self.q.w_rdy
         # Per destination, whether a transfer to it is in flight (counted at push and status).
-        self.count = [Signal(range(depth + 1), name=f"inflight_to{k}") for k in range(7)]
-        self._pushed = Signal(range(7))
+        self.count = [Signal(range(depth + 1), name=f"inflight_to{k}") for k in range(_DESTS)]
+        self._pushed = Signal(range(_DESTS))
         self._push = Signal()
         pop = self.q.r_en
         for k, count in enumerate(self.count):
@@ -531,4 +614,8 @@ class _InFlight:
 
 
 #: Where the beats of the transfer in flight go.
-_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1 = range(7)
+(_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1, _DEST_W2,
+ _DEST_W3) = range(9)
+_DESTS = 9
+#: The read kinds of the second and fourth quarters of a ``FLAG_WQUARTER`` weight tile.
+_QUARTER_KINDS = frozenset({"weight_quarter1", "weight_quarter3"})

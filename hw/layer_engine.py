@@ -13,7 +13,7 @@ from amaranth.hdl import Module
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT, descriptor_layout
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WQUARTER, FLAG_WSPLIT, descriptor_layout
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
@@ -84,6 +84,8 @@ class LayerEngine(wiring.Component):
       (``splits_inputs``). With three ports a third loader (``loader2``, on ``rd2_*``) reads
       the upper halves of split input boxes, with four a fourth (``loader3``, on ``rd3_*``)
       the second halves of split weight tiles (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`);
+      with four a descriptor with ``FLAG_WQUARTER`` has the four loaders read one quarter of
+      every weight tile each, all four filling the weight buffer at once (``quarters``);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -168,6 +170,8 @@ class LayerEngine(wiring.Component):
             self.splits = self.ports.splits_weights(self.core.weight_tile_beats(1))
             #: Whether a descriptor can split this core's input boxes over two ports.
             self.splits_inputs = self.ports.splits_inputs(self.core.in_groups)
+            #: Whether a descriptor can read this core's weight tiles in quarters over four.
+            self.quarters = self.ports.quarters_weights(self.core.weight_tile_beats(1))
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.commands = commands
@@ -221,7 +225,8 @@ class LayerEngine(wiring.Component):
         geo, core = self.geometry, self.core
         Tn, Tm, Td, Tr, Tc, B, L = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.lanes
         m.submodules.inbuf = InputBuffer.of(core, geo, splittable=self.splits_inputs)
-        m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps, splittable=self.splits)
+        m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps, splittable=self.splits,
+                                         quarterable=self.quarters)
         m.submodules.pe = PEArray(Tn, Tm, B, L)
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
         m.submodules.psum = PartialSumBuffer(Tm, L, Tr * Td // L, Tc)
@@ -255,7 +260,7 @@ class LayerEngine(wiring.Component):
             m.submodules[name] = ld = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
                 res_box=resbuf.box.shape() if resbuf is not None else None,
-                commands=self.commands)
+                commands=self.commands, quarters=self.quarters)
             loaders.append(ld)
         m.submodules.compute = EngineCompute(core, geo, in_depth=sub.inbuf.depth,
                                              in_plane=sub.inbuf.plane, in_width=sub.inbuf.width)
@@ -344,6 +349,12 @@ class LayerEngine(wiring.Component):
         if self.splits:
             wiring.connect(m, whalf.w1_o, wbuf.i1)
             m.d.comb += wbuf.split.eq((ctl.ctl.desc.flags & FLAG_WSPLIT).bool())
+        if self.quarters:
+            for kind, stream_, port in (("weight_quarter1", "w2_o", wbuf.i2),
+                                        ("weight_quarter3", "w3_o", wbuf.i3)):
+                owner = next(ld for ld in loaders if ld is not None and kind in ld.reads)
+                wiring.connect(m, getattr(owner, stream_), port)
+            m.d.comb += wbuf.quarter.eq((ctl.ctl.desc.flags & FLAG_WQUARTER).bool())
         if self.splits_inputs:
             wiring.connect(m, ihalf.in1_o, inbuf.i1)
             m.d.comb += [inbuf.box1.eq(ihalf.in1_box),

@@ -97,10 +97,12 @@ layers:
 """
 
 
-def write_fc_accelerator(folder: Path) -> Path:
-    """The small accelerator with ``Tn = Tm = 32`` and two AXI ports on :data:`FC_NET` (see
-    :func:`write_small_accelerator`)."""
-    return write_small_accelerator(folder, tn=32, tm=32, net=FC_NET, axi_ports=2)
+def write_fc_accelerator(folder: Path, *, tm: int = 32, axi_ports: int = 2,
+                         dma_queue: int = 1) -> Path:
+    """The small accelerator with ``Tn = 32``, ``Tm = tm``, two AXI ports (or ``axi_ports``)
+    and ``dma_queue`` on :data:`FC_NET` (see :func:`write_small_accelerator`)."""
+    return write_small_accelerator(folder, tn=32, tm=tm, net=FC_NET, axi_ports=axi_ports,
+                                   dma_queue=dma_queue)
 
 
 #: A pool pass on two lanes (``axi_ports: 2``): p1 (3 -> 48 channels, three slot groups: a

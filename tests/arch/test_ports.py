@@ -12,10 +12,12 @@ from fcircnn.arch.ports import (
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
     WEIGHT_HALF_READS,
+    WEIGHT_QUARTER_READS,
     WEIGHT_READS,
     PortMap,
     input_halves,
     weight_halves,
+    weight_quarters,
 )
 
 
@@ -46,13 +48,35 @@ def test_two_ports_split_input_boxes_of_an_even_number_of_slot_groups():
 
 
 def test_the_read_kinds_are_partitioned_between_the_loaders():
-    assert ALL_READS | {"weight_half", "input_half"} == set(READ_KINDS)
+    assert ALL_READS | {"weight_half", "input_half", "weight_quarter1",
+                        "weight_quarter3"} == set(READ_KINDS)
     assert INPUT_READS | WEIGHT_READS == ALL_READS and not INPUT_READS & WEIGHT_READS
     assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
     assert SPLIT_WEIGHT_READS - WEIGHT_READS == {"input_half"}
     assert not SPLIT_INPUT_READS & SPLIT_WEIGHT_READS
-    assert len(set(LOADER_READS)) == len(LOADER_READS) == 7
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 10
     assert INPUT_HALF_READS == {"input_half"} and WEIGHT_HALF_READS == {"weight_half"}
+    assert WEIGHT_QUARTER_READS == {"weight_quarter3"}
+
+
+def test_four_ports_read_weight_tiles_in_quarters_where_the_beats_divide():
+    ports = PortMap(4)
+    assert ports.quarters_weights(8) and ports.quarters_weights(32)
+    assert not ports.quarters_weights(2) and not ports.quarters_weights(6)
+    assert not any(PortMap(n).quarters_weights(8) for n in (1, 2, 3))
+    # port 0 the second quarter after its input box, port 2 the fourth (after the upper input
+    # half where the boxes split), ports 1 and 3 the first and third as their weights/half
+    assert ports.loader_reads(8, 2) == (INPUT_READS | {"weight_quarter1"}, WEIGHT_READS,
+                                        INPUT_HALF_READS | WEIGHT_QUARTER_READS,
+                                        WEIGHT_HALF_READS)
+    assert ports.loader_reads(8, 1)[2] == WEIGHT_QUARTER_READS
+    assert all(r in LOADER_READS for g in (1, 2) for r in ports.loader_reads(8, g))
+    assert weight_quarters(8) == (range(0, 2), range(2, 4), range(4, 6), range(6, 8))
+    # the first two quarters are the first half, the last two the second
+    assert weight_halves(8) == (range(0, 4), range(4, 8))
+    for bad in (2, 6, 0, True, 4.0):
+        with pytest.raises(ValueError, match="multiple of four beats per tap"):
+            weight_quarters(bad)
 
 
 def test_three_ports_give_the_input_halves_a_loader_of_their_own():

@@ -24,6 +24,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_CONV,
     OP_GAP,
@@ -42,6 +43,7 @@ from fcircnn.gen.compiler import (
     pack_weight_image,
     plan_network,
     port_split,
+    weight_parts,
 )
 from fcircnn.gen.image import CompiledImage
 from fcircnn.models import spectral
@@ -88,8 +90,9 @@ def _decode_weights(raw, d, Tn, Tm, B):
         for nt in range(d.n_tiles):
             start = (mt * d.n_tiles + nt) * tile_bytes
             tile = flat[start:start + tile_bytes]
-            if d.flags & FLAG_WSPLIT:  # half-major: every tap's first half, then the seconds
-                tile = tile.reshape(2, taps, tile_bytes // taps // 2).transpose(1, 0, 2)
+            parts = 4 if d.flags & FLAG_WQUARTER else 2 if d.flags & FLAG_WSPLIT else 1
+            # part-major: every tap's first half (quarter), then the seconds, ...
+            tile = tile.reshape(parts, taps, tile_bytes // taps // parts).transpose(1, 0, 2)
             tile = tile.reshape(taps, pm, qn, half, 2)
             for t in range(taps):
                 for p in range(pm):
@@ -240,13 +243,40 @@ def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator)
     assert not any(lp.descriptor.flags & FLAG_WSPLIT for lp in one_port.plan.layers)
 
 
-def test_a_split_tile_image_is_the_whole_tiles_halves_reordered():
-    rng = np.random.default_rng(1)
-    re, im = (rng.integers(-127, 128, size=(4, 4, 4, 1, 2, 3)) for _ in range(2))
-    whole = np.frombuffer(pack_weight_image(re, im, 32, 32, 8), np.int8).reshape(1, 1, 6, -1)
-    split = np.frombuffer(pack_weight_image(re, im, 32, 32, 8, split=True), np.int8)
-    halves = whole.reshape(1, 1, 6, 2, -1).transpose(0, 1, 3, 2, 4)
-    assert split.tobytes() == np.ascontiguousarray(halves).tobytes() != whole.tobytes()
+def test_quarter_weight_tiles_are_laid_out_quarter_major(tmp_path):
+    # On four ports with a queue of two the classifier's fc1 and fc3 read their tiles in
+    # quarters (the model says so: halves leave ports 0 and 2 idle), fc1 with its input boxes
+    # split; the decoder reads the quarter-major layout independently and the image still
+    # computes the golden contract.
+    from conftest import write_fc_accelerator
+
+    acc4 = load_accelerator(write_fc_accelerator(tmp_path, tm=64, axi_ports=4, dma_queue=2))
+    image = compile_network(acc4, seed=4, base=0x10000)
+    splits = FLAG_WSPLIT | FLAG_WQUARTER | FLAG_ISPLIT
+    flags = {lp.layer.name: lp.descriptor.flags & splits for lp in image.plan.layers}
+    assert flags == {"c1": FLAG_WSPLIT | FLAG_ISPLIT, "fc1": splits, "fc2": FLAG_WSPLIT,
+                     "fc3": FLAG_WSPLIT | FLAG_WQUARTER}
+    for lp in image.plan.layers:
+        unsplit = replace(lp.descriptor, flags=lp.descriptor.flags & ~splits)
+        assert port_split(acc4, unsplit, lp.core) == flags[lp.layer.name]
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc4)
+    for layer in acc4.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          image.expected[layer.name][c], layer.name)
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+def test_a_split_tile_image_is_the_whole_tiles_parts_reordered(parts):
+    rng = np.random.default_rng(parts)
+    re, im = (rng.integers(-127, 128, size=(4, 8, 4, 1, 2, 3)) for _ in range(2))
+    whole = np.frombuffer(pack_weight_image(re, im, 64, 32, 8), np.int8).reshape(1, 1, 6, -1)
+    split = np.frombuffer(pack_weight_image(re, im, 64, 32, 8, parts=parts), np.int8)
+    reordered = whole.reshape(1, 1, 6, parts, -1).transpose(0, 1, 3, 2, 4)
+    assert split.tobytes() == np.ascontiguousarray(reordered).tobytes() != whole.tobytes()
+    assert weight_parts(FLAG_WSPLIT | FLAG_WQUARTER) == 4 and weight_parts(FLAG_WSPLIT) == 2
+    with pytest.raises(ValueError, match="parts must be 1, 2 or 4"):
+        pack_weight_image(re, im, 64, 32, 8, parts=3)
 
 
 def test_fold_off_runs_the_first_layer_as_written(acc_path, image):

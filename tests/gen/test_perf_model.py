@@ -101,7 +101,8 @@ def _core(tn):
 @pytest.mark.parametrize("config, names", [
     ("c3d_zcu102.yaml", ["conv2a", "conv4a", "conv5b", "fc6"]),
     ("r3d18_zcu102.yaml", ["l2b1_conv1", "l2b1_down", "l4b1_conv2", "gap"]),
-    # two ports, weight tiles split (FLAG_WSPLIT); conv1a: output depth pairs (FLAG_DFOLD)
+    # four ports, weight tiles in quarters with input boxes split (FLAG_WQUARTER |
+    # FLAG_ISPLIT); conv1a: output depth pairs (FLAG_DFOLD)
     ("c3d_zcu102_best.yaml", ["conv1a", "fc6", "fc7"]),
 ])
 def test_steady_state_shortcut_is_exact(config, names):
@@ -110,8 +111,9 @@ def test_steady_state_shortcut_is_exact(config, names):
     for lp in plan.layers:
         if lp.layer.name not in names:
             continue
-        fast = _Conv(lp.descriptor, lp.core, acc.block_size, MemoryModel(), EngineTiming())
-        full = _Conv(lp.descriptor, lp.core, acc.block_size, MemoryModel(), EngineTiming(),
+        mem = memory_of(acc)
+        fast = _Conv(lp.descriptor, lp.core, acc.block_size, mem, EngineTiming())
+        full = _Conv(lp.descriptor, lp.core, acc.block_size, mem, EngineTiming(),
                      extrapolate=False)
         assert fast.run() == full.run(), lp.layer.name
         assert fast.steps <= full.steps

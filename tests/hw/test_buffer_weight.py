@@ -127,6 +127,75 @@ def test_split_tiles_load_on_two_streams_at_once(Tn, Tm, B, taps, split):
     check_terms(refs, got, Tn, Tm, B)
 
 
+@pytest.mark.parametrize(("Tn", "Tm", "B", "taps", "mode"), [
+    (16, 32, 8, 3, "quarter"), (32, 32, 8, 1, "quarter"), (32, 32, 16, 2, "quarter"),
+    (16, 32, 8, 3, "split"), (32, 32, 8, 2, "whole")])
+def test_quarter_tiles_load_on_four_streams_at_once(Tn, Tm, B, taps, mode):
+    """A quarterable buffer: with ``quarter`` (and ``split``) quarter ``k`` of every tap's
+    beats (:func:`~fcircnn.arch.ports.weight_quarters`) on ``i``, ``i2``, ``i1``, ``i3`` for
+    ``k`` = 0..3, every stream and the reader stalling at random; with ``split`` alone the two
+    halves on ``i`` and ``i1``; with neither the whole tile on ``i``: the same terms as the
+    one-stream buffer, tile after tile."""
+    from fcircnn.arch.ports import weight_halves, weight_quarters
+
+    rng = np.random.default_rng(taps * Tm + Tn + B + len(mode))
+    buf = WeightBuffer(Tn, Tm, B=B, taps=taps, splittable=True, quarterable=True)
+    bpt = buf.beats_per_tap
+    tiles, refs = [], []
+    for _ in range(4):
+        ref, beats = weight_image(rng, Tn, Tm, B, taps)
+        tiles.append(beats)
+        refs.append(ref)
+
+    def part(beats):
+        return [[b for k, b in enumerate(t) if k % bpt in beats] for t in tiles]
+
+    if mode == "quarter":
+        q = weight_quarters(bpt)
+        streams = ((buf.i, q[0]), (buf.i2, q[1]), (buf.i1, q[2]), (buf.i3, q[3]))
+    elif mode == "split":
+        streams = tuple(zip((buf.i, buf.i1), weight_halves(bpt), strict=True))
+    else:
+        streams = ((buf.i, range(bpt)),)
+    loaders = [feeder(port, part(beats), rng, 0.3) for port, beats in streams]
+
+    async def hold(ctx):
+        ctx.set(buf.split, int(mode != "whole"))
+        ctx.set(buf.quarter, int(mode == "quarter"))
+
+    got = run(buf, tiles, taps, loaders=[hold, *loaders], rng=rng, stall=0.3)
+    check_terms(refs, got, Tn, Tm, B)
+
+
+def test_quarters_take_a_beat_each_per_cycle():
+    """All four streams always valid: a tile of ``4 * q`` beats loads in ``q`` cycles."""
+    buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True, quarterable=True)
+    streams = (buf.i, buf.i1, buf.i2, buf.i3)
+    q = buf.beats_per_tap // 4
+    cycles = []
+
+    async def bench(ctx):
+        ctx.set(buf.split, 1)
+        ctx.set(buf.quarter, 1)
+        for k in range(q):
+            for st in streams:
+                ctx.set(st.valid, 1)
+                ctx.set(st.payload, {"data": k, "last": int(k == q - 1)})
+            assert all(ctx.get(st.ready) for st in streams)
+            await ctx.tick()
+            cycles.append(k)
+        for st in streams:
+            ctx.set(st.valid, 0)
+        await ctx.tick()
+        assert ctx.get(buf.r_valid) and not ctx.get(buf.conflict)
+
+    sim = Simulator(buf)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(cycles) == q
+
+
 def test_split_halves_take_a_beat_each_per_cycle():
     """Both streams always valid: a split tile of ``2 * h`` beats loads in ``h`` cycles."""
     buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True)
@@ -177,6 +246,10 @@ def test_sizes_from_config():
     ({"Tn": 4, "Tm": 8, "B": 4}, ValueError, r"multiple of 16/B = 4"),
     ({"Tn": 8, "splittable": True}, ValueError, "even number of beats per tap, not 1"),
     ({"splittable": 1}, TypeError, "splittable must be a bool"),
+    ({"Tn": 32, "quarterable": True}, ValueError, "quarterable needs splittable"),
+    ({"splittable": True, "quarterable": True}, ValueError,
+     "multiple of four beats per tap, not 2"),
+    ({"quarterable": 0}, TypeError, "quarterable must be a bool"),
 ])
 def test_bad_parameters(kwargs, exc, match):
     args = {"Tn": 16, "Tm": 16, "B": 8, "taps": 3} | kwargs

@@ -4,7 +4,8 @@ beat routed to its buffer, with random DMA and buffer back-pressure; a failing r
 walk with its status. The same for the two loaders of a two-port engine (the input loader's
 reads and the weight loader's, each in the walk's order), also with every weight tile split
 between them (``FLAG_WSPLIT``) and with every input box split between them
-(``FLAG_ISPLIT``)."""
+(``FLAG_ISPLIT``), and the four loaders of a four-port engine reading every weight tile in
+quarters (``FLAG_WQUARTER``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WQUARTER, FLAG_WSPLIT
 from fcircnn.arch.ports import (
     ALL_READS,
     INPUT_HALF_READS,
@@ -24,7 +25,9 @@ from fcircnn.arch.ports import (
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
     WEIGHT_HALF_READS,
+    WEIGHT_QUARTER_READS,
     WEIGHT_READS,
+    PortMap,
 )
 from fcircnn.arch.walk import conv_reads, splits_inputs
 from fcircnn.hw.axi_dma_box import Status
@@ -35,10 +38,18 @@ from fcircnn.hw.engine_loader import EngineLoader
 IN_BOX = input_box_layout(4, 64, 64, 64)
 
 
+#: Each split read kind's sink port on the loader.
+HALF_SINKS = {"weight_half": "w1_o", "input_half": "in1_o", "weight_quarter1": "w2_o",
+              "weight_quarter3": "w3_o"}
+
+
 def loader(case, reads=ALL_READS, commands=1):
+    """The loader of ``case``'s core issuing ``reads``; it honours ``FLAG_WQUARTER`` wherever
+    a four-port engine would (a multiple of four beats per tap)."""
     res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
+    quarters = PortMap(4).quarters_weights(case.core.weight_tile_beats(1))
     return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
-                        reads=reads, commands=commands)
+                        reads=reads, commands=commands, quarters=quarters)
 
 
 def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
@@ -59,10 +70,9 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
         sink_ports = {"input": dut.in_o} if loads_in else {}
         if loads_w:
             sink_ports["weights"] = dut.w_o
-        if "weight_half" in reads:
-            sink_ports["weight_half"] = dut.w1_o
-        if "input_half" in reads:
-            sink_ports["input_half"] = dut.in1_o
+        for kind, port in HALF_SINKS.items():
+            if kind in reads:
+                sink_ports[kind] = getattr(dut, port)
         if case.geometry.residual and loads_in:
             sink_ports["residual"] = dut.res_o
         while True:
@@ -77,10 +87,9 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
                  ("params", dut.params.en, dut.params.en)] if loads_in else []
         if loads_w:
             sinks.append(("weights", dut.w_o.valid, dut.w_o.ready))
-        if "weight_half" in reads:
-            sinks.append(("weight_half", dut.w1_o.valid, dut.w1_o.ready))
-        if "input_half" in reads:
-            sinks.append(("input_half", dut.in1_o.valid, dut.in1_o.ready))
+        for kind, port in HALF_SINKS.items():
+            if kind in reads:
+                sinks.append((kind, getattr(dut, port).valid, getattr(dut, port).ready))
         if case.geometry.residual and loads_in:
             sinks.append(("residual", dut.res_o.valid, dut.res_o.ready))
         ports = [dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
@@ -318,3 +327,79 @@ def test_the_loaders_of_a_four_port_core_read_their_kinds_only(case, kinds, comm
     for n, (kind, box) in enumerate(reads):
         assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
         assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+
+
+def quarter_cases():
+    """The conv cases whose core can read a weight tile in quarters, their descriptors with
+    ``FLAG_WSPLIT | FLAG_WQUARTER`` (and those whose input boxes split, also with
+    ``FLAG_ISPLIT``: port 2's loader then reads the upper input half, then its quarter)."""
+    quarter = FLAG_WSPLIT | FLAG_WQUARTER
+    return [dataclasses.replace(c, name=f"{c.name}-quarter{'-isplit' if i else ''}",
+                                desc=dataclasses.replace(c.desc, flags=c.desc.flags | quarter | i))
+            for c in conv_cases() if PortMap(4).quarters_weights(c.core.weight_tile_beats(1))
+            for i in ((0, FLAG_ISPLIT) if splits_inputs(c.desc, c.core) else (0,))]
+
+
+def quarter_loaders():
+    """The loaders of a four-port core that reads weight tiles in quarters, each on
+    descriptors read in quarters, split in halves (input boxes or weight tiles) and not at
+    all, with one command at a time and a queue of three."""
+    quarters = quarter_cases()
+    assert len(quarters) >= 3, quarters  # a conv, an FC layer, a folded first layer
+    halves = [c for c in split_cases()
+              if PortMap(4).quarters_weights(c.core.weight_tile_beats(1))][:1]
+    isplit = [c for c in input_split_cases() if not c.desc.flags & FLAG_WSPLIT
+              and PortMap(4).quarters_weights(c.core.weight_tile_beats(1))][:1]
+    loaders = [(INPUT_READS | {"weight_quarter1"}, "input loader"),
+               (WEIGHT_READS, "weight loader"), (WEIGHT_HALF_READS, "weight-half loader"),
+               (WEIGHT_QUARTER_READS, "port-2 loader"),
+               (INPUT_HALF_READS | WEIGHT_QUARTER_READS, "port-2 loader, input halves")]
+    out = []
+    for kinds, name in loaders:
+        cases = [*quarters, *halves, *isplit]
+        if "input_half" in kinds:
+            cases = [c for c in cases if splits_inputs(c.desc, c.core)] + isplit
+        for n, case in enumerate(dict.fromkeys(cases)):
+            commands = 1 + 2 * (n % 2)
+            out.append(pytest.param(case, kinds, commands, id=f"{case}-{name}-q{commands}"))
+    return out
+
+
+@pytest.mark.parametrize("case, kinds, commands", quarter_loaders())
+def test_the_loaders_of_a_four_port_core_read_a_quarter_each(case, kinds, commands):
+    """With ``FLAG_WQUARTER`` the weight loader reads the first quarter of every weight tile,
+    the input loader the second after its input box, port 3's loader the third and port 2's
+    the fourth (the walk's quarters, each beat to its sink, in order); without it the quarter
+    loaders read their halves or whole boxes, and port 2's loader only input halves
+    (``FLAG_ISPLIT``) or nothing."""
+    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
+    quarter = bool(case.desc.flags & FLAG_WQUARTER)
+    assert quarter == any(kind == "weight_quarter3" for kind, _ in reads) or (
+        "weight_quarter3" not in kinds)
+    if quarter:
+        w = next(box for kind, box in conv_reads(case.desc, case.core) if kind == "weights")
+        assert box_beats(w) * 4 * 16 == case.desc.weight_tile_bytes
+    boxes, taken, fails, (idle, _) = run(case, reads=kinds, commands=commands,
+                                         seed=zlib.crc32(case.name.encode()) + commands)
+    assert idle and not fails
+    assert boxes == [box for _, box in reads]
+    for n, (kind, box) in enumerate(reads):
+        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
+        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+
+
+def test_a_quarter_loader_needs_quarters():
+    case = next(c for c in conv_cases() if c.core.weight_tile_beats(1) % 4 == 0)
+    odd = next(c for c in conv_cases() if c.core.weight_tile_beats(1) % 4)
+
+    def make(c, **kwargs):
+        res = input_box_layout(c.core.out_groups, 64, 64, 64) if c.geometry.residual else None
+        return EngineLoader(c.core, c.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
+                            **kwargs)
+
+    with pytest.raises(ValueError, match="quarters is False"):
+        make(case, reads=WEIGHT_QUARTER_READS)
+    with pytest.raises(ValueError, match="multiple of four beats per kernel tap"):
+        make(odd, reads=WEIGHT_READS, quarters=True)
+    with pytest.raises(TypeError, match="quarters must be a bool"):
+        make(case, quarters=1)
