@@ -104,6 +104,7 @@ __all__ = [
     "CALIBRATION_FILE",
     "HALF_LOADER_LOGIC",
     "INPUT_SPLIT_LOGIC",
+    "PSUM_POOL_LOGIC",
     "RESOURCE_NAMES",
     "WEIGHT_QUARTER_LOGIC",
     "WEIGHT_SPLIT_LOGIC",
@@ -374,6 +375,7 @@ class _Core:
     pool_lanes: int = 1
     half_loaders: int = 0
     quarter: bool = False
+    psum_pool_parts: int = 0
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -395,7 +397,8 @@ def _cores(acc: Any) -> list[_Core]:
                            ports.splits_weights(cg.weight_tile_beats(1)),
                            ports.splits_inputs(cg.in_groups), ports.pool_lanes,
                            sum(1 for reads in loaders[2:] if reads),
-                           ports.quarters_weights(cg.weight_tile_beats(1))))
+                           ports.quarters_weights(cg.weight_tile_beats(1)),
+                           cg.lanes * core.tm if geo.fused_pool else 0))
     return cores
 
 
@@ -483,6 +486,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "isplit": int(c.isplit),
         "half_loaders": c.half_loaders,
         "quarter": int(c.quarter),
+        "psum_pool": c.psum_pool_parts,
     })
     return comps
 
@@ -583,6 +587,16 @@ WEIGHT_QUARTER_LOGIC: Mapping[str, Mapping[str, float]] = {
 }
 
 
+#: What taking a fused pool of one depth on the partial sums adds to a core's ``control``, per
+#: accumulator part of a partial-sum word (``lanes * Tm``; built on every core with a fused
+#: pool): :class:`~fcircnn.hw.psum_pool.PartialSumPool`'s compare-select and register per part,
+#: the drain's second source in its lane multiplexers and its pooled-tile states. Yosys 0.70,
+#: out of context, on the C3D best core (``Tm = 128``, two lanes: 256 parts): the drain 4,573
+#: LUT and 281 FF without, 13,778 and 8,614 with (``PartialSumPool(128, 2)`` alone 5,896 and
+#: 8,320).
+PSUM_POOL_LOGIC: Mapping[str, float] = {"lut": 36.0, "ff": 32.6}
+
+
 #: What a loader of its own for the split halves (ports 2 and 3,
 #: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`) adds to a core's ``control``: a loader's
 #: walk, FSM and routing without the input side, as the weight loader of ResNet-18's best core
@@ -609,6 +623,9 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
         if feature not in out["lut"]:
             for res in out:
                 out[res][feature] = cost[res]
+    if name == "control" and "psum_pool" not in out["lut"]:
+        for res in out:
+            out[res]["psum_pool"] = PSUM_POOL_LOGIC[res]
     if name == "control" and "half_loaders" not in out["lut"]:
         for res in out:
             out[res]["half_loaders"] = HALF_LOADER_LOGIC[res]

@@ -44,7 +44,10 @@ What a descriptor costs
     one beat per slot group, depth lane and voxel into the post chain, one release cycle; the
     post chain stalls it while both output-buffer halves wait for the store. With a fused pool
     (``FLAG_POOL`` on a conv) the next tile waits until the last pooled voxel has left
-    CMaxPool (:attr:`EngineTiming.fused_pool_gap`);
+    CMaxPool (:attr:`EngineTiming.fused_pool_gap`); a fused pool of one depth is taken on the
+    partial sums instead: one cycle per slot group for the multipliers' signs, then per
+    pooled voxel one read per word of its window and one beat per slot group and depth lane
+    of the word, CMaxPool bypassed (no gap);
   - *store*: per tile one write box (``groups x d x h`` rows of ``w`` beats of the tile, or
     of the pooled tile, AW before W, the write walker's two cycles per row), then the write
     response and the status; with ``FLAG_DFOLD`` two, one per half of the groups, the second
@@ -535,6 +538,9 @@ class _Conv:
         # Fused pool: axes whose 2-wide window halves the stored tile.
         self.fused = d.op != OP_POOL and bool(d.flags & FLAG_POOL)
         self.halved = tuple(self.fused and w == 2 for w in d.pool_window)
+        # A fused pool of one depth is taken on the partial sums (PartialSumPool), CMaxPool
+        # bypassed.
+        self.psum_pool = self.fused and not self.halved[0]
         # Input slot groups per n-tile: Tn/16, but only those the layer has (the last n-tile
         # may hold fewer; a beat holds several n-tiles when Tn < 16).
         cg = CoreGeometry.of(core, B)
@@ -686,13 +692,20 @@ class _Conv:
         # drain
         commit = s[_CR1] + self.pe_latency + 1 + t.psum_commit
         ready = max(s[_DRW], commit, prm, res_ready)
-        rel = ready + out_beats + 1
+        if self.psum_pool:
+            # the signs (a group a cycle), then per pooled voxel its window's words (a read a
+            # cycle) and its word's beats (every lane of the word, a group a cycle)
+            drain = groups + self._pooled_drain(groups, ext_d, ext_h, ext_w)
+            into_buffer = st_beats
+        else:
+            drain = into_buffer = out_beats
+        rel = ready + drain + 1
         # output buffer half of tile j-2 must have been stored
-        rel = max(rel, s[_SR2] + 1 + out_beats + 1 - t.post_slack)
+        rel = max(rel, s[_SR2] + 1 + into_buffer + 1 - t.post_slack)
         s[_DR2], s[_DR1] = s[_DR1], rel
-        s[_DRW] = rel + (t.fused_pool_gap if self.fused else 1)
+        s[_DRW] = rel + (t.fused_pool_gap if self.fused and not self.psum_pool else 1)
         # store
-        out_valid = t.out_valid + (t.pool_latency if self.fused else 0)
+        out_valid = t.out_valid + (t.pool_latency if self.fused and not self.psum_pool else 0)
         cmd = max(s[_STW], rel + out_valid) + 1
         # FLAG_DFOLD: one box per half of the groups, the second's command right after the
         # first's status
@@ -705,6 +718,17 @@ class _Conv:
         s[_STW] = last_w + mem.write_response + t.write_status
         s[_LAST] = s[_STW]
         acc[3] += st_beats * _BEAT
+
+    def _pooled_drain(self, groups: int, ext_d: int, ext_h: int, ext_w: int) -> int:
+        """Cycles of a tile's pooled voxels on :class:`~fcircnn.hw.psum_pool.PartialSumPool`
+        (no back-pressure): per pooled voxel one read per word of its window, then one beat per
+        group and depth lane of the word (all ``ext_d`` lanes with the depth unrolled, else
+        one, the depths stepped through)."""
+        reads = (1 + self.halved[1]) * (1 + self.halved[2])
+        voxels = (ext_h >> self.halved[1]) * (ext_w >> self.halved[2])
+        if self.lanes > 1:
+            return voxels * (reads + ext_d * groups)
+        return ext_d * voxels * (reads + groups)
 
     def _split_weights(self, s: list, ld: float, free: float) -> tuple[float, float]:
         """A ``FLAG_WSPLIT`` weight tile: the first half on the weight engine, the second on

@@ -3,7 +3,9 @@ chain into the output buffer."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from dataclasses import dataclass
+
+from amaranth.hdl import C, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,8 +22,39 @@ from .engine_walk import TileWalk, control_signature, fused_pool_axes
 from .post_cbn import cbn_input_layout
 from .post_chain import post_config_layout
 from .post_quantize import slot_layout
+from .psum_pool import PartialSumPool
 
 __all__ = ["EngineDrain", "post_chain_size"]
+
+
+@dataclass
+class _Walk:
+    """The drain's walk registers, for the states of a pooled tile."""
+
+    dr: TileWalk
+    dv: Signal
+    dg: Signal
+    dh: Signal
+    dw: Signal
+    dvox: Signal
+    dvox_row: Signal
+    dv_base: Signal
+    p_row: Signal
+    sh: Signal
+    sw: Signal
+
+
+@dataclass
+class _Stage:
+    """Stage B of the drain (the beat being offered to the post chain) and its advance."""
+
+    valid: Signal
+    v: Signal
+    g: Signal
+    end: Signal
+    tag: Signal
+    pooled: Signal
+    adv: Signal
 
 
 def post_chain_size(core: CoreGeometry, geometry: EngineGeometry) -> tuple[tuple, int]:
@@ -41,10 +74,16 @@ class EngineDrain(wiring.Component):
     chain's output into the output buffer (``out_i``), in raster order: slot group fastest,
     then column, row, depth lane.
 
-    With a fused pool (``FLAG_POOL`` on a conv descriptor) CMaxPool pools each tile as its own
-    map (``post_cfg``), its slot groups interleaved, and only the pooled voxels reach the output
-    buffer; a tile starts once the previous one has left CMaxPool. Otherwise the pool is
-    bypassed.
+    With a fused pool (``FLAG_POOL`` on a conv descriptor) whose window spans the depth axis,
+    CMaxPool pools each tile as its own map (``post_cfg``), its slot groups interleaved, and
+    only the pooled voxels reach the output buffer; a tile starts once the previous one has
+    left CMaxPool. A fused pool with a window of one depth (C3D's pool1, ``1 x 2 x 2``) is
+    taken on the partial sums instead (:class:`~fcircnn.hw.psum_pool.PartialSumPool`): per
+    tile the signs of the m-tile's multipliers are read from the records (one group a cycle),
+    then per pooled voxel its window's words (one a cycle, once the previous voxel's last beat
+    has left stage B) and its pooled word's beats (slot group fastest, then the depth lanes
+    of the word), so only a quarter of the beats pass the post chain and CMaxPool is bypassed.
+    Otherwise the pool is bypassed.
 
     Contract
     --------
@@ -102,9 +141,10 @@ class EngineDrain(wiring.Component):
                       "res_release": Out(1), "res_valid": In(1), "res_act": In(act)}
         super().__init__(ports)
 
-    def _post_input(self, m, q_v, q_g):
-        """Drive ``post_i.payload`` from the partial sums, records and residual slots of the
-        beat in stage B (depth lane ``q_v``, slot group ``q_g``)."""
+    def _post_input(self, m, q_v, q_g, q_pooled, pooled):
+        """Drive ``post_i.payload`` from the partial sums (``pooled``'s word if ``q_pooled``),
+        records and residual slots of the beat in stage B (depth lane ``q_v``, slot group
+        ``q_g``)."""
         core = self.core
         Td, G, L = core.td, core.out_groups, core.lanes
         records = data.View(data.ArrayLayout(unsigned(POST_RECORD_BITS), SLOTS_PER_BEAT),
@@ -116,16 +156,19 @@ class EngineDrain(wiring.Component):
             acc_im = Signal(signed(32), name=f"acc_im{lane}")
             res_re = Signal(signed(8), name=f"res_re{lane}")
             res_im = Signal(signed(8), name=f"res_im{lane}")
-            with m.Switch(q_v * G + q_g):
-                for v in range(Td):
-                    for g in range(G):
-                        with m.Case(v * G + g):
-                            lv = v if L == Td else 0  # one lane: the word of depth v was read
-                            m.d.comb += [acc_re.eq(self.acc[lv][g * 8 + lane].re),
-                                         acc_im.eq(self.acc[lv][g * 8 + lane].im)]
-                            if self.res_depth is not None:
-                                m.d.comb += [res_re.eq(self.res_act[v][g * 8 + lane].re),
-                                             res_im.eq(self.res_act[v][g * 8 + lane].im)]
+            words = [self.acc] if pooled is None else [self.acc, pooled]
+            with m.Switch((q_pooled * Td + q_v) * G + q_g):
+                for src, word in enumerate(words):
+                    for v in range(Td):
+                        for g in range(G):
+                            with m.Case((src * Td + v) * G + g):
+                                lv = v if L == Td else 0  # one lane: the word of depth v
+                                m.d.comb += [acc_re.eq(word[lv][g * 8 + lane].re),
+                                             acc_im.eq(word[lv][g * 8 + lane].im)]
+                                if self.res_depth is not None and src == 0:
+                                    m.d.comb += [
+                                        res_re.eq(self.res_act[v][g * 8 + lane].re),
+                                        res_im.eq(self.res_act[v][g * 8 + lane].im)]
             m.d.comb += [
                 pl.acc.re.eq(acc_re), pl.acc.im.eq(acc_im),
                 pl.res.re.eq(res_re), pl.res.im.eq(res_im),
@@ -137,13 +180,14 @@ class EngineDrain(wiring.Component):
                 pl.shift.re.eq(rec[160:168]), pl.shift.im.eq(rec[168:176]),
             ]
 
-    def _post_config(self, m, d, fused, pool_cfg_size, pool_cfg_groups):
-        """Drive ``post_cfg`` for the conv layer ``d``."""
+    def _post_config(self, m, d, cmaxpool, pool_cfg_size, pool_cfg_groups):
+        """Drive ``post_cfg`` for the conv layer ``d`` (``cmaxpool``: its pool runs in
+        CMaxPool)."""
         cfg = self.post_cfg
         m.d.comb += [cfg.cbn.bypass.eq(0), cfg.cbn.residual.eq((d.flags & FLAG_RESIDUAL).bool()),
                      cfg.quantize.bypass.eq(0),
                      cfg.crelu.bypass.eq(~(d.flags & FLAG_CRELU).bool()),
-                     cfg.pool.bypass.eq(~fused),
+                     cfg.pool.bypass.eq(~cmaxpool),
                      cfg.pool.groups.eq(pool_cfg_groups if self.geometry.fused_pool else 1)]
         for a in range(3):
             # A fused pool pools the drain's tile (set when the drain starts it). Else the
@@ -153,6 +197,91 @@ class EngineDrain(wiring.Component):
                          cfg.pool.stride[a].eq(d.pool_stride[a]),
                          cfg.pool.padding[a].eq(d.pool_padding[a]),
                          cfg.pool.size[a].eq(pool_cfg_size[a])]
+
+    def _pooled_states(self, m, w, q, pool, halved):
+        """The FSM states of a tile pooled on its partial sums: ``SIGNS`` (the multipliers'
+        signs of the m-tile's groups from the records, one group a cycle), ``PREAD`` (the
+        words of one pooled voxel's window into ``pool``, one a cycle, once stage B's beat
+        has left or leaves) and ``PEMIT`` (the pooled word's beats into stage B: slot group
+        fastest, then the word's depth lanes), back to ``PREAD`` or on to ``RELEASE``. ``w``:
+        the drain's walk registers (``dh``, ``dw``: the window's first row and column,
+        ``dvox``: its word), ``q``: stage B."""
+        core = self.core
+        Td, Tr, Tc, L = core.td, core.tr, core.tc, core.lanes
+        dr = w.dr
+        records = data.View(data.ArrayLayout(unsigned(POST_RECORD_BITS), SLOTS_PER_BEAT),
+                            self.records.data)
+        # The signs of the group read last cycle (the parameter memory's latency).
+        cap_en, cap_group = Signal(), Signal.like(w.dg)
+        take, first = Signal(), Signal()  # the word read last cycle enters the window
+        m.d.sync += [cap_en.eq(0), take.eq(0)]
+        m.d.comb += [pool.sign_en.eq(cap_en), pool.sign_group.eq(cap_group),
+                     pool.take.eq(take), pool.first.eq(first)]
+        for k in range(SLOTS_PER_BEAT):
+            m.d.comb += [pool.signs[k].re.eq(records[k][15]), pool.signs[k].im.eq(records[k][31])]
+        el = Signal(range(max(Td, 2)))  # the depth lane of the beat (lanes = Td)
+        # The window's axes and the tile's last window and lane, registered from the
+        # descriptor and the walk (settled long before a tile's first beat: the walk's tile
+        # changes at RELEASE, its first beat follows WAIT and SIGNS) to keep the beat loop's
+        # logic short.
+        hh, hw = Signal(), Signal()
+        h_end, w_end = Signal.like(dr.ext[1]), Signal.like(dr.ext[2])
+        d_end = Signal.like(dr.ext[0])
+        m.d.sync += [hh.eq(halved[1]), hw.eq(halved[2]), d_end.eq(dr.ext[0] - 1),
+                     h_end.eq(dr.ext[1] - 1 - halved[1]), w_end.eq(dr.ext[2] - 1 - halved[2])]
+        step_h, step_w = Mux(hh, 2, 1), Mux(hw, 2, 1)
+        last_g = w.dg == dr.groups_m - 1
+        last_lane = (el == d_end) if L == Td else C(1, 1)
+        last_w = w.dw == w_end
+        last_h = w.dh == h_end
+        last_v = (w.dv == d_end) if L == 1 else C(1, 1)
+        with m.State("SIGNS"):
+            m.d.comb += self.records.en.eq(1)
+            m.d.sync += [cap_en.eq(1), cap_group.eq(w.dg), w.dg.eq(w.dg + 1)]
+            with m.If(last_g):
+                m.d.sync += w.dg.eq(0)
+                m.next = "PREAD"
+        with m.State("PREAD"):
+            # The pool's word changes the cycle after a read: the beat in stage B (of the
+            # previous voxel's word) must leave first.
+            with m.If(~q.valid | self.post_i.ready):
+                m.d.comb += self.ps_en.eq(1)
+                m.d.sync += [take.eq(1), first.eq(~w.sh & ~w.sw), w.sw.eq(hw & ~w.sw)]
+                with m.If(~hw | w.sw):
+                    m.d.sync += w.sh.eq(hh & ~w.sh)
+                    with m.If(~hh | w.sh):
+                        m.d.sync += el.eq(0)
+                        m.next = "PEMIT"
+        with m.State("PEMIT"):
+            with m.If(q.adv):
+                m.d.comb += self.records.en.eq(1)
+                lane = el if L == Td else w.dv
+                m.d.sync += [q.valid.eq(1), q.v.eq(lane), q.g.eq(w.dg), q.end.eq(1),
+                             q.pooled.eq(1), q.tag.lane.eq(lane), q.tag.group.eq(w.dg),
+                             q.tag.addr.eq(w.p_row + Mux(hw, w.dw >> 1, w.dw)),
+                             q.tag.last.eq(last_g & last_lane & last_w & last_h & last_v),
+                             q.tag.groups.eq(dr.groups_m)]
+                m.d.sync += [q.tag[f].eq(Mux(halved[a], dr.ext[a] >> 1, dr.ext[a]))
+                             for a, f in enumerate("dhw")]
+                m.d.sync += w.dg.eq(w.dg + 1)
+                with m.If(last_g):
+                    m.d.sync += [w.dg.eq(0), el.eq(el + 1)]
+                    with m.If(last_lane):
+                        m.next = "PREAD"
+                        with m.If(~last_w):
+                            m.d.sync += [w.dw.eq(w.dw + step_w), w.dvox.eq(w.dvox + step_w)]
+                        with m.Else():
+                            row = w.dvox_row + Mux(hh, 2 * Tc, Tc)
+                            m.d.sync += [w.dw.eq(0), w.dh.eq(w.dh + step_h), w.dvox_row.eq(row),
+                                         w.dvox.eq(row), w.p_row.eq(w.p_row + Tc)]
+                            with m.If(last_h):
+                                m.d.sync += [w.dh.eq(0), w.dvox.eq(0), w.dvox_row.eq(0),
+                                             w.p_row.eq(0)]
+                                if L == 1:
+                                    m.d.sync += [w.dv.eq(w.dv + 1),
+                                                 w.dv_base.eq(w.dv_base + Tr * Tc)]
+                                with m.If(last_v):
+                                    m.next = "RELEASE"
 
     def elaborate(self, platform):
         m = Module()
@@ -186,21 +315,28 @@ class EngineDrain(wiring.Component):
         p_row = Signal(range(Tr * Tc + 1))  # fused pool: pooled row * Tc
         q_end = Signal()  # the beat in stage B completes a pool window (always, without pool)
         pool_busy = Signal()  # fused pool: a tile's last beat is in the post chain
+        pool, pooled_drain = self._psum_pool(m, fused, halved)
+        q_pooled = Signal()  # the beat in stage B is one of the pool's pooled word
+        cmaxpool = fused & ~pooled_drain
         pool_cfg_size = [Signal(16, init=1, name=f"pool_cfg_size{a}") for a in "dhw"]
         pool_cfg_groups = Signal(range(G + 1), init=1)
-        post_i, post_o = self.post_i, self.post_o
+        post_i = self.post_i
         post_take = post_i.valid & post_i.ready
         d_adv = Signal()
         m.d.comb += d_adv.eq((~q_valid | post_i.ready) & otags.w_rdy)
         with m.If(d_adv):
             m.d.sync += q_valid.eq(0)
-        self._post_input(m, q_v, q_g)
-        self._post_config(m, d, fused, pool_cfg_size, pool_cfg_groups)
+        self._post_input(m, q_v, q_g, q_pooled, None if pool is None else pool.pooled)
+        self._post_config(m, d, cmaxpool, pool_cfg_size, pool_cfg_groups)
+        # The read of a pooled window's word (row sh, column sw of the window; 0 otherwise).
+        sh, sw = Signal(), Signal()
+        sub = Signal(range(Tc + 2))
+        m.d.comb += sub.eq(Mux(sh, Tc, 0) + sw)
         # The parameter memory's read port is enabled with the other reads only (its enable
         # would otherwise default to 1 and, while the post chain stalls a beat of one group,
         # replace that beat's records with the next group's).
         m.d.comb += [self.records.en.eq(0), self.records.addr.eq(Mux(dr.mt[0], G, 0) + dg),
-                     self.ps_addr.eq(dvox if L == Td else dv_base + dvox)]
+                     self.ps_addr.eq((dvox if L == Td else dv_base + dvox) + sub)]
         if has_res:
             m.d.comb += self.res_addr.eq(dvox)
         m.d.comb += self.mt.eq(dr.mt)
@@ -211,7 +347,7 @@ class EngineDrain(wiring.Component):
         if geo.fused_pool:
             with m.If(ctl.start):
                 m.d.sync += pool_busy.eq(0)
-            with m.Elif(fused & post_take & q_tag.last):
+            with m.Elif(cmaxpool & post_take & q_tag.last):
                 m.d.sync += pool_busy.eq(1)
             with m.Elif(self.out_i.valid & self.out_i.ready & o_tag.last):
                 m.d.sync += pool_busy.eq(0)
@@ -235,10 +371,14 @@ class EngineDrain(wiring.Component):
                                  dvox_row.eq(0), dv_base.eq(0), p_row.eq(0)]
                     if geo.fused_pool:
                         # CMaxPool's map: this tile (the previous one has left it).
-                        m.d.sync += [pool_cfg_size[a].eq(Mux(fused, dr.ext[a], 1))
+                        m.d.sync += [pool_cfg_size[a].eq(Mux(cmaxpool, dr.ext[a], 1))
                                      for a in range(3)]
-                        m.d.sync += pool_cfg_groups.eq(Mux(fused, dr.groups_m, 1))
+                        m.d.sync += pool_cfg_groups.eq(Mux(cmaxpool, dr.groups_m, 1))
+                    m.d.sync += [sh.eq(0), sw.eq(0), q_pooled.eq(0)]
                     m.next = "RUN"
+                    if pool is not None:
+                        with m.If(pooled_drain):
+                            m.next = "SIGNS"
             with m.State("RUN"):
                 with m.If(d_adv):
                     m.d.comb += [self.ps_en.eq(1), self.records.en.eq(1)]
@@ -279,6 +419,13 @@ class EngineDrain(wiring.Component):
                                     m.d.sync += [dv.eq(dv + 1), dv_base.eq(dv_base + Tr * Tc)]
                                 with m.Else():
                                     m.next = "RELEASE"
+            if pool is not None:
+                self._pooled_states(m, _Walk(dr=dr, dv=dv, dg=dg, dh=dh, dw=dw, dvox=dvox,
+                                             dvox_row=dvox_row, dv_base=dv_base, p_row=p_row,
+                                             sh=sh, sw=sw),
+                                    _Stage(valid=q_valid, v=q_v, g=q_g, end=q_end, tag=q_tag,
+                                           pooled=q_pooled, adv=d_adv),
+                                    pool, halved)
             with m.State("RELEASE"):
                 # The last words were read last cycle (held in the read registers): free the
                 # tiles once the last beat has entered the post chain.
@@ -288,8 +435,24 @@ class EngineDrain(wiring.Component):
                         m.d.comb += self.res_release.eq(residual)
                     dr.advance()
                     m.next = "WAIT"
-        # Post chain output -> output buffer.
-        out_i = self.out_i
+        self._output(m, o_tag, otags)
+        return m
+
+    def _psum_pool(self, m, fused, halved):
+        """The :class:`~fcircnn.hw.psum_pool.PartialSumPool` of a core with a fused pool
+        (``None`` otherwise) and whether the layer's pool is taken on it (a fused pool of one
+        depth)."""
+        pooled_drain = Signal()
+        if not self.geometry.fused_pool:
+            return None, pooled_drain
+        m.submodules.psum_pool = pool = PartialSumPool(self.core.tm, self.core.lanes)
+        m.d.comb += [pooled_drain.eq(fused & ~halved[0]), pool.acc.eq(self.acc)]
+        return pool, pooled_drain
+
+    def _output(self, m, o_tag, otags):
+        """The post chain's output into the output buffer, at the voxel, lane and group of its
+        tag (the oldest in ``otags``)."""
+        out_i, post_o = self.out_i, self.post_o
         m.d.comb += [out_i.payload.lane.eq(o_tag.lane), out_i.payload.group.eq(o_tag.group),
                      out_i.payload.addr.eq(o_tag.addr), out_i.payload.last.eq(o_tag.last),
                      out_i.payload.slots.eq(post_o.payload),
@@ -297,4 +460,3 @@ class EngineDrain(wiring.Component):
                      self.out_shape.h.eq(o_tag.h), self.out_shape.w.eq(o_tag.w),
                      out_i.valid.eq(post_o.valid), post_o.ready.eq(out_i.ready),
                      otags.r_en.eq(post_o.valid & out_i.ready)]
-        return m

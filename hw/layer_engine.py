@@ -99,7 +99,9 @@ class LayerEngine(wiring.Component):
       group fastest). With ``FLAG_POOL`` on a conv descriptor (a fused pool, :func:`pool_fuses`)
       CMaxPool pools each tile as its own map (its slot groups interleaved) and only the pooled
       voxels reach the output buffer; the drain starts a tile once the previous one has left
-      CMaxPool (its configuration follows the tile). Otherwise the pool is bypassed;
+      CMaxPool (its configuration follows the tile). A fused pool of one depth is taken on
+      the partial sums instead (:class:`~fcircnn.hw.psum_pool.PartialSumPool`: one beat per
+      pooled voxel, CMaxPool bypassed). Otherwise the pool is bypassed;
     * **store** (:class:`~fcircnn.hw.engine_store.EngineStore`): per finished output tile, one DMA
       write box (NC/8DHW8, the pooled tile with a fused pool), overlapping the next tile's work.
 

@@ -2,10 +2,13 @@
 against the Python walk (:func:`fcircnn.arch.walk.conv_tiles`): per tile, 8 slots a beat in
 raster order (slot group fastest, then column, row, depth) with the partial sums, post records
 (of the m-tile's parameter half) and residual slots of that beat, and the chain's output into
-the output buffer at the (pooled, with a fused pool) voxel; with random back-pressure."""
+the output buffer at the (pooled, with a fused pool) voxel; with random back-pressure. A fused
+pool of one depth is taken on the partial sums: per pooled voxel and lane one beat per group
+whose parts are the window's largest (smallest where the multiplier is negative)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
 from collections import deque
@@ -14,6 +17,7 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import conv_cases, start
 
+from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.walk import conv_tiles, halved_axes
 from fcircnn.hw.engine_drain import EngineDrain
 
@@ -24,14 +28,31 @@ POST_LATENCY = 3
 
 def acc(t, addr, v, s):
     """The partial sum (real part) of slot ``s`` of depth lane ``v`` at ``addr`` of tile
-    ``t``; as a 7-bit value it survives the fake chain."""
-    return (t * 7 + addr * 3 + v * 5 + s) % 128
+    ``t``; as a 7-bit value it survives the fake chain. Its windows' max and min are at
+    varying voxels."""
+    return (t * 7 + addr * 37 + v * 5 + s * 13) % 128
+
+
+def acc_im(t, addr, v, s):
+    """The imaginary part of the same partial sum."""
+    return (t * 3 + addr * 53 + v * 11 + s * 7) % 128
 
 
 def mult(half, g, lane):
     """The ``mult.re`` of the record of lane ``lane`` of group ``g`` in parameter half
-    ``half``."""
-    return (half * 31 + g * 11 + lane * 3) % 64
+    ``half``: both signs."""
+    return (half * 31 + g * 11 + lane * 3) % 64 - 32
+
+
+def mult_im(half, g, lane):
+    """Its ``mult.im``: both signs, not those of ``mult.re``."""
+    return (half * 7 + g * 5 + lane * 9) % 32 - 15
+
+
+def fake_chain(re, im, m, r):
+    """What the fake post chain outputs for sums ``re``, ``im``, ``mult.re`` ``m`` and
+    residual ``r``."""
+    return re % 128, (im ^ m ^ r) % 128
 
 
 def res(t, addr, v, s):
@@ -48,7 +69,13 @@ def ref_out(case):
     out, shapes = [], []
     Tr, Tc = core.tr, core.tc
     residual = bool(d.flags & 4)
+    pooled = fused and not halved[0]
     for t, tile in enumerate(conv_tiles(d, core)):
+        shapes.append((tile.groups, *(e >> 1 if h else e for e, h in zip(tile.ext, halved,
+                                                                          strict=True))))
+        if pooled:
+            out += ref_pooled(case, t, tile, halved)
+            continue
         ed, eh, ew = tile.ext
         beats = [(v, h, w, g) for v in range(ed) for h in range(eh) for w in range(ew)
                  for g in range(tile.groups)]
@@ -61,13 +88,41 @@ def ref_out(case):
                     if fused else h * Tc + w)
             word = v * Tr * Tc + h * Tc + w if core.lanes == 1 else h * Tc + w
             vlane = 0 if core.lanes == 1 else v
-            slots = [(acc(t, word, vlane, g * 8 + s),
-                      mult(tile.mt & 1, g, s) ^ (res(t, h * Tc + w, v, g * 8 + s)
-                                                 if residual else 0)) for s in range(8)]
+            slots = [fake_chain(acc(t, word, vlane, g * 8 + s), acc_im(t, word, vlane, g * 8 + s),
+                                mult(tile.mt & 1, g, s),
+                                res(t, h * Tc + w, v, g * 8 + s) if residual else 0)
+                     for s in range(8)]
             out.append((lane, g, addr, int(i == len(beats) - 1), slots))
-        shapes.append((tile.groups, *(e >> 1 if h else e for e, h in zip(tile.ext, halved,
-                                                                          strict=True))))
     return out, shapes
+
+
+def ref_pooled(case, t, tile, halved):
+    """The output-buffer writes of tile ``t`` pooled on its partial sums: per pooled voxel
+    (per depth first with one lane), per depth lane of the word, per group one beat of the
+    window's largest parts (smallest where the multiplier is negative)."""
+    core = case.core
+    Tr, Tc = core.tr, core.tc
+    ed, eh, ew = tile.ext
+    sh, sw = (2 if halved[1] else 1), (2 if halved[2] else 1)
+    order = ([(v, ph, pw) for ph in range(eh // sh) for pw in range(ew // sw) for v in range(ed)]
+             if core.lanes > 1 else
+             [(v, ph, pw) for v in range(ed) for ph in range(eh // sh) for pw in range(ew // sw)])
+    beats = [(v, ph, pw, g) for v, ph, pw in order for g in range(tile.groups)]
+    out = []
+    for i, (v, ph, pw, g) in enumerate(beats):
+        slots = []
+        for s in range(8):
+            k = g * 8 + s
+            words = [(h * Tc + w) + (v * Tr * Tc if core.lanes == 1 else 0)
+                     for h in range(ph * sh, ph * sh + sh) for w in range(pw * sw, pw * sw + sw)]
+            vlane = 0 if core.lanes == 1 else v
+            m_re, m_im = mult(tile.mt & 1, g, s), mult_im(tile.mt & 1, g, s)
+            re = [acc(t, a, vlane, k) for a in words]
+            im = [acc_im(t, a, vlane, k) for a in words]
+            slots.append(fake_chain(max(re) if m_re >= 0 else min(re),
+                                    max(im) if m_im >= 0 else min(im), m_re, 0))
+        out.append((v, g, ph * Tc + pw, int(i == len(beats) - 1), slots))
+    return out
 
 
 def run(case, *, seed=0, stall=0.3):
@@ -98,7 +153,7 @@ def run(case, *, seed=0, stall=0.3):
                     ports += [dut.res_en, dut.res_addr]
                 _, _, en, addr, rel, raddr, ren, *r = await ctx.tick().sample(*ports)
                 if en:
-                    lanes = [[{"re": acc(t, int(addr), v, s), "im": 0}
+                    lanes = [[{"re": acc(t, int(addr), v, s), "im": acc_im(t, int(addr), v, s)}
                               for s in range(core.tm // 2)] for v in range(core.lanes)]
                     ctx.set(dut.acc, lanes)
                     if geo.residual and r[0]:
@@ -109,7 +164,8 @@ def run(case, *, seed=0, stall=0.3):
                     half, g = divmod(int(raddr), core.out_groups)
                     word = 0
                     for lane in range(8):
-                        word |= mult(half, g, lane) << (256 * lane)
+                        word |= ((mult(half, g, lane) & 0xFFFF)
+                                 | (mult_im(half, g, lane) & 0xFFFF) << 16) << (256 * lane)
                     ctx.set(dut.records.data, word)
                 if rel:
                     break
@@ -149,10 +205,9 @@ def run(case, *, seed=0, stall=0.3):
                                                    for a in range(3)):
                     continue
                 with_res = bool(cfg.cbn.residual)
-                fifo.append([POST_LATENCY, [
-                    {"re": int(ip[s].acc.re) % 128,
-                     "im": (int(ip[s].mult.re) ^ (int(ip[s].res.re) if with_res else 0)) % 128}
-                    for s in range(8)]])
+                outs = [fake_chain(int(ip[s].acc.re), int(ip[s].acc.im), int(ip[s].mult.re),
+                                   int(ip[s].res.re) if with_res else 0) for s in range(8)]
+                fifo.append([POST_LATENCY, [{"re": re, "im": im} for re, im in outs]])
 
     async def output_buffer(ctx):
         while True:
@@ -192,3 +247,27 @@ def test_the_drain_follows_the_walk_with_every_beats_operands(case):
     assert releases == list(range(len(ref_shapes)))
     assert shapes == ref_shapes
     assert out == ref
+
+
+def one_lane_pooled_cases():
+    """The layers whose fused pool is taken on the partial sums, on their core with the depth
+    loop not unrolled (one lane stepping through the tile's depths: a word per depth)."""
+    out = []
+    for case in conv_cases():
+        halved = halved_axes(case.desc, case.geometry.fused_pool)
+        if any(halved) and not halved[0]:
+            core = case.core
+            one = CoreGeometry(core.tn, core.tm, core.td, core.tr, core.tc, core.B, 1)
+            out.append(dataclasses.replace(case, name=f"{case.name}-one-lane", core=one))
+    assert out
+    return out
+
+
+@pytest.mark.parametrize("case", one_lane_pooled_cases(), ids=str)
+def test_a_pool_on_the_partial_sums_with_one_lane_steps_through_the_depths(case):
+    ref, ref_shapes = ref_out(case)
+    out, shapes, releases = run(case, seed=zlib.crc32(case.name.encode()), stall=0.5)
+    assert releases == list(range(len(ref_shapes)))
+    assert shapes == ref_shapes
+    assert out == ref
+
