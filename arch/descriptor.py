@@ -106,6 +106,7 @@ __all__ = [
     "LayerDescriptor",
     "descriptor_layout",
     "stored_map",
+    "weight_parts",
 ]
 
 #: Bytes of one descriptor (sixteen 128-bit beats).
@@ -148,6 +149,13 @@ FLAG_WQUARTER = 1 << 8
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
 _FLAGS_MASK = 0x1FF
+
+
+def weight_parts(flags: int) -> int:
+    """The parts a descriptor with ``flags`` reads each weight tile in (the image's layout of
+    each tile, part-major): 4 with :data:`FLAG_WQUARTER`, 2 with :data:`FLAG_WSPLIT`, else
+    1."""
+    return 4 if flags & FLAG_WQUARTER else 2 if flags & FLAG_WSPLIT else 1
 
 
 def stored_map(flags: int, out_slots: int, out_shape: Vec3, op: int = OP_CONV

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 __all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_READS",
            "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "SPLIT_INPUT_READS",
-           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_QUARTER_READS", "WEIGHT_READS",
+           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_PART_KINDS", "WEIGHT_QUARTER_READS",
+           "WEIGHT_READS",
            "PortMap", "input_halves", "weight_halves", "weight_quarters"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
@@ -92,6 +93,11 @@ INPUT_HALF_READS: frozenset[str] = frozenset({"input_half"})
 WEIGHT_HALF_READS: frozenset[str] = frozenset({"weight_half"})
 #: The reads port 2's loader adds where the core reads weight tiles in quarters.
 WEIGHT_QUARTER_READS: frozenset[str] = frozenset({"weight_quarter3"})
+#: The read kinds of a weight tile read in 1, 2 or 4 parts, in image order (the parts of
+#: :func:`weight_halves` and :func:`weight_quarters`, each a contiguous run of the image).
+WEIGHT_PART_KINDS: dict[int, tuple[str, ...]] = {
+    1: ("weights",), 2: ("weights", "weight_half"),
+    4: ("weights", "weight_quarter1", "weight_half", "weight_quarter3")}
 #: The read kinds a loader can issue: all of them, one side of the two-port split, or one
 #: half on a port of its own; on four ports with quarters also the input loader with the
 #: second quarters and port 2's loader with the fourth (beside or without input halves).

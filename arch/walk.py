@@ -33,13 +33,12 @@ from .descriptor import (
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
-    FLAG_WQUARTER,
-    FLAG_WSPLIT,
     OP_POOL,
     LayerDescriptor,
+    weight_parts,
 )
 from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
-from .ports import input_halves
+from .ports import WEIGHT_PART_KINDS, input_halves
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
            "conv_writes", "halved_axes", "input_groups", "m_tile_slots", "pool_boxes",
@@ -189,9 +188,9 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
     ``"weight_quarter1"``, ``"weight_half"``, ``"weight_quarter3"``
     (:func:`~fcircnn.arch.ports.weight_quarters`)."""
     weight_tile = desc.weight_tile_bytes
-    split = bool(desc.flags & FLAG_WSPLIT)
+    kinds = WEIGHT_PART_KINDS[weight_parts(desc.flags)]
+    part = weight_tile // len(kinds)
     i_split = bool(desc.flags & FLAG_ISPLIT)
-    quarter = bool(desc.flags & FLAG_WQUARTER)
     if i_split and not splits_inputs(desc, core):
         raise ValueError("FLAG_ISPLIT on a descriptor whose input boxes cannot split")
     axes = [axis_tiles(desc, a) for a in range(3)]
@@ -212,17 +211,8 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             else:
                 yield "input", box
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
-            if quarter:
-                q = weight_tile // 4
-                for k, kind in enumerate(("weights", "weight_quarter1", "weight_half",
-                                          "weight_quarter3")):
-                    yield kind, Box.block(w_addr + k * q, q)
-            elif split:
-                half = weight_tile // 2
-                yield "weights", Box.block(w_addr, half)
-                yield "weight_half", Box.block(w_addr + half, half)
-            else:
-                yield "weights", Box.block(w_addr, weight_tile)
+            for k, kind in enumerate(kinds):
+                yield kind, Box.block(w_addr + k * part, part)
 
 
 def conv_passes(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[Tile, int]]:

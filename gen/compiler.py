@@ -113,6 +113,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    weight_parts,
 )
 from fcircnn.arch.geometry import (
     MAX_KERNEL,
@@ -167,7 +168,6 @@ __all__ = [
     "pack_weight_image",
     "plan_network",
     "port_split",
-    "weight_parts",
 ]
 
 #: Alignment of every region (bytes).
@@ -657,7 +657,7 @@ def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B:
     """Integer weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` -> the layer's weight image (module
     docstring), ``ceil(P*B/Tm) * ceil(Q*B/Tn)`` tiles; ``parts``: each tile in that many
     parts of every tap's beats, part-major (2: ``FLAG_WSPLIT``, half-major; 4: with
-    ``FLAG_WQUARTER``, quarter-major; :func:`weight_parts`)."""
+    ``FLAG_WQUARTER``, quarter-major; :func:`~fcircnn.arch.descriptor.weight_parts`)."""
     P, Q, half = wq_re.shape[:3]
     taps = math.prod(wq_re.shape[3:])
     pm, qn = Tm // B, Tn // B
@@ -677,12 +677,6 @@ def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B:
         tiles = np.ascontiguousarray(tiles).reshape(mt, nt, taps, parts, tap_bytes // parts)
         tiles = tiles.transpose(0, 1, 3, 2, 4)
     return np.ascontiguousarray(tiles).tobytes()
-
-
-def weight_parts(flags: int) -> int:
-    """The parts a descriptor with ``flags`` reads each weight tile in: 4 with
-    ``FLAG_WQUARTER``, 2 with ``FLAG_WSPLIT``, else 1 (the image's layout of each tile)."""
-    return 4 if flags & FLAG_WQUARTER else 2 if flags & FLAG_WSPLIT else 1
 
 
 def pack_post_table(post: PostParams, records: int | None = None) -> bytes:

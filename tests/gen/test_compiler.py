@@ -30,6 +30,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    weight_parts,
 )
 from fcircnn.arch.geometry import CoreGeometry, pool_fuses
 from fcircnn.cli import main
@@ -43,7 +44,6 @@ from fcircnn.gen.compiler import (
     pack_weight_image,
     plan_network,
     port_split,
-    weight_parts,
 )
 from fcircnn.gen.image import CompiledImage
 from fcircnn.models import spectral
@@ -90,7 +90,7 @@ def _decode_weights(raw, d, Tn, Tm, B):
         for nt in range(d.n_tiles):
             start = (mt * d.n_tiles + nt) * tile_bytes
             tile = flat[start:start + tile_bytes]
-            parts = 4 if d.flags & FLAG_WQUARTER else 2 if d.flags & FLAG_WSPLIT else 1
+            parts = weight_parts(d.flags)
             # part-major: every tap's first half (quarter), then the seconds, ...
             tile = tile.reshape(parts, taps, tile_bytes // taps // parts).transpose(1, 0, 2)
             tile = tile.reshape(taps, pm, qn, half, 2)
@@ -220,6 +220,15 @@ def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
         pack_ncdhw8(*folded)
 
 
+def _check_golden(image, acc):
+    """Every layer of ``image`` executed from its bytes equals the golden contract."""
+    outputs = _execute(image.data, image.base, image.desc_ptr, acc)
+    for layer in acc.network.resolved:
+        for c in (0, 1):
+            np.testing.assert_array_equal(outputs[layer.index][c],
+                                          image.expected[layer.name][c], layer.name)
+
+
 def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator):
     # On two ports the fused test network's FC layer is weight-bound: the compiler splits
     # its tiles (the model says so) and lays each out half-major; f1 splits its tiles and its
@@ -233,11 +242,7 @@ def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator)
     for lp in image.plan.layers:
         unsplit = replace(lp.descriptor, flags=lp.descriptor.flags & ~splits)
         assert port_split(acc2, unsplit, lp.core) == flagged[lp.layer.name]
-    outputs = _execute(image.data, image.base, image.desc_ptr, acc2)
-    for layer in acc2.network.resolved:
-        for c in (0, 1):
-            np.testing.assert_array_equal(outputs[layer.index][c],
-                                          image.expected[layer.name][c], layer.name)
+    _check_golden(image, acc2)
     one_port = compile_network(load_accelerator(fused_accelerator(tmp_path / "one")), seed=4,
                                base=0x10000)
     assert not any(lp.descriptor.flags & FLAG_WSPLIT for lp in one_port.plan.layers)
@@ -259,11 +264,7 @@ def test_quarter_weight_tiles_are_laid_out_quarter_major(tmp_path):
     for lp in image.plan.layers:
         unsplit = replace(lp.descriptor, flags=lp.descriptor.flags & ~splits)
         assert port_split(acc4, unsplit, lp.core) == flags[lp.layer.name]
-    outputs = _execute(image.data, image.base, image.desc_ptr, acc4)
-    for layer in acc4.network.resolved:
-        for c in (0, 1):
-            np.testing.assert_array_equal(outputs[layer.index][c],
-                                          image.expected[layer.name][c], layer.name)
+    _check_golden(image, acc4)
 
 
 @pytest.mark.parametrize("parts", [2, 4])

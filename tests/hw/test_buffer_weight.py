@@ -19,6 +19,12 @@ def weight_image(rng, Tn, Tm, B, taps):
     return (re, im), [int.from_bytes(row.tobytes(), "little") for row in flat]
 
 
+def random_tiles(rng, Tn, Tm, B, taps, n=4):
+    """``n`` random tiles: their slots (for :func:`check_terms`) and their image beats."""
+    pairs = [weight_image(rng, Tn, Tm, B, taps) for _ in range(n)]
+    return [ref for ref, _ in pairs], [beats for _, beats in pairs]
+
+
 def feeder(port, tiles, rng=None, stall=0.0):
     """A testbench that offers each tile's beats on ``port`` (``last`` on each tile's final
     beat), idling a cycle before a beat with probability ``stall``."""
@@ -108,11 +114,7 @@ def test_split_tiles_load_on_two_streams_at_once(Tn, Tm, B, taps, split):
     rng = np.random.default_rng(taps * Tm + Tn + split)
     buf = WeightBuffer(Tn, Tm, B=B, taps=taps, splittable=True)
     bpt = buf.beats_per_tap
-    tiles, refs = [], []
-    for _ in range(4):
-        ref, beats = weight_image(rng, Tn, Tm, B, taps)
-        tiles.append(beats)
-        refs.append(ref)
+    refs, tiles = random_tiles(rng, Tn, Tm, B, taps)
     if split:
         lo = [[b for k, b in enumerate(t) if k % bpt < bpt // 2] for t in tiles]
         hi = [[b for k, b in enumerate(t) if k % bpt >= bpt // 2] for t in tiles]
@@ -141,11 +143,7 @@ def test_quarter_tiles_load_on_four_streams_at_once(Tn, Tm, B, taps, mode):
     rng = np.random.default_rng(taps * Tm + Tn + B + len(mode))
     buf = WeightBuffer(Tn, Tm, B=B, taps=taps, splittable=True, quarterable=True)
     bpt = buf.beats_per_tap
-    tiles, refs = [], []
-    for _ in range(4):
-        ref, beats = weight_image(rng, Tn, Tm, B, taps)
-        tiles.append(beats)
-        refs.append(ref)
+    refs, tiles = random_tiles(rng, Tn, Tm, B, taps)
 
     def part(beats):
         return [[b for k, b in enumerate(t) if k % bpt in beats] for t in tiles]
@@ -167,20 +165,20 @@ def test_quarter_tiles_load_on_four_streams_at_once(Tn, Tm, B, taps, mode):
     check_terms(refs, got, Tn, Tm, B)
 
 
-def test_quarters_take_a_beat_each_per_cycle():
-    """All four streams always valid: a tile of ``4 * q`` beats loads in ``q`` cycles."""
-    buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True, quarterable=True)
-    streams = (buf.i, buf.i1, buf.i2, buf.i3)
-    q = buf.beats_per_tap // 4
+def loads_in_one_cycle_per_beat(buf, streams, **modes):
+    """Every stream of ``streams`` valid from the first cycle with its part of a one-tap tile
+    (``buf``'s modes ``modes`` held): each takes a beat every cycle and the tile commits after
+    its part's beats. Returns the cycles the load took."""
+    part = buf.beats_per_tap // len(streams)
     cycles = []
 
     async def bench(ctx):
-        ctx.set(buf.split, 1)
-        ctx.set(buf.quarter, 1)
-        for k in range(q):
+        for name, value in modes.items():
+            ctx.set(getattr(buf, name), value)
+        for k in range(part):
             for st in streams:
                 ctx.set(st.valid, 1)
-                ctx.set(st.payload, {"data": k, "last": int(k == q - 1)})
+                ctx.set(st.payload, {"data": k, "last": int(k == part - 1)})
             assert all(ctx.get(st.ready) for st in streams)
             await ctx.tick()
             cycles.append(k)
@@ -193,35 +191,21 @@ def test_quarters_take_a_beat_each_per_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert len(cycles) == q
+    return len(cycles)
+
+
+def test_quarters_take_a_beat_each_per_cycle():
+    """All four streams always valid: a tile of ``4 * q`` beats loads in ``q`` cycles."""
+    buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True, quarterable=True)
+    cycles = loads_in_one_cycle_per_beat(buf, (buf.i, buf.i1, buf.i2, buf.i3), split=1,
+                                         quarter=1)
+    assert cycles == buf.beats_per_tap // 4
 
 
 def test_split_halves_take_a_beat_each_per_cycle():
     """Both streams always valid: a split tile of ``2 * h`` beats loads in ``h`` cycles."""
     buf = WeightBuffer(32, 32, B=8, taps=1, splittable=True)
-    cycles = []
-
-    async def bench(ctx):
-        ctx.set(buf.split, 1)
-        ctx.set(buf.i.valid, 1)
-        ctx.set(buf.i1.valid, 1)
-        half = buf.beats_per_tap // 2
-        for k in range(half):
-            ctx.set(buf.i.payload, {"data": k, "last": int(k == half - 1)})
-            ctx.set(buf.i1.payload, {"data": k, "last": int(k == half - 1)})
-            assert ctx.get(buf.i.ready) and ctx.get(buf.i1.ready)
-            await ctx.tick()
-            cycles.append(k)
-        ctx.set(buf.i.valid, 0)
-        ctx.set(buf.i1.valid, 0)
-        await ctx.tick()
-        assert ctx.get(buf.r_valid) and not ctx.get(buf.conflict)
-
-    sim = Simulator(buf)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert len(cycles) == buf.beats_per_tap // 2
+    assert loads_in_one_cycle_per_beat(buf, (buf.i, buf.i1), split=1) == buf.beats_per_tap // 2
 
 
 def test_sizes_from_config():

@@ -43,11 +43,12 @@ HALF_SINKS = {"weight_half": "w1_o", "input_half": "in1_o", "weight_quarter1": "
               "weight_quarter3": "w3_o"}
 
 
-def loader(case, reads=ALL_READS, commands=1):
+def loader(case, reads=ALL_READS, commands=1, quarters=None):
     """The loader of ``case``'s core issuing ``reads``; it honours ``FLAG_WQUARTER`` wherever
-    a four-port engine would (a multiple of four beats per tap)."""
+    a four-port engine would (a multiple of four beats per tap), or as ``quarters`` says."""
     res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
-    quarters = PortMap(4).quarters_weights(case.core.weight_tile_beats(1))
+    if quarters is None:
+        quarters = PortMap(4).quarters_weights(case.core.weight_tile_beats(1))
     return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
                         reads=reads, commands=commands, quarters=quarters)
 
@@ -152,17 +153,8 @@ def loader_matrix():
 
 @pytest.mark.parametrize(("case", "kinds"), loader_matrix())
 def test_the_loader_reads_what_the_walk_reads_and_routes_every_beat(case, kinds):
-    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
-    boxes, taken, fails, (idle, params_ready) = run(case, reads=kinds,
-                                                     seed=zlib.crc32(case.name.encode()))
-    assert idle and not fails
-    assert boxes == [box for _, box in reads]
-    for n, (kind, box) in enumerate(reads):
-        beats = [k for sink, t, k in taken if t == n]
-        sinks = {sink for sink, t, _ in taken if t == n}
-        assert sinks == {kind}, (n, kind)
-        # Every beat once, in order (a parameter beat is written in one cycle).
-        assert beats == list(range(box_beats(box)))
+    # Every beat once, in order (a parameter beat is written in one cycle).
+    params_ready = check_the_walks_reads(case, kinds)
     if "params" in kinds:
         assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
 
@@ -187,16 +179,20 @@ def test_split_weight_tiles_are_read_half_by_each_loader(case, kinds):
     check_the_walks_reads(case, kinds)
 
 
-def check_the_walks_reads(case, kinds):
-    """Run ``case`` through a loader issuing ``kinds``: the walk's reads of those kinds, each
-    beat to its sink, in order."""
+def check_the_walks_reads(case, kinds, *, commands=1, seed=0):
+    """Run ``case`` through a loader issuing ``kinds`` with ``commands`` in flight (random
+    stalls seeded by the case's name plus ``seed``): the walk's reads of those kinds, each
+    beat to its sink, in order, and the loader idle without a failure at the end. Returns
+    its final ``params_ready``."""
     reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
-    boxes, taken, fails, (idle, _) = run(case, reads=kinds, seed=zlib.crc32(case.name.encode()))
+    boxes, taken, fails, (idle, params_ready) = run(
+        case, reads=kinds, commands=commands, seed=zlib.crc32(case.name.encode()) + seed)
     assert idle and not fails
     assert boxes == [box for _, box in reads]
     for n, (kind, box) in enumerate(reads):
         assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
         assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+    return params_ready
 
 
 def input_split_cases():
@@ -255,14 +251,7 @@ def test_a_queued_loader_reads_what_the_walk_reads_and_routes_every_beat(case, k
     """With a DMA command queue several reads are in flight: the same reads in the walk's
     order, every beat of each to its own sink (the routing and the buffer box travel with the
     command), the post records marked loaded, the loader idle only once every status is in."""
-    reads = [(kind, box) for kind, box in conv_reads(case.desc, case.core) if kind in kinds]
-    boxes, taken, fails, (idle, params_ready) = run(
-        case, reads=kinds, seed=zlib.crc32(case.name.encode()) + commands, commands=commands)
-    assert idle and not fails
-    assert boxes == [box for _, box in reads]
-    for n, (kind, box) in enumerate(reads):
-        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
-        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+    params_ready = check_the_walks_reads(case, kinds, commands=commands, seed=commands)
     if "params" in kinds:
         assert params_ready & (1 << ((case.desc.m_tiles - 1) & 1))
 
@@ -320,13 +309,7 @@ def test_the_loaders_of_a_four_port_core_read_their_kinds_only(case, kinds, comm
         assert bool(reads) == bool(case.desc.flags & FLAG_ISPLIT)
     if kinds == WEIGHT_HALF_READS:
         assert bool(reads) == bool(case.desc.flags & FLAG_WSPLIT)
-    boxes, taken, fails, (idle, _) = run(case, reads=kinds, commands=commands,
-                                         seed=zlib.crc32(case.name.encode()) + commands)
-    assert idle and not fails
-    assert boxes == [box for _, box in reads]
-    for n, (kind, box) in enumerate(reads):
-        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
-        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+    check_the_walks_reads(case, kinds, commands=commands, seed=commands)
 
 
 def quarter_cases():
@@ -379,27 +362,15 @@ def test_the_loaders_of_a_four_port_core_read_a_quarter_each(case, kinds, comman
     if quarter:
         w = next(box for kind, box in conv_reads(case.desc, case.core) if kind == "weights")
         assert box_beats(w) * 4 * 16 == case.desc.weight_tile_bytes
-    boxes, taken, fails, (idle, _) = run(case, reads=kinds, commands=commands,
-                                         seed=zlib.crc32(case.name.encode()) + commands)
-    assert idle and not fails
-    assert boxes == [box for _, box in reads]
-    for n, (kind, box) in enumerate(reads):
-        assert {sink for sink, t, _ in taken if t == n} == {kind}, (n, kind)
-        assert [k for sink, t, k in taken if t == n] == list(range(box_beats(box)))
+    check_the_walks_reads(case, kinds, commands=commands, seed=commands)
 
 
 def test_a_quarter_loader_needs_quarters():
     case = next(c for c in conv_cases() if c.core.weight_tile_beats(1) % 4 == 0)
     odd = next(c for c in conv_cases() if c.core.weight_tile_beats(1) % 4)
-
-    def make(c, **kwargs):
-        res = input_box_layout(c.core.out_groups, 64, 64, 64) if c.geometry.residual else None
-        return EngineLoader(c.core, c.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
-                            **kwargs)
-
     with pytest.raises(ValueError, match="quarters is False"):
-        make(case, reads=WEIGHT_QUARTER_READS)
+        loader(case, WEIGHT_QUARTER_READS, quarters=False)
     with pytest.raises(ValueError, match="multiple of four beats per kernel tap"):
-        make(odd, reads=WEIGHT_READS, quarters=True)
+        loader(odd, WEIGHT_READS, quarters=True)
     with pytest.raises(TypeError, match="quarters must be a bool"):
-        make(case, quarters=1)
+        loader(case, quarters=1)
