@@ -85,6 +85,9 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         lines.append(f"  {r.name} runs with its depth taps folded into input channels: "
                      f"{run.in_channels} channels, kernel {fmt3(run.kernel)} "
                      "(fold_input_taps)")
+        if (rows := acc.folded_rows(r)) > 1:
+            lines.append(f"  {r.name} reads {rows} row-shifted copies of every depth copy "
+                         f"(fold_input_rows)")
         if (depths := acc.folded_depths(r)) > 1:
             lines.append(f"  {r.name} computes {depths} output depths a pass in its core's idle "
                          f"output lanes: {run.out_channels} channels at depth "

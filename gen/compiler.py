@@ -23,7 +23,9 @@ Regions, in address order, each starting on a 4 KB boundary (``base`` must be 4 
   when the first layer runs with its depth taps folded into input channels
   (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_input`), its ``Kd`` depth-shifted
   copies (``Kd + sd`` at twice the depth stride when it also folds output depth pairs,
-  :meth:`~fcircnn.models.config.AcceleratorConfig.folded_depths`) (:func:`pack_network_input`);
+  :meth:`~fcircnn.models.config.AcceleratorConfig.folded_depths`), each in ``U`` row-shifted
+  copies when it folds rows (:meth:`~fcircnn.models.config.AcceleratorConfig.folded_rows`)
+  (:func:`pack_network_input`);
 * per layer ``<name>.weights``, ``<name>.post`` and ``<name>.output`` (NC/8DHW8 of the pooled
   output shape, zero in the image: the engine writes it); a layer whose pool runs as a pool
   pass also ``<name>.conv`` (the conv output before the pool).
@@ -163,6 +165,7 @@ __all__ = [
     "compile_network",
     "gap_weight_slots",
     "image_for_clip",
+    "network_input_slots",
     "pack_network_input",
     "pack_post_table",
     "pack_weight_image",
@@ -254,6 +257,15 @@ class LayerPlan:
         :data:`~fcircnn.arch.descriptor.FLAG_DFOLD`
         (:meth:`~fcircnn.models.config.AcceleratorConfig.folded_depths`), else 1."""
         return DFOLD_DEPTHS if self.descriptor.flags & FLAG_DFOLD else 1
+
+    @property
+    def rows(self) -> int:
+        """Row copies of the first layer's input folded into input channels
+        (:meth:`~fcircnn.models.config.AcceleratorConfig.folded_rows`): the original kernel's
+        rows less the engine kernel's, plus one (1: none)."""
+        if not self.folded or self.layer.kind != "conv":
+            return 1
+        return self.layer.kernel[1] - self.engine_layer.kernel[1] + 1
 
 
 @dataclass(frozen=True)
@@ -495,7 +507,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                  f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 DMA-stall)")
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
-    folded = " (depth taps folded into channels)" if acc.folds_input(originals[0]) else ""
+    folded = (" (depth taps and row copies folded into channels)"
+              if acc.folded_rows(originals[0]) > 1 else
+              " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
     maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
                       f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}")}
     per_layer = []
@@ -807,14 +821,23 @@ class DdrImage:
 def pack_network_input(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray) -> bytes:
     """The ``input`` region's bytes for the quantized network input ``[S, D, H, W]``
     (:meth:`~fcircnn.models.network.QuantizedNetwork.quantize_input`): NC/8DHW8 of the input,
-    or of its depth-folded copies when the first layer runs folded
-    (:func:`~fcircnn.models.fold.fold_input_slots`). A host running a new clip on a compiled
-    image writes these bytes at the region's base.
+    or of its depth (and row) copies when the first layer runs folded
+    (:func:`network_input_slots`). A host running a new clip on a compiled image writes these
+    bytes at the region's base.
     """
+    return pack_ncdhw8(*network_input_slots(plan, xq_re, xq_im))
+
+
+def network_input_slots(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of the ``input`` region for the quantized network input ``[S, D, H, W]``:
+    itself, or its depth (and row) copies when the first layer runs folded
+    (:func:`~fcircnn.models.fold.fold_input_slots` with the layer's
+    :attr:`LayerPlan.depths` and :attr:`LayerPlan.rows`)."""
     first = plan.layers[0]
     if first.folded:
-        xq_re, xq_im = fold_input_slots(xq_re, xq_im, first.layer, first.depths)
-    return pack_ncdhw8(xq_re, xq_im)
+        return fold_input_slots(xq_re, xq_im, first.layer, first.depths, first.rows)
+    return xq_re, xq_im
 
 
 def _clip(net, x) -> np.ndarray:
@@ -910,7 +933,8 @@ def compile_network(
         elif lp.folded and layer.kind == "fc":
             wq_re, wq_im = fold_fc_weight_slots(ql.wq_re, ql.wq_im, B)
         elif lp.folded:
-            wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im, lp.depths, layer.stride[0])
+            wq_re, wq_im = fold_weight_slots(ql.wq_re, ql.wq_im, lp.depths, layer.stride[0],
+                                             lp.rows)
         elif lp.trimmed:
             wq_re, wq_im = trim_weight_slots(ql.wq_re, ql.wq_im, layer)
         else:

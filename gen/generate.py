@@ -98,7 +98,7 @@ class GenerateResult:
 #: Accelerator keys added after fingerprints were first recorded, with the value that builds
 #: the hardware as before them: left out of :func:`canonical_config` at that value, so the
 #: fingerprints of earlier configurations (recordings, calibration points, build caches) hold.
-_LATER_KEYS = {"dma_queue": 1}
+_LATER_KEYS = {"dma_queue": 1, "fold_input_rows": True}
 
 
 def canonical_config(acc: AcceleratorConfig) -> dict[str, Any]:

@@ -18,6 +18,15 @@ is output block ``p`` at depth ``2*z + j`` (its weight blocks those of depth tap
 ``j*sd``, zero where no tap is left; its post records repeated), and the store writes the two
 halves back to the depths they belong to (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`).
 
+With ``rows = U > 1`` (:func:`fcircnn.models.placement.folded_rows`: the depth copies fill
+few of the core's input blocks and ``U`` row copies take the PE array fewer steps) each depth
+copy is written ``U`` times, shifted by one row each, and the kernel keeps ``Kr - U + 1`` rows:
+copy ``u`` takes the original row tap ``k + u`` at folded tap ``k`` (the last copy every tap
+beyond, the others only at ``k = 0``), so every original tap is there once. The host writes
+about ``U`` times the bytes; the PE array takes ``ceil(T*U*N / Tn) * (Kr - U + 1) * Kc`` steps
+per output voxel instead of ``ceil(T*N / Tn) * Kr * Kc``: C3D conv1a with two output depths on a
+``Tn = 64`` core, ``U = 2``: 32 channels become 64, a 1x2x3 kernel, 6 steps instead of 9.
+
 Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_input
 <fcircnn.models.config.ResolvedLayer.fold_fc_input>`): the engine reads the same bytes as a
 ``(1, 4, 4)`` map of a sixteenth of the channels, so only the weight blocks move
@@ -50,12 +59,15 @@ __all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_
 
 
 def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
-                     depths: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The input slots ``[T*S, Do/depths, H, W]`` of ``layer`` folded, from its input
-    ``[S, D, H, W]``, ``T = Kd + (depths - 1) * sd`` copies.
+                     depths: int = 1, rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The input slots of ``layer`` folded (:meth:`ResolvedLayer.fold_depth_taps
+    <fcircnn.models.config.ResolvedLayer.fold_depth_taps>`), from its input ``[S, D, H, W]``:
+    ``[T*U*S, Do/depths, H', W]``, ``T = Kd + (depths - 1) * sd`` depth copies, ``U = rows``
+    row copies, ``H' = H`` when ``U == 1``, else ``(Ho - 1)*sr + Kr - U + 1``.
 
-    Slot ``t*S + s`` at folded depth ``z`` is input slot ``s`` at depth ``z*depths*sd + t -
-    pd`` (zero outside ``[0, D)``), ``S = padded_in_channels / 2``.
+    Slot ``(t*U + u)*S + s`` at folded ``(z, y)`` is input slot ``s`` at depth ``z*depths*sd
+    + t - pd`` and row ``y + u - pr`` (row ``y`` when ``U == 1``), zero outside the map, ``S =
+    padded_in_channels / 2``.
 
     Raises
     ------
@@ -67,38 +79,59 @@ def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
     copies, step = kd + (depths - 1) * sd, depths * sd
     slots = layer.padded_in_channels // 2
     expected = (slots, *layer.in_shape)
+    height = (layer.conv_shape[1] - 1) * layer.stride[1] + layer.kernel[1] - rows + 1
     folded = []
     for part in (xq_re, xq_im):
         part = np.asarray(part)
         if part.shape != expected:
             raise ValueError(f"layer {layer.name!r}: input slots have shape {part.shape}, "
                              f"expected {expected}")
-        # Pad the depth so that every copy's window is inside the array.
-        after = max(0, (depth - 1) * step + copies - pd - part.shape[1])
-        padded = np.pad(part, ((0, 0), (pd, after), (0, 0), (0, 0)))
-        folded.append(np.concatenate(
-            [padded[:, t:t + (depth - 1) * step + 1:step] for t in range(copies)], axis=0))
+        if rows > 1:  # row copies first, so the depth copy is the outer index
+            part = _shifted_copies(part, 2, rows, height, 1, layer.padding[1])
+        folded.append(_shifted_copies(part, 1, copies, depth, step, pd))
     return folded[0], folded[1]
 
 
+def _shifted_copies(part: np.ndarray, axis: int, copies: int, size: int, step: int, pad: int
+                    ) -> np.ndarray:
+    """``copies`` copies of ``part`` ``[S, ...]`` along ``axis``, stacked on the slot axis:
+    copy ``t`` at index ``i < size`` of ``axis`` is ``part`` at ``i*step + t - pad``, zero
+    outside the array."""
+    # Pad the axis so that every copy's window is inside the array.
+    after = max(0, (size - 1) * step + copies - pad - part.shape[axis])
+    widths = [(0, 0)] * part.ndim
+    widths[axis] = (pad, after)
+    padded = np.pad(part, widths)
+    end = (size - 1) * step + 1
+    return np.concatenate([padded.take(range(t, t + end, step), axis=axis)
+                           for t in range(copies)], axis=0)
+
+
 def fold_weight_slots(wq_re: np.ndarray, wq_im: np.ndarray, depths: int = 1,
-                      stride_d: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` to the folded ``[depths*P, T*Q, B/2, 1, Kr,
-    Kc]``, ``T = Kd + (depths - 1) * stride_d``: block ``(j*P + p, t*Q + q)`` of the folded
-    layer is block ``(p, q)`` at depth tap ``t - j*stride_d``, zero where that is not in
-    ``[0, Kd)``."""
+                      stride_d: int = 1, rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Weight slots ``[P, Q, B/2, Kd, Kr, Kc]`` to the folded ``[depths*P, T*U*Q, B/2, 1,
+    Kr - U + 1, Kc]``, ``T = Kd + (depths - 1) * stride_d``, ``U = rows``: block ``(j*P + p,
+    (t*U + u)*Q + q)`` at row tap ``k`` of the folded layer is block ``(p, q)`` at depth tap
+    ``t - j*stride_d`` and row tap ``k + u``, zero where the depth tap is not in ``[0, Kd)``
+    or where ``k > 0`` and ``u < U - 1`` (:meth:`ResolvedLayer.fold_depth_taps
+    <fcircnn.models.config.ResolvedLayer.fold_depth_taps>`)."""
     out = []
     for part in (wq_re, wq_im):
         part = np.asarray(part)
         if part.ndim != 6:
             raise ValueError(f"weight slots must be [P, Q, B/2, Kd, Kr, Kc], not {part.shape}")
         p, q, half, kd, kr, kc = part.shape
-        copies = kd + (depths - 1) * stride_d
+        if not 1 <= rows <= kr:
+            raise ValueError(f"1..{kr} row copies, not {rows!r}")
+        copies, k = kd + (depths - 1) * stride_d, kr - rows + 1
         moved = np.moveaxis(part, 3, 1)  # [P, Kd, Q, B/2, Kr, Kc]
-        folded = np.zeros((depths, p, copies, q, half, kr, kc), dtype=part.dtype)
+        folded = np.zeros((depths, p, copies, rows, q, half, k, kc), dtype=part.dtype)
         for j in range(depths):
-            folded[j, :, j * stride_d:j * stride_d + kd] = moved
-        out.append(folded.reshape(depths * p, copies * q, half, 1, kr, kc))
+            taps = folded[j, :, j * stride_d:j * stride_d + kd]  # [P, Kd, U, Q, B/2, K, Kc]
+            for r in range(kr):
+                u = min(r, rows - 1)
+                taps[:, :, u, :, :, r - u] = moved[..., r, :]
+        out.append(folded.reshape(depths * p, copies * rows * q, half, 1, k, kc))
     return out[0], out[1]
 
 

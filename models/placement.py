@@ -5,7 +5,8 @@ A core fits a layer when the layer's kernel, stride and pool window are within t
 ``max_kernel`` (:func:`core_for`); the first layer folds its depth taps into input channels
 when its input leaves input blocks of its core idle (:func:`folds_input`), and pairs of its
 output depths into output channels when it leaves half the output lanes idle
-(:func:`folded_depths`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
+(:func:`folded_depths`), and row-shifted copies of its input when they save PE steps
+(:func:`folded_rows`); an fc layer on a 1x1x1 input reads it as a ``(1, 4, 4)`` map where
 its core's buffers already hold such a kernel (:func:`folds_fc_input`); a 1x1x1 strided conv
 reads only the planes and rows it uses (:func:`subsample_steps`); a conv whose kernel has taps
 that read padding only drops them (:func:`trims_taps`); a gap layer on a map one plane deep reads
@@ -20,6 +21,8 @@ import math
 from typing import TYPE_CHECKING
 
 from fcircnn.arch.descriptor import DFOLD_DEPTHS
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
+from fcircnn.arch.ports import PortMap
 
 from .errors import Problem
 from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
@@ -28,8 +31,8 @@ if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folds_fc_input", "folds_input", "placement_problems", "subsample_steps", "trims_taps",
-           "views_gap"]
+           "folded_rows", "folds_fc_input", "folds_input", "placement_problems",
+           "row_fold_tile_cycles", "subsample_steps", "trims_taps", "views_gap"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -120,6 +123,46 @@ def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     return depths
 
 
+def folded_rows(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+    """Row copies of ``layer`` folding its depth taps (:func:`folds_input`; ``rows`` of
+    :meth:`~.resolve.ResolvedLayer.fold_depth_taps`): the ``U`` in ``1..Kr`` whose tile takes
+    fewest cycles by :func:`row_fold_tile_cycles` (the smallest such ``U``); 1 when the layer
+    does not fold or with ``fold_input_rows: false``.
+
+    C3D conv1a with two output depths on a ``Tn = 64`` core of four ports: 32 channels, ``U =
+    2`` fills the 64 with a 1x2x3 kernel, 6 PE steps instead of 9, its input boxes split over
+    two ports; on ``Tn = 32`` 9 steps at best, so 1. ResNet-18's 7x7x7 conv1 on one port and
+    ``Tn = 32``: seven copies would save 7% of the steps for 3.5 times the input bytes, so 1.
+    """
+    if not acc.fold_input_rows or not folds_input(acc, layer):
+        return 1
+    return min(range(1, layer.kernel[1] + 1),
+               key=lambda u: (row_fold_tile_cycles(acc, layer, u), u))
+
+
+def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int) -> int:
+    """A first-order bound of a spatial tile of ``layer`` folded with ``rows`` row copies (and
+    :func:`folded_depths`): the larger of its PE beats (channel tiles times taps times the
+    tile's voxels a lane steps through) and its input beats (the box of every channel tile, in
+    16-byte beats; halved where the boxes are read in halves over two ports,
+    :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`, which needs whole channel tiles). The
+    performance model (:mod:`fcircnn.gen.perf_model`) measures the choice; this only ranks the
+    candidates, the copies costing DDR reads as they save PE steps."""
+    core = core_for(acc, layer)
+    folded = layer.fold_depth_taps(folded_depths(acc, layer), rows=rows)
+    channels = folded.padded_in_channels
+    tiles = [min(core.tn, channels - start) for start in range(0, channels, core.tn)]
+    voxels = core.tr * core.tc * (1 if "td" in core.unroll else core.td)
+    pe = len(tiles) * folded.kernel_volume * voxels
+    box = core.td * ((core.tr - 1) * folded.stride[1] + folded.kernel[1]) \
+        * ((core.tc - 1) * folded.stride[2] + folded.kernel[2])
+    beats = sum(-(-c // SLOT_GROUP_CHANNELS) for c in tiles) * box
+    halves = PortMap(acc.axi_ports).splits_inputs(-(-core.tn // SLOT_GROUP_CHANNELS))
+    if halves and core.tn > SLOT_GROUP_CHANNELS and channels % core.tn == 0:
+        beats = -(-beats // 2)
+    return max(pe, beats)
+
+
 def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     """Whether fc ``layer`` reads its 1x1x1 input as a ``(1, 4, 4)`` map
     (:meth:`~.resolve.ResolvedLayer.fold_fc_input`): 16 weight taps per tile and DMA command
@@ -184,14 +227,15 @@ def views_gap(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
 
 
 def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
-    """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths)
-    folded if :func:`folds_input`, its input read as a map if :func:`folds_fc_input`, its
-    input subsampled if :func:`subsample_steps` says so, its kernel trimmed if
+    """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths,
+    :func:`folded_rows` row copies) folded if :func:`folds_input`, its input read as a map
+    if :func:`folds_fc_input`, its input subsampled if :func:`subsample_steps` says so, its
+    kernel trimmed if
     :func:`trims_taps`, a gap layer's input read as planes of channel tiles if
     :func:`views_gap`, else itself (one of these at most, in that order). It runs on
     ``core_for(layer)`` of the original layer."""
     if folds_input(acc, layer):
-        return layer.fold_depth_taps(folded_depths(acc, layer))
+        return layer.fold_depth_taps(folded_depths(acc, layer), rows=folded_rows(acc, layer))
     if folds_fc_input(acc, layer):
         return layer.fold_fc_input()
     if subsample_steps(layer) != (1, 1):

@@ -145,9 +145,10 @@ class ResolvedLayer:
         """Output ``(channels, D, H, W)``."""
         return (self.out_channels, *self.out_shape)
 
-    def fold_depth_taps(self, depths: int = 1) -> ResolvedLayer:
-        """This conv with its ``Kd`` depth taps folded into input channels, and with
-        ``depths > 1`` that many consecutive output depths into output channels.
+    def fold_depth_taps(self, depths: int = 1, *, rows: int = 1) -> ResolvedLayer:
+        """This conv with its ``Kd`` depth taps folded into input channels, with ``depths > 1``
+        that many consecutive output depths into output channels, and with ``rows > 1`` that
+        many row-shifted copies of the input in input channels as well.
 
         The folded layer reads ``T = Kd + (depths - 1) * sd`` copies of the (channel-padded)
         input, copy ``t`` shifted to input depth ``z*depths*sd + t - pd`` for folded depth
@@ -157,23 +158,36 @@ class ResolvedLayer:
         m`` (``M`` padded) at depth ``z`` is output channel ``m`` at depth ``z*depths + j``, so
         its weight block ``(j*P + p, t*Q + q)`` is the original block ``(p, q)`` at depth tap
         ``t - j*sd`` (zero where that is no tap) and its post-processing is the original's,
-        repeated per ``j``. It computes the same sums, in another order, so its integer
-        accumulators equal the original's exactly (:mod:`fcircnn.models.fold`). Its
-        ``in_channels`` count the padding of every tap's block, so its ``dense_ops`` are not
-        the network's: throughput figures use the original layer
-        (:attr:`fcircnn.gen.compiler.LayerPlan.layer`).
+        repeated per ``j``.
+
+        With ``rows = U > 1`` each depth copy is there ``U`` times, copy ``(t, u)`` (channel
+        ``(t*U + u)*padded_in_channels + c``) at folded row ``y`` holding input row ``y + u -
+        pr``: the input has ``T * U * padded_in_channels`` channels and ``(Ho - 1)*sr + Kr - U
+        + 1`` rows, the kernel ``Kr - U + 1`` rows (stride ``sr``, no row padding), and row
+        tap ``k`` of copy ``u`` is the original row tap ``k + u`` where ``k == 0`` or ``u == U
+        - 1`` (original tap ``r`` is at copy ``u = min(r, U - 1)``), zero elsewhere: every
+        original tap once. ``U = Kr`` leaves a ``1 x 1 x Kc`` kernel.
+
+        Either way it computes the same sums, in another order, so its integer accumulators
+        equal the original's exactly (:mod:`fcircnn.models.fold`). Its ``in_channels`` count
+        the padding of every tap's block, so its ``dense_ops`` are not the network's:
+        throughput figures use the original layer (:attr:`fcircnn.gen.compiler.LayerPlan.
+        layer`).
 
         Raises
         ------
         ValueError
-            If the layer is not a conv; with ``depths > 1`` also if its output depth is not a
-            multiple of ``depths``, its output channels are not whole slot groups, or its pool
-            mixes depths (a depth window, stride or padding other than 1, 1, 0).
+            If the layer is not a conv or ``rows`` is not in ``1..Kr``; with ``depths > 1``
+            also if its output depth is not a multiple of ``depths``, its output channels are
+            not whole slot groups, or its pool mixes depths (a depth window, stride or padding
+            other than 1, 1, 0).
         """
         if self.kind != "conv":
             raise ValueError(f"layer {self.name!r}: only a conv folds its depth taps, not "
                              f"a {self.kind} layer")
         kd, kr, kc = self.kernel
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= kr:
+            raise ValueError(f"layer {self.name!r}: folds 1..{kr} row copies, not {rows!r}")
         out = {}
         if depths > 1:
             pool = self.pool
@@ -186,11 +200,18 @@ class ResolvedLayer:
             out = {"out_channels": depths * self.out_channels,
                    "conv_shape": (self.conv_shape[0] // depths, *self.conv_shape[1:]),
                    "out_shape": (self.out_shape[0] // depths, *self.out_shape[1:])}
-        taps = kd + (depths - 1) * self.stride[0]
-        return replace(self, in_channels=taps * self.padded_in_channels,
-                       in_shape=(self.conv_shape[0] // depths, *self.in_shape[1:]),
-                       kernel=(1, kr, kc), stride=(1, *self.stride[1:]),
-                       padding=(0, *self.padding[1:]), **out)
+        copies = kd + (depths - 1) * self.stride[0]
+        depth = self.conv_shape[0] // depths
+        if rows == 1:
+            return replace(self, in_channels=copies * self.padded_in_channels,
+                           in_shape=(depth, *self.in_shape[1:]),
+                           kernel=(1, kr, kc), stride=(1, *self.stride[1:]),
+                           padding=(0, *self.padding[1:]), **out)
+        k = kr - rows + 1
+        height = (self.conv_shape[1] - 1) * self.stride[1] + k
+        return replace(self, in_channels=copies * rows * self.padded_in_channels,
+                       in_shape=(depth, height, self.in_shape[2]), kernel=(1, k, kc),
+                       stride=(1, *self.stride[1:]), padding=(0, 0, self.padding[2]), **out)
 
     def subsample_input(self) -> ResolvedLayer:
         """This 1x1x1 conv with stride ``(sd, sr, sc)`` reading only the input planes and rows

@@ -393,6 +393,10 @@ class AcceleratorConfig(_Strict):
     fold_input_taps : bool
         Let the first layer fold its depth taps into input channels when its input fills fewer
         input blocks than its core has (:meth:`folds_input`); default on.
+    fold_input_rows : bool
+        Let such a first layer fold row-shifted copies of its input into input channels as
+        well when they take the PE array fewer steps (:meth:`folded_rows`); default on. The
+        host then writes that many copies of every depth copy.
     network : NetworkConfig
         The loaded network (available once bound by :func:`load_accelerator`).
     path : pathlib.Path or None
@@ -410,6 +414,7 @@ class AcceleratorConfig(_Strict):
     dma_queue: Annotated[int, AfterValidator(_check_dma_queue)] = 1
     cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
     fold_input_taps: bool = True
+    fold_input_rows: bool = True
 
     _network: NetworkConfig | None = PrivateAttr(default=None)
     _path: Path | None = PrivateAttr(default=None)
@@ -460,6 +465,10 @@ class AcceleratorConfig(_Strict):
     def folded_depths(self, layer: ResolvedLayer) -> int:
         """Output depths per depth of ``layer`` as it runs (:func:`~.placement.folded_depths`)."""
         return placement.folded_depths(self, layer)
+
+    def folded_rows(self, layer: ResolvedLayer) -> int:
+        """Row copies of ``layer`` as it runs (:func:`~.placement.folded_rows`)."""
+        return placement.folded_rows(self, layer)
 
     def folds_fc_input(self, layer: ResolvedLayer) -> bool:
         """Whether fc ``layer`` reads its 1x1x1 input as a map

@@ -171,10 +171,13 @@ def compile_saved(folder: Path, writer, seed: int):
 
 
 def write_dfold_accelerator(folder: Path) -> Path:
-    """The small accelerator with ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16 output
-    channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths
-    (``FLAG_DFOLD``, :func:`fcircnn.models.placement.folded_depths`)."""
-    return write_small_accelerator(folder, tn=32, tm=32)
+    """The small accelerator with ``B = 4`` and ``Tn = Tm = 32`` on :data:`SMALL_NET`: c1's 16
+    output channels fill half of ``Tm``, so it folds its depth taps and pairs of output depths
+    (``FLAG_DFOLD``, :func:`fcircnn.models.placement.folded_depths`), and its four depth copies
+    of one block fill half of ``Tn``, so two row copies fill it (a 1x2x3 kernel,
+    :func:`fcircnn.models.placement.folded_rows`): C3D conv1a on a ``Tn = 64, Tm = 128`` core
+    in small."""
+    return write_small_accelerator(folder, B=4, tn=32, tm=32)
 
 
 def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm"),

@@ -1,7 +1,7 @@
 """Depth-tap folding of the first layer (:mod:`fcircnn.models.fold`,
-``ResolvedLayer.fold_depth_taps``, ``AcceleratorConfig.folds_input`` and
-``AcceleratorConfig.folded_depths``), fc inputs read as maps, subsampled inputs and trimmed
-kernels (``ResolvedLayer.trim_taps``).
+``ResolvedLayer.fold_depth_taps``, ``AcceleratorConfig.folds_input``,
+``AcceleratorConfig.folded_depths`` and ``AcceleratorConfig.folded_rows``), fc inputs read as
+maps, subsampled inputs and trimmed kernels (``ResolvedLayer.trim_taps``).
 
 The decisive property: the folded layer's integer accumulators equal the original's exactly,
 for strides, paddings and kernels of every size the engine runs, on random and extreme data.
@@ -41,6 +41,18 @@ def _conv_layer(kernel, stride, padding, in_shape, channels=3):
                    kernel=kernel, stride=stride, padding=padding, pool=None, out_shape=conv)
 
 
+def _operands(layer, data, seed, out_blocks):
+    """Input and weight slots of conv ``layer`` (``out_blocks`` output blocks of 4 slots):
+    random int8, or every product at the int8 extremes with random signs (``data``)."""
+    rng = np.random.default_rng(seed)
+    slots, q = layer.padded_in_channels // 2, layer.padded_in_channels // 8
+    weights = (out_blocks, q, 4, *layer.kernel)
+    shapes = [(slots, *layer.in_shape), (slots, *layer.in_shape), weights, weights]
+    if data == "random":
+        return tuple(rng.integers(-127, 128, s) for s in shapes)
+    return tuple(127 * rng.choice([-1, 1], s) for s in shapes)
+
+
 @pytest.mark.parametrize("kernel, stride, padding, in_shape, channels", [
     ((3, 3, 3), (1, 1, 1), (1, 1, 1), (4, 6, 6), 3),      # C3D conv1a
     ((7, 7, 7), (1, 2, 2), (3, 3, 3), (5, 9, 9), 3),      # ResNet-18 conv1
@@ -53,13 +65,8 @@ def test_folded_accumulators_equal_the_original(kernel, stride, padding, in_shap
                                                 data):
     layer = _conv_layer(kernel, stride, padding, in_shape, channels)
     folded = layer.fold_depth_taps()
-    rng = np.random.default_rng(sum(kernel) + sum(in_shape))
-    slots, q = layer.padded_in_channels // 2, layer.padded_in_channels // 8
-    shapes = [(slots, *in_shape), (slots, *in_shape), (2, q, 4, *kernel), (2, q, 4, *kernel)]
-    if data == "random":
-        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
-    else:  # every product at the int8 extremes, signs chosen at random
-        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    q = layer.padded_in_channels // 8
+    xr, xi, wr, wi = _operands(layer, data, sum(kernel) + sum(in_shape), 2)
     fx, fw = fold_input_slots(xr, xi, layer), fold_weight_slots(wr, wi)
     assert fx[0].shape == (folded.padded_in_channels // 2, *folded.in_shape)
     assert fw[0].shape == (2, kernel[0] * q, 4, *folded.kernel)
@@ -83,13 +90,8 @@ def test_folded_output_depths_are_the_original_accumulators(kernel, stride, padd
     moves a product to another depth and fails)."""
     layer = _conv_layer(kernel, stride, padding, in_shape, channels)
     folded = layer.fold_depth_taps(2)
-    rng = np.random.default_rng(7 * sum(kernel) + sum(in_shape))
     slots, q, p = layer.padded_in_channels // 2, layer.padded_in_channels // 8, 4
-    shapes = [(slots, *in_shape), (slots, *in_shape), (p, q, 4, *kernel), (p, q, 4, *kernel)]
-    if data == "random":
-        xr, xi, wr, wi = (rng.integers(-127, 128, s) for s in shapes)
-    else:
-        xr, xi, wr, wi = (127 * rng.choice([-1, 1], s) for s in shapes)
+    xr, xi, wr, wi = _operands(layer, data, 7 * sum(kernel) + sum(in_shape), p)
     copies = kernel[0] + stride[0]
     fx = fold_input_slots(xr, xi, layer, 2)
     fw = fold_weight_slots(wr, wi, 2, stride[0])
@@ -103,6 +105,57 @@ def test_folded_output_depths_are_the_original_accumulators(kernel, stride, padd
         assert b.shape == (2 * s_out, a.shape[1] // 2, *a.shape[2:])
         for j in range(2):
             np.testing.assert_array_equal(b[j * s_out:(j + 1) * s_out], a[:, j::2])
+
+
+@pytest.mark.parametrize("kernel, stride, padding, in_shape, channels", [
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (4, 6, 6), 3),      # C3D conv1a
+    ((7, 7, 7), (1, 2, 2), (3, 3, 3), (6, 9, 9), 3),      # ResNet-18 conv1: row stride 2
+    ((3, 5, 3), (1, 2, 1), (1, 1, 1), (4, 8, 5), 16),     # two blocks, stride 2, less padding
+    ((3, 3, 3), (1, 1, 1), (2, 2, 1), (2, 3, 4), 5),      # padding deeper than the map
+])
+@pytest.mark.parametrize("depths", [1, 2])
+@pytest.mark.parametrize("data", ["random", "extreme"])
+def test_row_copies_keep_the_original_accumulators(kernel, stride, padding, in_shape, channels,
+                                                   depths, data):
+    """``U`` row-shifted copies of every depth copy, for every ``U`` from 2 to ``Kr`` (each
+    original row tap once, at folded tap ``k`` of copy ``u``): the folded sums are exactly the
+    original's, with one and with two output depths a pass (a tap given twice, or lost, or a
+    copy shifted by a wrong row fails)."""
+    layer = _conv_layer(kernel, stride, padding, in_shape, channels)
+    slots, q, p = layer.padded_in_channels // 2, layer.padded_in_channels // 8, 4
+    xr, xi, wr, wi = _operands(layer, data, 11 * sum(kernel) + sum(in_shape) + depths, p)
+    want = conv3d_slots_int(xr, xi, wr, wi, layer.stride, layer.padding)
+    s_out, copies = want[0].shape[0], kernel[0] + (depths - 1) * stride[0]
+    for rows in range(2, kernel[1] + 1):
+        folded = layer.fold_depth_taps(depths, rows=rows)
+        fx = fold_input_slots(xr, xi, layer, depths, rows)
+        fw = fold_weight_slots(wr, wi, depths, stride[0], rows)
+        assert fx[0].shape == (folded.padded_in_channels // 2, *folded.in_shape) == \
+            (copies * rows * slots, layer.conv_shape[0] // depths,
+             (layer.conv_shape[1] - 1) * stride[1] + kernel[1] - rows + 1, in_shape[2])
+        assert fw[0].shape == (depths * p, copies * rows * q, 4, *folded.kernel)
+        assert folded.kernel == (1, kernel[1] - rows + 1, kernel[2])
+        got = conv3d_slots_int(*fx, *fw, folded.stride, folded.padding)
+        for a, b in zip(want, got, strict=True):
+            for j in range(depths):
+                np.testing.assert_array_equal(b[j * s_out:(j + 1) * s_out], a[:, j::depths])
+
+
+def test_row_copies_geometry():
+    """C3D conv1a with two output depths and two row copies (the 64-channel fold of a ``Tn =
+    64`` core): 64 channels of 113 rows, a 1x2x3 kernel without row padding; ``rows`` outside
+    ``1..Kr`` is refused."""
+    layer = load_accelerator(builtin_path("c3d_zcu102")).network.resolved[0]
+    folded = layer.fold_depth_taps(2, rows=2)
+    assert (folded.in_channels, folded.in_shape) == (64, (8, 113, 112))
+    assert (folded.kernel, folded.stride, folded.padding) == ((1, 2, 3), (1, 1, 1), (0, 0, 1))
+    assert (folded.out_channels, folded.conv_shape, folded.out_shape) == \
+        (128, (8, 112, 112), (8, 56, 56))
+    whole = layer.fold_depth_taps(rows=3)
+    assert (whole.in_channels, whole.in_shape, whole.kernel) == (72, (16, 112, 112), (1, 1, 3))
+    for bad in (0, 4, True, 2.0):
+        with pytest.raises(ValueError, match=r"folds 1\.\.3 row copies"):
+            layer.fold_depth_taps(rows=bad)
 
 
 def test_folded_output_depths_geometry_and_post():
@@ -159,7 +212,7 @@ def test_which_first_layers_fold():
     acc = _accelerator("c3d_zcu102_best")
     conv1a, conv2a = acc.network.resolved[:2]
     assert acc.folds_input(conv1a) and not acc.folds_input(conv2a)
-    assert acc.engine_layer(conv1a).kernel == (1, 3, 3) and acc.engine_layer(conv2a) is conv2a
+    assert acc.engine_layer(conv1a).kernel == (1, 2, 3) and acc.engine_layer(conv2a) is conv2a
     # switched off
     off = _accelerator("c3d_zcu102_best", fold_input_taps=False)
     assert not off.folds_input(conv1a) and off.engine_layer(conv1a) is conv1a
@@ -184,6 +237,27 @@ def test_which_first_layers_fold_output_depths():
     acc = _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128)
     assert acc.engine_layer(conv1a) == conv1a.fold_depth_taps(2)
     assert all(acc.folded_depths(r) == 1 for r in acc.network.resolved[1:])
+
+
+def test_which_first_layers_fold_row_copies():
+    """Row copies fold where they take the PE array fewer steps, as few as give the fewest
+    (C3D conv1a with two output depths: 32 channels, on ``Tn = 64`` two copies fill it, 6
+    steps for 9; on ``Tn = 32`` 9 steps at best, none), never without the depth fold or with
+    ``fold_input_rows: false``."""
+    conv1a, conv2a = _accelerator("c3d_zcu102_best").network.resolved[:2]
+    acc = _accelerator("c3d_zcu102_best", core_tn=64, core_tm=128)
+    assert (acc.folded_rows(conv1a), acc.folded_rows(conv2a)) == (2, 1)
+    assert acc.engine_layer(conv1a) == conv1a.fold_depth_taps(2, rows=2)
+    assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128).folded_rows(conv1a) == 1
+    # one output depth: 24 channels; on Tn = 16 three copies (72: 5 tiles x 3 taps = 15 < 18)
+    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=64).folded_rows(conv1a) == 3
+    assert _accelerator("c3d_zcu102_best", core_tn=64, core_tm=128,
+                        fold_input_rows=False).folded_rows(conv1a) == 1
+    assert _accelerator("c3d_zcu102_best", core_tn=64, core_tm=128,
+                        fold_input_taps=False).folded_rows(conv1a) == 1
+    # ResNet-18's 7x7x7 conv1: 56 channels already fill Tn = 64 (49 steps either way)
+    r18 = _accelerator("r3d18_zcu102_best")
+    assert r18.folded_rows(r18.network.resolved[0]) == 1
 
 
 def test_a_first_layer_without_depth_taps_does_not_fold(tmp_path):

@@ -209,13 +209,15 @@ def test_image_alone_reproduces_the_golden_integer_contract(acc, image):
         for c in (0, 1):
             np.testing.assert_array_equal(got[c], image.expected[layer.name][c], layer.name)
             np.testing.assert_array_equal(got[c], golden[layer.name][c], layer.name)
-    # c1 (3 channels, one block of the core's two) runs with its depth taps folded: the input
-    # region holds the three depth-shifted copies of the quantized input
+    # c1 (3 channels, one block of the core's two) runs with its depth taps folded and three
+    # row copies of each (72 channels: 5 n-tiles of 3 taps instead of 2 of 9): the input
+    # region holds the nine depth- and row-shifted copies of the quantized input
     first = image.plan.layers[0]
-    assert first.folded and first.descriptor.kernel == (1, 3, 3)
-    assert first.descriptor.in_slots == 3 * 4 and first.descriptor.padding == (0, 1, 1)
+    assert first.folded and (first.depths, first.rows) == (1, 3)
+    assert first.descriptor.kernel == (1, 1, 3) and first.descriptor.padding == (0, 0, 1)
+    assert first.descriptor.in_slots == 9 * 4
     re, im = image.input_parts
-    folded = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer)
+    folded = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer, 1, 3)
     assert image.read(image.region("input").base, image.region("input").size) == \
         pack_ncdhw8(*folded)
 
@@ -708,6 +710,24 @@ def test_an_fc_input_read_as_a_map_reproduces_the_golden_contract(tmp_path):
         for c in (0, 1):
             np.testing.assert_array_equal(outputs[layer.index][c],
                                           img.expected[layer.name][c], layer.name)
+
+
+def test_folded_row_copies_reproduce_the_golden_contract(tmp_path, small_accelerator):
+    """With ``B = 4`` on a ``Tn = Tm = 32`` core c1 folds pairs of output depths and two row
+    copies of its four depth copies (C3D conv1a on ``Tn = 64``, in small): 32 input channels of
+    9 rows, a 1x2x3 kernel without row padding; decoded from the bytes alone every layer equals
+    the golden integer contract, and the input region holds the eight shifted copies."""
+    acc = load_accelerator(small_accelerator(tmp_path, B=4, tn=32, tm=32))
+    img = compile_network(acc, seed=6, base=0x10000)
+    first = img.plan.layers[0]
+    d = first.descriptor
+    assert (first.depths, first.rows) == (2, 2) and d.flags & FLAG_DFOLD
+    assert (d.in_slots, d.in_shape, d.kernel, d.padding) == (16, (2, 9, 8), (1, 2, 3), (0, 0, 1))
+    assert all(lp.rows == 1 for lp in img.plan.layers[1:])
+    _check_golden(img, acc)
+    re, im = img.input_parts
+    copies = fold_input_slots(re.astype(np.int64), im.astype(np.int64), first.layer, 2, 2)
+    assert img.read(img.region("input").base, img.region("input").size) == pack_ncdhw8(*copies)
 
 
 def test_folded_output_depths_reproduce_the_golden_contract(tmp_path, small_accelerator):

@@ -109,9 +109,10 @@ def test_several_layers_in_network_order(image):
     assert start["fc"].in_base == _passes(image, "gap")[-1].out_base
     for _, d in chain:
         assert not any(sel.read(d.out_base, ncdhw8_size(d.out_slots, *d.out_shape)))
-    # c1 reads the network input (depth taps folded: three shifted copies), already in the image.
+    # c1 reads the network input (depth taps and three row copies folded: nine shifted
+    # copies), already in the image.
     c1 = start["c1"]
-    folded = fold_input_slots(*image.input_parts, image.plan.layers[0].layer)
+    folded = fold_input_slots(*image.input_parts, image.plan.layers[0].layer, 1, 3)
     assert _equal(_map(sel, c1.in_base, c1.in_slots, c1.in_shape), folded)
     # c2's output (not read by the selection) stays zero as compiled.
     c2 = _passes(image, "c2")[-1]
@@ -138,7 +139,8 @@ def test_each_layer_alone(image, name):
             if addr in written:  # an earlier pass of the same layer
                 continue
             if addr == image.region("input").base:
-                expected = fold_input_slots(*image.input_parts, image.plan.layers[0].layer)
+                expected = fold_input_slots(*image.input_parts,
+                                            image.plan.layers[0].layer, 1, 3)
                 slots, shape = d.in_slots, d.in_shape
             else:
                 producer = _passes(image, outputs[addr])[-1]

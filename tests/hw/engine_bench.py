@@ -51,15 +51,16 @@ def _fused_accelerator() -> Path:
 
 
 def _dfold_accelerator() -> Path:
-    """The small test accelerator with ``Tn = Tm = 32``, whose first layer folds pairs of
-    output depths (``FLAG_DFOLD``), written to a temporary folder."""
+    """The small test accelerator with ``B = 4``, ``Tn = Tm = 32``, whose first layer folds
+    pairs of output depths (``FLAG_DFOLD``) and two row copies, written to a temporary
+    folder."""
     return _conftest().write_dfold_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-dfold-")))
 
 
 @cache
 def cases() -> tuple[Case, ...]:
     """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core, and the
-    depth-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
+    depth- and row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
     out = []
     for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
                         ("dfold", _dfold_accelerator())):

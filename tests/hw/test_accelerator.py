@@ -5,8 +5,9 @@ Tr = Tc = 4, unroll tn and tm: one PE lane stepping through the tile's depth) ru
 network, which has every layer kind of the engine: conv + CBN +
 CReLU, a residual add with a (2,2,2) pool pass, a stride-(1,2,2) conv with a partial
 output-channel tile, global average pooling and an FC layer. The first conv runs with its
-depth taps folded into input channels (3 channels, one block of the core's two, become three
-blocks: a 1x3x3 kernel over two n-tiles). Every layer's output is compared bit for bit with the
+depth taps and three row copies of each folded into input channels (3 channels, one block of
+the core's two, become nine blocks: a 1x1x3 kernel over five n-tiles, 15 PE steps instead of
+18). Every layer's output is compared bit for bit with the
 golden integer contract (``expected`` of the compiled image) by
 :mod:`fcircnn.sim.tb_accelerator`. The same core with two AXI ports (``axi_ports: 2``: the
 weight tiles on ``m_axi1``) is a second build. (Weight tiles split over both ports,
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.xdist_group("accelerator_small")
 def compiled(tmp_path_factory, small_accelerator):
     acc, image, root = compile_saved(tmp_path_factory.mktemp("accel"), small_accelerator, 3)
     first = image.plan.layers[0]
-    assert first.folded and first.descriptor.kernel == (1, 3, 3)
-    assert first.descriptor.n_tiles == 2
+    assert first.folded and (first.rows, first.descriptor.kernel) == (3, (1, 1, 3))
+    assert first.descriptor.n_tiles == 5
     return acc, image, root
 
 
