@@ -9,7 +9,9 @@ layer kind, post records, residual, input and weight tiles, through one loader a
 engine) and the fused-pool core on two ports (the input and the weight loader each with its own
 queue, weight tiles and input boxes split over both ports). Their cycles are recorded as
 ``small_q2`` and, for the two-port FC accelerator, ``fc_2ports_q2``
-(``bench/record_rtl_cycles.py``).
+(``bench/record_rtl_cycles.py``). The two-port run is slow (its own Verilator build, 2.3 min
+on two cores): the default suite keeps the queue on one port here and on four ports, every
+loader with its own queue and both splits, in ``test_accelerator_ports.py``.
 """
 
 import pytest
@@ -41,6 +43,7 @@ def test_one_port_with_a_queue_of_two_is_bit_exact_under_backpressure(tmp_path, 
     _run(acc, tmp_path, run_image, seed=23)
 
 
+@pytest.mark.slow
 def test_two_ports_with_a_queue_each_are_bit_exact_under_backpressure(tmp_path, run_image):
     acc = load_accelerator(write_fused_accelerator(tmp_path, axi_ports=2, dma_queue=2))
     image = _run(acc, tmp_path, run_image, seed=29)
