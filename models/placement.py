@@ -21,7 +21,7 @@ import math
 from typing import TYPE_CHECKING
 
 from fcircnn.arch.descriptor import DFOLD_DEPTHS
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, core_lanes
 from fcircnn.arch.ports import PortMap
 
 from .errors import Problem
@@ -152,7 +152,7 @@ def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int
     folded = layer.fold_depth_taps(folded_depths(acc, layer), rows=rows)
     channels = folded.padded_in_channels
     tiles = [min(core.tn, channels - start) for start in range(0, channels, core.tn)]
-    voxels = core.tr * core.tc * (1 if "td" in core.unroll else core.td)
+    voxels = core.td * core.tr * core.tc // core_lanes(core)
     pe = len(tiles) * folded.kernel_volume * voxels
     box = core.td * ((core.tr - 1) * folded.stride[1] + folded.kernel[1]) \
         * ((core.tc - 1) * folded.stride[2] + folded.kernel[2])
