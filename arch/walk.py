@@ -42,7 +42,7 @@ from .ports import WEIGHT_PART_KINDS, input_halves
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
            "conv_writes", "halved_axes", "input_groups", "m_tile_slots", "pool_boxes",
-           "splits_inputs"]
+           "splits_input_slots", "splits_inputs"]
 
 
 class Box(NamedTuple):
@@ -146,21 +146,30 @@ def input_groups(desc: LayerDescriptor, core: CoreGeometry) -> tuple[int, ...]:
     """The input slot groups each n-tile's input box loads: the core's ``Tn/16``, fewer in a
     last n-tile the layer does not fill; one when ``Tn < 16`` (a group holds several
     n-tiles)."""
-    total = -(-desc.in_slots // SLOTS_PER_BEAT)
+    return _input_groups(desc.in_slots, desc.n_tiles, core)
+
+
+def _input_groups(in_slots: int, n_tiles: int, core: CoreGeometry) -> tuple[int, ...]:
+    total = -(-in_slots // SLOTS_PER_BEAT)
     if core.tn <= SLOT_GROUP_CHANNELS:
-        return (1,) * desc.n_tiles
-    return tuple(min(core.in_groups, total - nt * core.in_groups)
-                 for nt in range(desc.n_tiles))
+        return (1,) * n_tiles
+    return tuple(min(core.in_groups, total - nt * core.in_groups) for nt in range(n_tiles))
 
 
 def splits_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
     """Whether the input boxes of conv descriptor ``desc`` can be read in two halves of slot
-    groups (``FLAG_ISPLIT``) on ``core``: ``Tn/16`` is even and every n-tile loads all of
-    its groups (the halves are the input buffer's two fixed halves of banks). The port side
-    of the rule is :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`."""
+    groups (``FLAG_ISPLIT``) on ``core``: :func:`splits_input_slots` of its input. The port
+    side of the rule is :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`."""
+    return desc.op != OP_POOL and splits_input_slots(desc.in_slots, desc.n_tiles, core)
+
+
+def splits_input_slots(in_slots: int, n_tiles: int, core: CoreGeometry) -> bool:
+    """Whether input boxes of ``in_slots`` slots in ``n_tiles`` n-tiles can be read in two
+    halves of slot groups on ``core``: ``Tn/16`` is even and every n-tile loads all of its
+    groups (the halves are the input buffer's two fixed halves of banks)."""
     G = core.in_groups
-    return (core.tn > SLOT_GROUP_CHANNELS and G % 2 == 0 and desc.op != OP_POOL
-            and all(g == G for g in input_groups(desc, core)))
+    return (core.tn > SLOT_GROUP_CHANNELS and G % 2 == 0
+            and all(g == G for g in _input_groups(in_slots, n_tiles, core)))
 
 
 def _input_box(desc: LayerDescriptor, core: CoreGeometry, tile: Tile, nt: int,

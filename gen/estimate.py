@@ -607,29 +607,32 @@ HALF_LOADER_LOGIC: Mapping[str, float] = {"lut": 604, "ff": 211}
 
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
-    splittable weight buffer's second load stream, until fitted, :data:`WEIGHT_SPLIT_LOGIC`,
-    a splittable input buffer's :data:`INPUT_SPLIT_LOGIC`."""
+    feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
+    :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
+    :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`)."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: dict(v) for res, v in coeffs["dma"].items()}
     out = {res: dict(v) for res, v in coeffs.get(name, {}).items()}
-    if name in WEIGHT_SPLIT_LOGIC and "split" not in out["lut"]:
-        for res in out:
-            out[res]["split"] = WEIGHT_SPLIT_LOGIC[name][res]
-    if name in WEIGHT_QUARTER_LOGIC and "quarter" not in out["lut"]:
-        for res in out:
-            out[res]["quarter"] = WEIGHT_QUARTER_LOGIC[name][res]
-    for feature, cost in INPUT_SPLIT_LOGIC.get(name, {}).items():
+    for feature, cost in _measured_costs(name).items():
         if feature not in out["lut"]:
             for res in out:
                 out[res][feature] = cost[res]
-    if name == "control" and "psum_pool" not in out["lut"]:
-        for res in out:
-            out[res]["psum_pool"] = PSUM_POOL_LOGIC[res]
-    if name == "control" and "half_loaders" not in out["lut"]:
-        for res in out:
-            out[res]["half_loaders"] = HALF_LOADER_LOGIC[res]
     return out
+
+
+def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
+    """Component ``name``'s features with an out-of-context Yosys cost, by feature: what
+    :func:`_component_coefficients` uses until a fit has the feature."""
+    costs = dict(INPUT_SPLIT_LOGIC.get(name, {}))
+    if name in WEIGHT_SPLIT_LOGIC:
+        costs["split"] = WEIGHT_SPLIT_LOGIC[name]
+    if name in WEIGHT_QUARTER_LOGIC:
+        costs["quarter"] = WEIGHT_QUARTER_LOGIC[name]
+    if name == "control":
+        costs["psum_pool"] = PSUM_POOL_LOGIC
+        costs["half_loaders"] = HALF_LOADER_LOGIC
+    return costs
 
 
 def _linear(coeffs: Mapping[str, float], feats: Mapping[str, float]) -> float:

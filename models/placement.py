@@ -21,8 +21,9 @@ import math
 from typing import TYPE_CHECKING
 
 from fcircnn.arch.descriptor import DFOLD_DEPTHS
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, core_lanes
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, CoreGeometry, core_lanes
 from fcircnn.arch.ports import PortMap
+from fcircnn.arch.walk import splits_input_slots
 
 from .errors import Problem
 from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
@@ -144,11 +145,13 @@ def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int
     """A first-order bound of a spatial tile of ``layer`` folded with ``rows`` row copies (and
     :func:`folded_depths`): the larger of its PE beats (channel tiles times taps times the
     tile's voxels a lane steps through) and its input beats (the box of every channel tile, in
-    16-byte beats; halved where the boxes are read in halves over two ports,
-    :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`, which needs whole channel tiles). The
+    16-byte beats; halved where the boxes are read in halves over two ports:
+    :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and
+    :func:`~fcircnn.arch.walk.splits_input_slots`, the compiler's rule). The
     performance model (:mod:`fcircnn.gen.perf_model`) measures the choice; this only ranks the
     candidates, the copies costing DDR reads as they save PE steps."""
     core = core_for(acc, layer)
+    cg = CoreGeometry.of(core, acc.block_size)
     folded = layer.fold_depth_taps(folded_depths(acc, layer), rows=rows)
     channels = folded.padded_in_channels
     tiles = [min(core.tn, channels - start) for start in range(0, channels, core.tn)]
@@ -157,8 +160,8 @@ def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int
     box = core.td * ((core.tr - 1) * folded.stride[1] + folded.kernel[1]) \
         * ((core.tc - 1) * folded.stride[2] + folded.kernel[2])
     beats = sum(-(-c // SLOT_GROUP_CHANNELS) for c in tiles) * box
-    halves = PortMap(acc.axi_ports).splits_inputs(-(-core.tn // SLOT_GROUP_CHANNELS))
-    if halves and core.tn > SLOT_GROUP_CHANNELS and channels % core.tn == 0:
+    if PortMap(acc.axi_ports).splits_inputs(cg.in_groups) and splits_input_slots(
+            channels // 2, len(tiles), cg):
         beats = -(-beats // 2)
     return max(pe, beats)
 
