@@ -39,6 +39,13 @@ box if the descriptor splits input boxes too), all four landing in the weight bu
 (disjoint banks; the image of such a tile is laid out quarter-major). It needs four ports
 and a number of beats per kernel tap divisible by four (:meth:`PortMap.quarters_weights`).
 
+On four ports the residual boxes of a core with residual layers move from the input loader to
+port 3's (:attr:`PortMap.residual`): a residual box is the size of the tile's output, and on
+port 0 it shares the port with the tile's input box, which bounds ResNet-18's stage-1 convs
+with a residual, while port 3 carries at most the second weight halves, one per pass. Port 3's
+loader then walks every descriptor with ``FLAG_RESIDUAL`` (and, as before, every one with
+``FLAG_WSPLIT``), reading each tile's residual box before its passes' weight halves.
+
 This module imports nothing of the project.
 """
 
@@ -47,7 +54,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_READS",
-           "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "SPLIT_INPUT_READS",
+           "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "RESIDUAL_READS",
+           "SPLIT_INPUT_READS",
            "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_PART_KINDS", "WEIGHT_QUARTER_READS",
            "WEIGHT_READS",
            "PortMap", "input_halves", "weight_halves", "weight_quarters"]
@@ -91,6 +99,9 @@ SPLIT_INPUT_READS: frozenset[str] = INPUT_READS | {"weight_half"}
 INPUT_HALF_READS: frozenset[str] = frozenset({"input_half"})
 #: The reads of port 3's loader: the second halves of split weight tiles.
 WEIGHT_HALF_READS: frozenset[str] = frozenset({"weight_half"})
+#: The read kind port 3's loader takes over from the input loader on a core with residual
+#: layers (:attr:`PortMap.residual`): the residual boxes.
+RESIDUAL_READS: frozenset[str] = frozenset({"residual"})
 #: The reads port 2's loader adds where the core reads weight tiles in quarters.
 WEIGHT_QUARTER_READS: frozenset[str] = frozenset({"weight_quarter3"})
 #: The read kinds of a weight tile read in 1, 2 or 4 parts, in image order (the parts of
@@ -100,11 +111,15 @@ WEIGHT_PART_KINDS: dict[int, tuple[str, ...]] = {
     4: ("weights", "weight_quarter1", "weight_half", "weight_quarter3")}
 #: The read kinds a loader can issue: all of them, one side of the two-port split, or one
 #: half on a port of its own; on four ports with quarters also the input loader with the
-#: second quarters and port 2's loader with the fourth (beside or without input halves).
+#: second quarters and port 2's loader with the fourth (beside or without input halves); on
+#: four ports with residual layers the input loader without the residual boxes and port 3's
+#: loader with them (beside or without weight halves).
 LOADER_READS: tuple[frozenset[str], ...] = (
     ALL_READS, INPUT_READS, SPLIT_INPUT_READS, WEIGHT_READS, SPLIT_WEIGHT_READS,
     INPUT_HALF_READS, WEIGHT_HALF_READS, INPUT_READS | {"weight_quarter1"},
-    WEIGHT_QUARTER_READS, INPUT_HALF_READS | WEIGHT_QUARTER_READS)
+    WEIGHT_QUARTER_READS, INPUT_HALF_READS | WEIGHT_QUARTER_READS,
+    INPUT_READS - RESIDUAL_READS, INPUT_READS - RESIDUAL_READS | {"weight_quarter1"},
+    RESIDUAL_READS, WEIGHT_HALF_READS | RESIDUAL_READS)
 
 
 def input_halves(groups: int) -> tuple[range, range]:
@@ -198,6 +213,15 @@ class PortMap:
         return 3 if self.axi_ports >= 4 else 0
 
     @property
+    def residual(self) -> int:
+        """The port of the residual boxes: 3 with four ports (port 3's loader, beside the
+        second weight halves), else 0 (the input loader's). A residual box is as large as the
+        tile's output and read once per tile: on port 0 it competes with the tile's input box
+        (ResNet-18's stage-1 second convs: 1,792 residual and 1,920 input beats a tile on port
+        0 against 2,646 PE beats), on port 3 it has a port that sits idle there."""
+        return 3 if self.axi_ports >= 4 else 0
+
+    @property
     def managers(self) -> tuple[str, ...]:
         """The AXI4 manager interfaces of the top level (:data:`MANAGERS`), port ``k`` on the
         PS's ``HPk FPD``."""
@@ -234,8 +258,8 @@ class PortMap:
         weight port and an even count (:func:`input_halves`)."""
         return self.weight_loader and in_groups >= 2 and in_groups % 2 == 0
 
-    def loader_reads(self, beats_per_tap: int = 1, in_groups: int = 1
-                     ) -> tuple[frozenset[str], ...]:
+    def loader_reads(self, beats_per_tap: int = 1, in_groups: int = 1, *,
+                     residual: bool = False) -> tuple[frozenset[str], ...]:
         """The read kinds of each port's loader of a layer engine, by port (an empty set: the
         port has no loader). One port: one loader issuing every read. With a weight port: an
         input loader (port 0) and a weight loader (port 1); where the core
@@ -244,7 +268,8 @@ class PortMap:
         split input boxes on port 2 with three or more ports, else on the weight loader; where
         it :meth:`quarters_weights`, the second quarters on the input loader and the fourth on
         port 2's (the read kinds ``weight_quarter1``, ``weight_quarter3``; the first quarter is
-        the weight loader's ``weights``, the third port 3's ``weight_half``)."""
+        the weight loader's ``weights``, the third port 3's ``weight_half``); where the core
+        runs ``residual`` layers, the residual boxes on port :attr:`residual`'s loader."""
         if not self.weight_loader:
             return (ALL_READS,)
         loaders = [set(INPUT_READS), set(WEIGHT_READS)] + [set() for _ in range(2, self.axi_ports)]
@@ -255,4 +280,7 @@ class PortMap:
         if self.quarters_weights(beats_per_tap):
             loaders[0].add("weight_quarter1")
             loaders[2].add("weight_quarter3")
+        if residual and self.residual:
+            loaders[0] -= RESIDUAL_READS
+            loaders[self.residual] |= RESIDUAL_READS
         return tuple(frozenset(r) for r in loaders)

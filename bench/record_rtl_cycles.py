@@ -56,28 +56,30 @@ class Case:
     dma_queue: int | None = None
 
 
-#: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py``
-#: (Tn = Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network; ``kinds``: the two-core test
-#: accelerator of ``tests/hw/test_accelerator_layers.py`` on its network with every C3D and
-#: ResNet-18 layer kind (seed 5, as there); ``fused``: the pools fused into the drain
+#: The cases recorded by default. ``small``: the test core of ``tests/hw/test_accelerator.py`` (Tn =
+#: Tm = 16, Td = 2, Tr = Tc = 4) on its 5-layer network; ``kinds``: the two-core test accelerator of
+#: ``tests/hw/test_accelerator_layers.py`` on its network with every C3D and ResNet-18 layer kind
+#: (seed 5, as there); ``fused``: the pools fused into the drain
 #: (``tests/hw/test_accelerator_fused_pool.py``, two PE lanes); ``small_2ports`` and
-#: ``kinds_2ports``: ``small`` and ``kinds`` with two AXI ports (the weight loader on its own
-#: read engine); ``fused_2ports``: ``fused`` on two ports, whose FC layer splits its weight
-#: tiles over both (``FLAG_WSPLIT``); ``fc_2ports``: a classifier of FC layers on two ports,
-#: the first splitting its 16 weight tiles of 256 beats (steady state of the split); ``dfold``:
-#: ``small`` on a ``Tn = Tm = 32`` core, whose first layer folds pairs of output depths
-#: (``FLAG_DFOLD``: two write boxes per tile); ``small_q2``, ``kinds_2ports_q2`` and
-#: ``fc_2ports_q2``: ``small``, ``kinds_2ports`` and ``fc_2ports`` with a command queue of two
-#: (``dma_queue: 2``); ``pool_lanes``: a pool pass of three slot groups on two lanes (two
-#: ports) and a 1x1x1 stride-2 conv reading its input subsampled; ``trim``: ResNet-18's stage 4
-#: in small, its 3x3x3 kernels trimmed to the taps that read the 1-deep map (two ports, queue
-#: of two, the depth loop unrolled); ``fused_4ports_q2`` and ``pool_lanes_4ports``: ``fused``
-#: and ``pool_lanes`` on four ports (the split halves on loaders of their own on ports 2 and
-#: 3; four pool lanes; ``kinds`` splits nothing on four ports: its cores have one input slot
-#: group and odd weight beats); ``fc_4ports_q2``: ``fc_2ports`` on four ports with a queue of
-#: two and ``Tm = 64`` (the test of ``tests/hw/test_accelerator_fc.py``): fc1's weight tiles
-#: read in quarters over the four ports with its input boxes split (``FLAG_WQUARTER |
-#: FLAG_ISPLIT``), fc3's in quarters alone, fc2's in halves.
+#: ``kinds_2ports``: ``small`` and ``kinds`` with two AXI ports (the weight loader on its own read
+#: engine); ``fused_2ports``: ``fused`` on two ports, whose FC layer splits its weight tiles over
+#: both (``FLAG_WSPLIT``); ``fc_2ports``: a classifier of FC layers on two ports, the first
+#: splitting its 16 weight tiles of 256 beats (steady state of the split); ``dfold``: ``small`` on a
+#: ``Tn = Tm = 32`` core, whose first layer folds pairs of output depths (``FLAG_DFOLD``: two write
+#: boxes per tile); ``small_q2``, ``kinds_2ports_q2`` and ``fc_2ports_q2``: ``small``,
+#: ``kinds_2ports`` and ``fc_2ports`` with a command queue of two (``dma_queue: 2``);
+#: ``pool_lanes``: a pool pass of three slot groups on two lanes (two ports) and a 1x1x1 stride-2
+#: conv reading its input subsampled; ``trim``: ResNet-18's stage 4 in small, its 3x3x3 kernels
+#: trimmed to the taps that read the 1-deep map (four ports, its residual boxes on port 3, queue of
+#: two, the depth loop unrolled); ``fused_4ports_q2`` and ``pool_lanes_4ports``: ``fused`` and
+#: ``pool_lanes`` on four ports (the split halves on loaders of their own on ports 2 and 3; four
+#: pool lanes; ``kinds`` splits nothing on four ports: its cores have one input slot group and odd
+#: weight beats); ``fc_4ports_q2``: ``fc_2ports`` on four ports with a queue of two and ``Tm = 64``
+#: (the test of ``tests/hw/test_accelerator_fc.py``): fc1's weight tiles read in quarters over the
+#: four ports with its input boxes split (``FLAG_WQUARTER | FLAG_ISPLIT``), fc3's in quarters alone,
+#: fc2's in halves; ``kinds_4ports_q2``: ``kinds`` on four ports with a queue of two, its ResNet-18
+#: core's residual boxes read by a loader of their own on port 3 (the only reads of that port:
+#: ``kinds`` splits nothing).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -97,6 +99,8 @@ CASES: tuple[Case, ...] = (
     Case("fused_4ports_q2", "write_fused_accelerator", seed=5, axi_ports=4, dma_queue=2),
     Case("fc_4ports_q2", "write_fc_accelerator", {"tm": 64}, axi_ports=4, dma_queue=2),
     Case("pool_lanes_4ports", "write_pool_lanes_accelerator", axi_ports=4),
+    Case("kinds_4ports_q2", config="tests/hw/configs/two_core.yaml", seed=5,
+         verilator_opt=None, axi_ports=4, dma_queue=2),
 )
 
 

@@ -7,7 +7,7 @@ which layer.
 
 from __future__ import annotations
 
-from fcircnn.arch.ports import MANAGERS, PORT_ROLES
+from fcircnn.arch.ports import MANAGERS, PORT_ROLES, PortMap
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
 from fcircnn.models.placement import trims_taps, views_gap
 from fcircnn.models.resolve import fmt3, fmt_dims
@@ -16,11 +16,16 @@ from fcircnn.report import format_table
 __all__ = ["describe_accelerator", "describe_network"]
 
 
-def _ports_text(axi_ports: int) -> str:
-    """What each AXI port carries, in a few words."""
+def _ports_text(axi_ports: int, residual: bool) -> str:
+    """What each AXI port carries, in a few words (``residual``: the network has residual
+    layers, whose boxes may have a port of their own)."""
     if axi_ports == 1:
         return "1 port"
-    what = [f"{PORT_ROLES[k]} on {MANAGERS[k]}" for k in range(1, axi_ports)]
+    roles = list(PORT_ROLES)
+    moved = PortMap(axi_ports).residual
+    if residual and moved:
+        roles[moved] += " and residual boxes"
+    what = [f"{roles[k]} on {MANAGERS[k]}" for k in range(1, axi_ports)]
     return f"{axi_ports} ports ({', '.join(what)}; {axi_ports} pool lanes)"
 
 
@@ -65,7 +70,7 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         f"  clock          {acc.clock_mhz:g} MHz",
         f"  block size     B = {acc.block_size}",
         f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address, "
-        + _ports_text(acc.axi_ports)
+        + _ports_text(acc.axi_ports, any(r.residual for r in acc.network.resolved))
         + ("" if acc.dma_queue == 1 else f", {acc.dma_queue} read commands in flight a loader"),
         "",
     ]

@@ -390,7 +390,8 @@ def _cores(acc: Any) -> list[_Core]:
             pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
             pool_groups = cg.out_groups
         ports = PortMap(acc.axi_ports)
-        loaders = ports.loader_reads(cg.weight_tile_beats(1), cg.in_groups)
+        loaders = ports.loader_reads(cg.weight_tile_beats(1), cg.in_groups,
+                                     residual=geo.residual)
         cores.append(_Core(core.name, core.tn, core.tm, core.td, core.tr, core.tc,
                            acc.block_size, geo.kernel, geo.stride, geo.taps, pool_size,
                            geo.residual, acc.address_width, cg.lanes, pool_groups,

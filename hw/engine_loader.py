@@ -71,7 +71,12 @@ class EngineLoader(wiring.Component):
     input box (``weight_quarter1``, into ``w2_o``), port 3's loader the third (its
     ``weight_half``) and port 2's loader the fourth (``weight_quarter3``, into ``w3_o``; that
     loader walks descriptors with ``FLAG_ISPLIT`` or ``FLAG_WQUARTER``, with both it reads the
-    upper half of the input box first).
+    upper half of the input box first). On a four-port core with residual layers the residual
+    boxes are port 3's loader's (``reads`` without ``residual`` on the input loader, with it on
+    port 3's: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`): that loader walks every
+    descriptor with ``FLAG_RESIDUAL`` or ``FLAG_WSPLIT``, reads each tile's residual box at
+    its first pass, then the pass's weight half (``FLAG_WSPLIT``), and steps over a pass with
+    neither in a cycle.
 
     Contract
     --------
@@ -130,6 +135,9 @@ class EngineLoader(wiring.Component):
             if reads not in LOADER_READS:
                 raise ValueError(f"reads must be one of {[sorted(r) for r in LOADER_READS]} "
                                  f"(kinds of {list(READ_KINDS)}), not {sorted(reads)}")
+            if "residual" in reads and "input" not in reads and res_box is None:
+                raise ValueError(f"reads {sorted(reads)} has the residual boxes, but the core "
+                                 f"runs no residual layer (res_box is None)")
             if "input_half" in reads and not PortMap(2).splits_inputs(core.in_groups):
                 raise ValueError(f"reads has input_half, but the core's input boxes do not "
                                  f"split ({core.in_groups} input slot groups, not an even "
@@ -165,8 +173,8 @@ class EngineLoader(wiring.Component):
                 "params_ready": Out(2),
                 "drain_mt": In(16),
             }
-            if res_box is not None:
-                ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
+        if "residual" in reads and res_box is not None:
+            ports |= {"res_o": Out(beat), "res_box": Out(res_box)}
         if "weights" in reads:
             ports["w_o"] = Out(beat)
         if "input_half" in reads:
@@ -182,6 +190,9 @@ class EngineLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         loads_in, loads_w = "input" in self.reads, "weights" in self.reads
+        # Port 3's loader of a four-port core with residual layers: the residual boxes (and
+        # the second weight halves, if the core splits weight tiles).
+        res_side = self.res_box_layout is not None and "residual" in self.reads and not loads_in
         ctl = self.ctl
         d = ctl.desc
         ld = TileWalk(m, "ld", d, self.core, self.geometry.stride, with_nt=True)
@@ -209,6 +220,8 @@ class EngineLoader(wiring.Component):
         def first_phase(desc):
             if loads_in:
                 return 0
+            if res_side:
+                return Mux(desc.flags & FLAG_RESIDUAL, 1, 4)
             if loads_w:
                 return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
             if quarter_kind and in_halves:
@@ -218,7 +231,7 @@ class EngineLoader(wiring.Component):
         starts = ctl.start & (ctl.new_desc.op != OP_POOL)
         if not (loads_in or loads_w):
             flag = ((FLAG_ISPLIT if in_halves else 0) | (FLAG_WQUARTER if quarter_kind else 0)
-                    | (FLAG_WSPLIT if halves else 0))
+                    | (FLAG_WSPLIT if halves else 0) | (FLAG_RESIDUAL if res_side else 0))
             starts = starts & (ctl.new_desc.flags & flag).bool()
         m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
         phases, params = {}, None
@@ -230,6 +243,20 @@ class EngineLoader(wiring.Component):
         if loads_in:
             phases, params = self._input_side(m, ld, dest, route, rd_box, ld_phase, flight,
                                               after_input=after_input)
+        if res_side:
+            # Per tile its residual box, then (FLAG_WSPLIT) each pass's weight half; a pass
+            # with neither steps the walk.
+            def without_residual():
+                if halves:
+                    with m.If(split):
+                        m.d.sync += ld_phase.eq(4)
+                    with m.Else():
+                        ld.advance()
+                else:
+                    ld.advance()
+            phases[1] = self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
+                                             then=Mux(split, 4, 1) if halves else 1,
+                                             otherwise=without_residual)
         for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
                                      ("weights", "w_o", _DEST_W),
                                      ("input_half", "in1_o", _DEST_IN1),
@@ -240,7 +267,7 @@ class EngineLoader(wiring.Component):
         parts = _WeightParts(d, split, quarter)
         if halves:
             phases[4] = self._half_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
-                                         then=0 if loads_in else 4)
+                                         then=0 if loads_in else first_phase(d))
         if loads_w:
             phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
                                            parts, flight)
@@ -267,6 +294,10 @@ class EngineLoader(wiring.Component):
             step = Mux(quarter, dest == _DEST_W3, dest == _DEST_IN1)
         elif quarter_kind:
             step = dest == _DEST_W3
+        elif res_side and halves:
+            step = Mux(split, dest == _DEST_W1, dest == _DEST_RES)
+        elif res_side:
+            step = dest == _DEST_RES
         else:
             step = dest == (_DEST_IN1 if in_halves else _DEST_W1)
         if flight is not None:
@@ -401,6 +432,39 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
+    def _residual_phase(self, m, ld, dest, route, rd_box, ld_phase, flight, *, then,
+                        otherwise):
+        """Phase 1: the tile's residual box (``FLAG_RESIDUAL``, first pass of the tile), once
+        the residual buffer takes it, then phase ``then``; any other pass: ``otherwise()``
+        (statements). Also the routing of its beats and its box size for the buffer (latched
+        with the command; with a queue carried with it)."""
+        d = self.ctl.desc
+        residual = (d.flags & FLAG_RESIDUAL).bool()
+        if self.res_box_layout is not None:  # (a core without residual layers reads none)
+            res_box = Signal(box_layout(self.addr_width))
+            ld.out_box(res_box, d.res_base, write=False)
+            res_size = Signal.like(self.res_box)
+            walk_res = [res_size.groups.eq(ld.groups_m), res_size.d.eq(ld.ext[0]),
+                        res_size.h.eq(ld.ext[1]), res_size.w.eq(ld.ext[2])]
+            if flight is None:
+                m.d.comb += [*walk_res, self.res_box.eq(res_size)]
+            else:
+                m.d.comb += self.res_box.eq(flight.head.res_size)
+                flight.sources["res_size"] = res_size
+            self._route(m, route, _DEST_RES, self.res_o)
+
+        def issue():
+            with m.If(residual & (ld.nt == 0)):
+                if self.res_box_layout is not None:
+                    with m.If(_free(flight, _DEST_RES, self.res_o.ready)):
+                        m.d.sync += [dest.eq(_DEST_RES), rd_box.eq(res_box), ld_phase.eq(then)]
+                        if flight is not None:
+                            m.d.sync += walk_res
+                        m.next = "CMD"
+            with m.Else():
+                otherwise()
+        return issue
+
     def _input_side(self, m, ld, dest, route, rd_box, ld_phase, flight, *, after_input):
         """The post records, residual and input boxes: their boxes, the routing of their
         beats and the post-parameter writes. Returns the issue logic of phases 0-2 (by phase)
@@ -408,12 +472,9 @@ class EngineLoader(wiring.Component):
         core, aw = self.core, self.addr_width
         Tm = core.tm
         d = self.ctl.desc
-        residual = (d.flags & FLAG_RESIDUAL).bool()
-        has_res = self.res_box_layout is not None
         in_box = Signal(box_layout(aw))
         in_span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld_in_span{f}")
                    for f in "dhw"]
-        res_box = Signal(box_layout(aw))
         # Only the input slot groups the layer has (a PE input without a loaded group reads
         # whatever its bank holds, times the zero weights of the absent channels).
         in_groups = ld.groups_n if core.tn > 16 else 1
@@ -423,27 +484,14 @@ class EngineLoader(wiring.Component):
             in_groups = Mux(d.flags & FLAG_ISPLIT, len(input_halves(core.in_groups)[0]),
                             in_groups)
         ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
-        ld.out_box(res_box, d.res_base, write=False)
         # The buffers' boxes: latched with the command, constant while its beats arrive (with a
         # queue: carried with the command to its beats).
         in_size = Signal.like(self.in_box)
         m.d.comb += [self.in_stride_d.eq(d.stride[0]),
                      self.in_box.eq(in_size if flight is None else flight.head.in_size)]
-        res_size = Signal.like(self.res_box) if has_res else None
-        if has_res:
-            walk_res = [res_size.groups.eq(ld.groups_m), res_size.d.eq(ld.ext[0]),
-                        res_size.h.eq(ld.ext[1]), res_size.w.eq(ld.ext[2])]
-            if flight is None:
-                m.d.comb += [*walk_res, self.res_box.eq(res_size)]
-            else:
-                m.d.comb += self.res_box.eq(flight.head.res_size)
         if flight is not None:
             flight.sources.update(half=ld.mt[0], in_size=in_size)
-            if has_res:
-                flight.sources["res_size"] = res_size
-        for kind, dest_ in (("res_o", _DEST_RES), ("in_o", _DEST_IN)):
-            if hasattr(self, kind):
-                self._route(m, route, dest_, getattr(self, kind))
+        self._route(m, route, _DEST_IN, self.in_o)
         params = _Params(m, self, ld, route, flight)
 
         def post_records():
@@ -457,16 +505,12 @@ class EngineLoader(wiring.Component):
             with m.Else():
                 m.d.sync += ld_phase.eq(1)
 
-        def residual_box():
-            with m.If(residual & (ld.nt == 0)):
-                if has_res:
-                    with m.If(_free(flight, _DEST_RES, self.res_o.ready)):
-                        m.d.sync += [dest.eq(_DEST_RES), rd_box.eq(res_box), ld_phase.eq(2)]
-                        if flight is not None:
-                            m.d.sync += walk_res
-                        m.next = "CMD"
-            with m.Else():
-                m.d.sync += ld_phase.eq(2)
+        def no_residual():
+            m.d.sync += ld_phase.eq(2)
+
+        residual_box = (self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
+                                             then=2, otherwise=no_residual)
+                        if "residual" in self.reads else no_residual)
 
         def input_box():
             # (in_box: two cycles after the loader's step, by the time it gets here)
@@ -552,8 +596,8 @@ class _InFlight:
         fields = {"dest": range(_DESTS), "half": 1}
         if "input" in loader.reads:
             fields["in_size"] = loader.in_box_layout
-            if loader.res_box_layout is not None:
-                fields["res_size"] = loader.res_box_layout
+        if "residual" in loader.reads and loader.res_box_layout is not None:
+            fields["res_size"] = loader.res_box_layout
         if "input_half" in loader.reads:
             fields["in1_size"] = loader.in_box_layout
         self.layout = data.StructLayout(fields)

@@ -83,7 +83,8 @@ class LayerEngine(wiring.Component):
       upper half before its weight tile, both filling the input buffer at once
       (``splits_inputs``). With three ports a third loader (``loader2``, on ``rd2_*``) reads
       the upper halves of split input boxes, with four a fourth (``loader3``, on ``rd3_*``)
-      the second halves of split weight tiles (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`);
+      the second halves of split weight tiles and, on a core with residual layers, the
+      residual boxes (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`);
       with four a descriptor with ``FLAG_WQUARTER`` has the four loaders read one quarter of
       every weight tile each, all four filling the weight buffer at once (``quarters``);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
@@ -255,7 +256,8 @@ class LayerEngine(wiring.Component):
         m.submodules.control = EngineControl(aw)
         loaders = []
         for name, reads in zip(_LOADER_NAMES, self.ports.loader_reads(
-                core.weight_tile_beats(1), core.in_groups), strict=False):
+                core.weight_tile_beats(1), core.in_groups, residual=geo.residual),
+                strict=False):
             if not reads:
                 loaders.append(None)
                 continue
@@ -364,8 +366,9 @@ class LayerEngine(wiring.Component):
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]
         if self.geometry.residual:
-            wiring.connect(m, ld.res_o, sub.resbuf.i)
-            m.d.comb += sub.resbuf.box.eq(ld.res_box)
+            rl = loaders[self.ports.residual]
+            wiring.connect(m, rl.res_o, sub.resbuf.i)
+            m.d.comb += sub.resbuf.box.eq(rl.res_box)
 
         # Compute: input and weight tiles -> PE array -> partial sums.
         m.d.comb += [inbuf.r_addr.eq(cp.in_addr), inbuf.r_en.eq(cp.in_en),

@@ -51,3 +51,8 @@ def test_accelerator_summary_says_what_each_port_carries(ports, line):
     acc = load_accelerator(builtin_path("c3d_zcu102_best"))
     text = describe_accelerator(acc.model_copy(update={"axi_ports": ports}))
     assert line in text
+
+
+def test_a_residual_network_on_four_ports_reads_its_residual_boxes_on_port_3():
+    text = describe_accelerator(load_accelerator(builtin_path("r3d18_zcu102_best")))
+    assert "second halves of split weight tiles and residual boxes on m_axi3" in text

@@ -1,6 +1,8 @@
 """The port contract (:mod:`fcircnn.arch.ports`): which port carries which read, and the
 rules for splitting a weight tile or an input box over both ports."""
 
+import itertools
+
 import pytest
 
 from fcircnn.arch.ports import (
@@ -9,6 +11,7 @@ from fcircnn.arch.ports import (
     INPUT_READS,
     LOADER_READS,
     READ_KINDS,
+    RESIDUAL_READS,
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
     WEIGHT_HALF_READS,
@@ -54,7 +57,7 @@ def test_the_read_kinds_are_partitioned_between_the_loaders():
     assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
     assert SPLIT_WEIGHT_READS - WEIGHT_READS == {"input_half"}
     assert not SPLIT_INPUT_READS & SPLIT_WEIGHT_READS
-    assert len(set(LOADER_READS)) == len(LOADER_READS) == 10
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 14
     assert INPUT_HALF_READS == {"input_half"} and WEIGHT_HALF_READS == {"weight_half"}
     assert WEIGHT_QUARTER_READS == {"weight_quarter3"}
 
@@ -96,9 +99,26 @@ def test_four_ports_give_both_halves_loaders_of_their_own():
                                         WEIGHT_HALF_READS)
     assert ports.loader_reads(1, 1) == (INPUT_READS, WEIGHT_READS, frozenset(), frozenset())
     # every read kind on exactly one loader
-    for beats, groups in ((1, 1), (2, 1), (1, 2), (2, 2)):
-        loaders = ports.loader_reads(beats, groups)
+    for beats, groups, residual in itertools.product((1, 2, 8), (1, 2), (False, True)):
+        loaders = ports.loader_reads(beats, groups, residual=residual)
         assert sum(len(r) for r in loaders) == len(frozenset().union(*loaders))
+        assert all(r in LOADER_READS for r in loaders if r)
+
+
+def test_four_ports_read_the_residual_boxes_on_port_3():
+    assert [PortMap(n).residual for n in (1, 2, 3, 4)] == [0, 0, 0, 3]
+    ports = PortMap(4)
+    no_res = INPUT_READS - RESIDUAL_READS
+    assert ports.loader_reads(2, 2, residual=True) == (
+        no_res, WEIGHT_READS, INPUT_HALF_READS, WEIGHT_HALF_READS | RESIDUAL_READS)
+    # a core that splits nothing still gets a loader on port 3, for its residual boxes
+    assert ports.loader_reads(1, 1, residual=True) == (no_res, WEIGHT_READS, frozenset(),
+                                                       RESIDUAL_READS)
+    assert ports.loader_reads(8, 2, residual=True)[0] == no_res | {"weight_quarter1"}
+    # fewer ports: the input loader keeps them
+    for n in (1, 2, 3):
+        loaders = PortMap(n).loader_reads(2, 2, residual=True)
+        assert "residual" in loaders[0] and not any("residual" in r for r in loaders[1:])
 
 
 def test_input_halves_are_the_lower_and_upper_slot_groups():

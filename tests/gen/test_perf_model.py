@@ -104,6 +104,8 @@ def _core(tn):
     # four ports, weight tiles in quarters with input boxes split (FLAG_WQUARTER |
     # FLAG_ISPLIT); conv1a: output depth pairs (FLAG_DFOLD)
     ("c3d_zcu102_best.yaml", ["conv1a", "fc6", "fc7"]),
+    # four ports: the residual boxes on port 3's loader
+    ("r3d18_zcu102_best.yaml", ["l1b1_conv2", "l2b2_conv2", "l4b2_conv2"]),
 ])
 def test_steady_state_shortcut_is_exact(config, names):
     acc = load_accelerator(MODELS / config)

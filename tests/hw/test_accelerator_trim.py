@@ -1,7 +1,7 @@
 """Trimmed kernels on the accelerator top level in cocotb: conv layers whose kernel taps at an
 end of an axis read padding for every output voxel run without them
 (:func:`~fcircnn.models.placement.trims_taps`), bit-exact under random AXI back-pressure on
-both ports.
+every port.
 
 The network (``tests/conftest.py``, ``TRIM_NET``) is ResNet-18's stage 4 in small: ``t1``
 (3x3x3, stride 2, a 2-deep input to a 1-deep output) runs as a 2x3x3 kernel without depth
@@ -9,13 +9,18 @@ padding, ``t2`` and ``t3`` (3x3x3 on a 1x4x4 map, ``t3`` with a residual) as 1x3
 their weights are the kept taps' slice (:func:`~fcircnn.models.fold.trim_weight_slots`), their
 inputs the network's maps. Its gap reads the 64 channels of the 1x4x4 map as two planes of
 32 (:func:`~fcircnn.models.placement.views_gap`): one weight tile, its 2x1x1 output the bytes
-of the network's 1x1x1 map. The core unrolls the depth loop and has two AXI ports and a
+of the network's 1x1x1 map. The core unrolls the depth loop and has four AXI ports and a
 command queue of two, as the ResNet-18 best configuration. Its cycles are recorded as ``trim``
 (``bench/record_rtl_cycles.py``).
+
+On four ports the residual boxes (``t3``'s) are port 3's loader's, beside the second halves of
+split weight tiles (:attr:`~fcircnn.arch.ports.PortMap.residual`): the run checks that port 3
+reads exactly those.
 """
 
 import pytest
 from conftest import compile_saved, write_trim_accelerator
+from engine_bench import weight_bytes
 
 #: One worker runs this module (its Verilator build): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_trim")
@@ -52,3 +57,6 @@ def test_trimmed_kernels_and_a_viewed_gap_are_bit_exact_under_backpressure(compi
         lp.layer.name for lp in image.plan.layers]
     for layer in doc["layers"]:
         assert layer["passed"] and layer["mismatches"] == 0, layer
+    residual = weight_bytes(acc, image, "residual")
+    assert residual > 0
+    assert doc["read_bytes"][3] == residual + weight_bytes(acc, image, "weight_half")

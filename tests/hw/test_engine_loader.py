@@ -4,8 +4,9 @@ beat routed to its buffer, with random DMA and buffer back-pressure; a failing r
 walk with its status. The same for the two loaders of a two-port engine (the input loader's
 reads and the weight loader's, each in the walk's order), also with every weight tile split
 between them (``FLAG_WSPLIT``) and with every input box split between them
-(``FLAG_ISPLIT``), and the four loaders of a four-port engine reading every weight tile in
-quarters (``FLAG_WQUARTER``)."""
+(``FLAG_ISPLIT``), the four loaders of a four-port engine reading every weight tile in
+quarters (``FLAG_WQUARTER``), and port 3's loader of a four-port engine reading the residual
+boxes (beside the second weight halves) in the input loader's stead."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WQUARTER, FLAG_WSPLIT
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WQUARTER, FLAG_WSPLIT
 from fcircnn.arch.ports import (
     ALL_READS,
     INPUT_HALF_READS,
     INPUT_READS,
+    RESIDUAL_READS,
     SPLIT_INPUT_READS,
     SPLIT_WEIGHT_READS,
     WEIGHT_HALF_READS,
@@ -74,7 +76,7 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
         for kind, port in HALF_SINKS.items():
             if kind in reads:
                 sink_ports[kind] = getattr(dut, port)
-        if case.geometry.residual and loads_in:
+        if case.geometry.residual and "residual" in reads:
             sink_ports["residual"] = dut.res_o
         while True:
             for port in sink_ports.values():
@@ -91,7 +93,7 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
         for kind, port in HALF_SINKS.items():
             if kind in reads:
                 sinks.append((kind, getattr(dut, port).valid, getattr(dut, port).ready))
-        if case.geometry.residual and loads_in:
+        if case.geometry.residual and "residual" in reads:
             sinks.append(("residual", dut.res_o.valid, dut.res_o.ready))
         ports = [dut.rd_data.payload, dut.fail.valid, dut.fail.code, dut.fail.addr]
         ports += [p for _, valid, ready in sinks for p in (valid, ready)]
@@ -374,3 +376,43 @@ def test_a_quarter_loader_needs_quarters():
         loader(odd, WEIGHT_READS, quarters=True)
     with pytest.raises(TypeError, match="quarters must be a bool"):
         loader(case, quarters=1)
+
+
+def residual_loaders():
+    """The input loader without residual boxes and port 3's loader with them (alone, and
+    beside the second weight halves) of a four-port core with residual layers, on the
+    residual layers (one and two n-tiles, two m-tiles), split and not, and on layers without a
+    residual (split: port 3 reads its halves only; not split: it stays idle), with one
+    command at a time and a queue of three."""
+    def split(c):
+        return dataclasses.replace(c, name=f"{c.name}-split", desc=dataclasses.replace(
+            c.desc, flags=c.desc.flags | FLAG_WSPLIT))
+    residual = [c for c in conv_cases() if c.desc.flags & FLAG_RESIDUAL]
+    assert {c.desc.n_tiles for c in residual} == {1, 2}, residual
+    plain = next(c for c in conv_cases() if c.geometry.residual
+                 and not c.desc.flags & FLAG_RESIDUAL and c.desc.n_tiles > 1)
+    cases = [*residual, *map(split, residual), plain, split(plain)]
+    loaders = [(INPUT_READS - RESIDUAL_READS, "input loader"),
+               (RESIDUAL_READS, "residual loader"),
+               (WEIGHT_HALF_READS | RESIDUAL_READS, "port-3 loader")]
+    return [pytest.param(case, kinds, commands, id=f"{case}-{name}-q{commands}")
+            for kinds, name in loaders for case in cases for commands in (1, 3)
+            if not (case.desc.flags & FLAG_WSPLIT and kinds == RESIDUAL_READS)]
+
+
+@pytest.mark.parametrize("case, kinds, commands", residual_loaders())
+def test_port_3_reads_the_residual_boxes_of_a_four_port_core(case, kinds, commands):
+    """Port 3's loader reads every tile's residual box at the tile's first pass (and each
+    split pass's weight half after it), stepping over the other passes; the input loader reads
+    the rest but no residual box; each beat to its sink, in the walk's order."""
+    reads = [kind for kind, _ in conv_reads(case.desc, case.core) if kind in kinds]
+    if "input" not in kinds:
+        assert ("residual" in reads) == bool(case.desc.flags & FLAG_RESIDUAL)
+    check_the_walks_reads(case, kinds, commands=commands, seed=commands)
+
+
+def test_a_residual_loader_needs_a_residual_buffer():
+    case = next(c for c in conv_cases() if not c.geometry.residual)
+    for reads in (RESIDUAL_READS, WEIGHT_HALF_READS | RESIDUAL_READS):
+        with pytest.raises(ValueError, match="no residual layer"):
+            loader(case, reads)
