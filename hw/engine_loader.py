@@ -189,10 +189,9 @@ class EngineLoader(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        loads_in, loads_w = "input" in self.reads, "weights" in self.reads
-        # Port 3's loader of a four-port core with residual layers: the residual boxes (and
-        # the second weight halves, if the core splits weight tiles).
-        res_side = self.res_box_layout is not None and "residual" in self.reads and not loads_in
+        k = _Kinds(self)
+        loads_in, loads_w, res_side = k.loads_in, k.loads_w, k.res_side
+        in_halves, halves, quarter_kind = k.in_halves, k.halves, k.quarter_kind
         ctl = self.ctl
         d = ctl.desc
         ld = TileWalk(m, "ld", d, self.core, self.geometry.stride, with_nt=True)
@@ -209,24 +208,8 @@ class EngineLoader(wiring.Component):
         # 4 second half of the weights (or third quarter), 5 upper half of the input, 6 the
         # loader's quarter of the weights (the second or the fourth)
         ld_phase = Signal(range(7))
-        in_halves = "input_half" in self.reads
-        halves = "weight_half" in self.reads
-        quarter_kind = next((k for k in ("weight_quarter1", "weight_quarter3")
-                             if k in self.reads), None)
         quarter = (d.flags & FLAG_WQUARTER).bool() if self.quarters else C(0, 1)
-        # A loader without inputs starts each pass at its weights (or the input's upper half),
-        # one without weights steps the walk at the input's status; a loader of one half
-        # starts each pass at it.
-        def first_phase(desc):
-            if loads_in:
-                return 0
-            if res_side:
-                return Mux(desc.flags & FLAG_RESIDUAL, 1, 4)
-            if loads_w:
-                return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if in_halves else 3
-            if quarter_kind and in_halves:
-                return Mux(desc.flags & FLAG_ISPLIT, 5, 6)
-            return 6 if quarter_kind else 5 if in_halves else 4
+        first_phase = k.first_phase
         # A loader of one half (or quarter) walks only descriptors that split it.
         starts = ctl.start & (ctl.new_desc.op != OP_POOL)
         if not (loads_in or loads_w):
@@ -279,27 +262,7 @@ class EngineLoader(wiring.Component):
             phases[6] = self._quarter_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
                                             quarter_kind,
                                             then=0 if loads_in else first_phase(d))
-        # The pass's last read: its weight tile (or first half), its input box, or with
-        # FLAG_WSPLIT the second half (FLAG_WQUARTER the second quarter) after the input box;
-        # a loader of one half (or quarter), that half (or quarter).
-        if loads_w:
-            step = dest == _DEST_W
-        elif loads_in and halves:
-            step = Mux(split, dest == _DEST_W1, dest == _DEST_IN)
-        elif loads_in and quarter_kind:
-            step = Mux(quarter, dest == _DEST_W2, dest == _DEST_IN)
-        elif loads_in:
-            step = dest == _DEST_IN
-        elif quarter_kind and in_halves:
-            step = Mux(quarter, dest == _DEST_W3, dest == _DEST_IN1)
-        elif quarter_kind:
-            step = dest == _DEST_W3
-        elif res_side and halves:
-            step = Mux(split, dest == _DEST_W1, dest == _DEST_RES)
-        elif res_side:
-            step = dest == _DEST_RES
-        else:
-            step = dest == (_DEST_IN1 if in_halves else _DEST_W1)
+        step = k.last_read(dest, split, quarter)
         if flight is not None:
             failing = flight.take_statuses(self, params)
         ld_cmd_valid = Signal()
@@ -521,6 +484,60 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
 
         return {0: post_records, 1: residual_box, 2: input_box}, params
+
+
+class _Kinds:
+    """What a loader's read kinds make of it: which sides it has, where each pass starts and
+    which read ends it."""
+
+    def __init__(self, loader):
+        reads = loader.reads
+        self.loads_in, self.loads_w = "input" in reads, "weights" in reads
+        self.in_halves, self.halves = "input_half" in reads, "weight_half" in reads
+        self.quarter_kind = next((k for k in ("weight_quarter1", "weight_quarter3")
+                                  if k in reads), None)
+        # Port 3's loader of a four-port core with residual layers: the residual boxes (and
+        # the second weight halves, if the core splits weight tiles).
+        self.res_side = (loader.res_box_layout is not None and "residual" in reads
+                         and not self.loads_in)
+
+    def first_phase(self, desc):
+        """The phase each pass of ``desc`` starts at: a loader without inputs at its weights
+        (or the input's upper half), port 3's loader with residuals at the residual box; a
+        loader of one half at it."""
+        if self.loads_in:
+            return 0
+        if self.res_side:
+            return Mux(desc.flags & FLAG_RESIDUAL, 1, 4)
+        if self.loads_w:
+            return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if self.in_halves else 3
+        if self.quarter_kind and self.in_halves:
+            return Mux(desc.flags & FLAG_ISPLIT, 5, 6)
+        return 6 if self.quarter_kind else 5 if self.in_halves else 4
+
+    def last_read(self, dest, split, quarter):
+        """Whether ``dest`` is the pass's last read, whose handshake (or status) steps the
+        walk: its weight tile (or first half), its input box, or with ``FLAG_WSPLIT`` the
+        second half (``FLAG_WQUARTER`` the second quarter) after the input box; a loader of
+        one half (or quarter), that half (or quarter); port 3's loader with residuals its
+        weight half, else the residual box (a pass with neither steps in its phase 1)."""
+        if self.loads_w:
+            return dest == _DEST_W
+        if self.loads_in and self.halves:
+            return Mux(split, dest == _DEST_W1, dest == _DEST_IN)
+        if self.loads_in and self.quarter_kind:
+            return Mux(quarter, dest == _DEST_W2, dest == _DEST_IN)
+        if self.loads_in:
+            return dest == _DEST_IN
+        if self.quarter_kind and self.in_halves:
+            return Mux(quarter, dest == _DEST_W3, dest == _DEST_IN1)
+        if self.quarter_kind:
+            return dest == _DEST_W3
+        if self.res_side and self.halves:
+            return Mux(split, dest == _DEST_W1, dest == _DEST_RES)
+        if self.res_side:
+            return dest == _DEST_RES
+        return dest == (_DEST_IN1 if self.in_halves else _DEST_W1)
 
 
 class _WeightParts:
