@@ -41,6 +41,8 @@ def _run_fused(tmp_path, run_image, ports, queue, seed):
     return acc, image, doc["read_bytes"]
 
 
+@pytest.mark.slow  # suite budget: the FC test's c1 and fc layers run the same splits on four
+# ports with a queue (tests/hw/test_accelerator_fc.py), the trim test port 3's residual boxes
 def test_four_ports_with_a_queue_are_bit_exact_and_read_their_share(tmp_path, run_image):
     acc, image, read = _run_fused(tmp_path, run_image, 4, 2, seed=41)
     flags = {lp.layer.name: lp.descriptor.flags & _SPLITS for lp in image.plan.layers}
@@ -67,6 +69,8 @@ def test_three_ports_are_bit_exact_and_read_their_share(tmp_path, run_image):
     assert read[1:] == [weight_bytes(acc, image), weight_bytes(acc, image, "input_half")]
 
 
+@pytest.mark.slow  # suite budget: the two-lane pool pass (test_accelerator_pool_lanes.py) is
+# the same lane logic; this adds lanes 2 and 3 (and a lane sitting the step out)
 def test_four_pool_lanes_are_bit_exact_under_backpressure(tmp_path, run_image):
     acc, image, root = compile_saved(
         tmp_path, lambda f: write_small_accelerator(f, tn=32, tm=32, net=POOL_LANES_NET,
