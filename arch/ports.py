@@ -214,12 +214,13 @@ class PortMap:
 
     @property
     def residual(self) -> int:
-        """The port of the residual boxes: 3 with four ports (port 3's loader, beside the
-        second weight halves), else 0 (the input loader's). A residual box is as large as the
-        tile's output and read once per tile: on port 0 it competes with the tile's input box
-        (ResNet-18's stage-1 second convs: 1,792 residual and 1,920 input beats a tile on port
-        0 against 2,646 PE beats), on port 3 it has a port that sits idle there."""
-        return 3 if self.axi_ports >= 4 else 0
+        """The port of the residual boxes: the second weight halves' (:attr:`weight_half`):
+        3 with four ports (port 3's loader), else 0 (the input loader's). A residual box is as
+        large as the tile's output and read once per tile: on port 0 it competes with the
+        tile's input box (ResNet-18's stage-1 second convs: 1,792 residual and 1,920 input
+        beats a tile on port 0 against 2,646 PE beats), on port 3 it has a port that sits
+        idle there."""
+        return self.weight_half
 
     @property
     def managers(self) -> tuple[str, ...]:

@@ -34,9 +34,9 @@ What a descriptor costs
     ``FLAG_WQUARTER`` (four ports) the weight loader reads the first quarter of the tile, the
     input loader the second after its input box, port 3's loader the third and port 2's the
     fourth, the tile is in once all four are, and no quarter of the next tile starts before
-    that; with four ports the residual boxes are port 3's loader's (``residual_engine``): it
-    reads each tile's box at the tile's first pass, before that pass's weight half, and spends
-    a cycle on each other pass of a residual descriptor;
+    that; with four ports the residual boxes are port 3's loader's (the second weight halves'
+    engine, ``weight_half_engine``): it reads each tile's box at the tile's first pass, before
+    that pass's weight half, and spends a cycle on each other pass of a residual descriptor;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -155,12 +155,9 @@ class MemoryModel:
         The upper halves of split input boxes (the second halves of split weight tiles) are
         read by a loader and read engine of their own, on a port of their own: the RTL of a
         three- or four-port (four-port) accelerator, which :func:`memory_of` sets; ``False``:
-        by the weight (input) loader.
-    residual_engine : bool
-        The residual boxes are read by port 3's loader and read engine (the second halves'),
-        not the input loader: the RTL of a four-port accelerator
-        (:attr:`~fcircnn.arch.ports.PortMap.residual`), which :func:`memory_of` sets; it
-        walks every residual descriptor's passes, a cycle for a pass without a read.
+        by the weight (input) loader. The second halves' loader also reads the residual
+        boxes (:attr:`~fcircnn.arch.ports.PortMap.residual`): it walks every residual
+        descriptor's passes, a cycle for a pass without a read.
     """
 
     read_latency: int = 2
@@ -173,7 +170,6 @@ class MemoryModel:
     pool_lanes: int = 1
     input_half_engine: bool = False
     weight_half_engine: bool = False
-    residual_engine: bool = False
 
     def __post_init__(self) -> None:
         _check_int("read_latency", self.read_latency, 0, 100_000)
@@ -182,8 +178,7 @@ class MemoryModel:
         _check_int("axi_ports", self.axi_ports, 1, 64)
         if not isinstance(self.efficiency, (int, float)) or not 0 < self.efficiency <= 1:
             raise ValueError(f"efficiency must be in (0, 1], not {self.efficiency!r}")
-        for name in ("weight_engine", "input_half_engine", "weight_half_engine",
-                     "residual_engine"):
+        for name in ("weight_engine", "input_half_engine", "weight_half_engine"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, not {getattr(self, name)!r}")
         _check_int("dma_queue", self.dma_queue, DMA_QUEUE[0], DMA_QUEUE[-1])
@@ -580,11 +575,9 @@ class _Conv:
         self.walker = {"w": _WL, "i1": _I1L, "w1": _W1L}
         self.nstate = _NSTATE + sum(q.slots for q in self.queues.values())
         # The half loaders this descriptor runs (their positions bound the clamp's floor).
-        self.res_who = "w1" if mem.residual_engine else "in"
         self.half_walkers = ([_I1L] if (self.i_split or self.quarter)
                              and mem.input_half_engine else []) + (
-            [_W1L] if (self.split and mem.weight_half_engine)
-            or (self.residual and self.res_who == "w1") else [])
+            [_W1L] if mem.weight_half_engine and (self.split or self.residual) else [])
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
               burst_rows: int, gaps: int, lead: int = 0) -> tuple[float, float]:
@@ -641,7 +634,7 @@ class _Conv:
             # one cycle, before the pass's weight half if split)
             if self.residual and nt == 0:
                 gaps = out_rows if not out_whole else groups * ext_d
-                if self.res_who == "w1":
+                if self.w1_who == "w1":
                     s[_W1L], last = self._read(s, "w1", s[_W1L], "residual", s[_DR2] + 1,
                                                out_beats, out_rows, out_rows, gaps)
                     ld += 1
@@ -652,7 +645,7 @@ class _Conv:
                 acc[2] += out_beats * _BEAT
             else:
                 ld += 1
-                if self.residual and self.res_who == "w1":
+                if self.residual and self.w1_who == "w1":
                     s[_W1L] += 1
             # phase 2: input box, once compute released the pass two back
             g_in = self.in_groups[nt]
@@ -901,8 +894,6 @@ def memory_of(acc: AcceleratorConfig, memory: MemoryModel | None = None) -> Memo
         mem = replace(mem, input_half_engine=True)
     if ports.weight_half >= 2 and not mem.weight_half_engine:
         mem = replace(mem, weight_half_engine=True)
-    if ports.residual and not mem.residual_engine:
-        mem = replace(mem, residual_engine=True)
     return mem
 
 

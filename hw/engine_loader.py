@@ -497,9 +497,9 @@ class _Kinds:
         self.quarter_kind = next((k for k in ("weight_quarter1", "weight_quarter3")
                                   if k in reads), None)
         # Port 3's loader of a four-port core with residual layers: the residual boxes (and
-        # the second weight halves, if the core splits weight tiles).
-        self.res_side = (loader.res_box_layout is not None and "residual" in reads
-                         and not self.loads_in)
+        # the second weight halves, if the core splits weight tiles; the constructor has
+        # checked that the core has a residual buffer).
+        self.res_side = "residual" in reads and not self.loads_in
 
     def first_phase(self, desc):
         """The phase each pass of ``desc`` starts at: a loader without inputs at its weights
