@@ -18,7 +18,8 @@ offset  bytes  field             contents
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
                                  :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
                                  :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`, bit 8
-                                 :data:`FLAG_WQUARTER`; other bits 0
+                                 :data:`FLAG_WQUARTER`, bit 9 :data:`FLAG_IQUARTER`; other
+                                 bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -94,6 +95,7 @@ __all__ = [
     "FLAG_CBN",
     "FLAG_CRELU",
     "FLAG_DFOLD",
+    "FLAG_IQUARTER",
     "FLAG_ISPLIT",
     "FLAG_LAST",
     "FLAG_POOL",
@@ -146,9 +148,17 @@ FLAG_DFOLD = 1 << 7
 #: :data:`FLAG_WSPLIT`; with :data:`FLAG_ISPLIT` port 2 reads the upper half of each input box,
 #: then its quarter of the weight tile.
 FLAG_WQUARTER = 1 << 8
+#: With :data:`FLAG_ISPLIT` on a four-port accelerator: each input box is read in four
+#: quarters of its slot groups, one on each AXI port (:meth:`fcircnn.arch.ports.PortMap.
+#: quarters_inputs`, :func:`fcircnn.arch.ports.input_quarters`): the first on port 0 (the input
+#: loader), the second on port 1 (the weight loader, before its weight tile), the third on port
+#: 2 (where the upper half of a split box starts) and the fourth on port 3 (after the tile's
+#: residual box, before the pass's weight half). The image does not change. Never without
+#: :data:`FLAG_ISPLIT`.
+FLAG_IQUARTER = 1 << 9
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0x1FF
+_FLAGS_MASK = 0x3FF
 
 
 def weight_parts(flags: int) -> int:
@@ -306,6 +316,8 @@ class LayerDescriptor:
             raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
         if self.flags & FLAG_WQUARTER and not self.flags & FLAG_WSPLIT:
             raise ValueError("FLAG_WQUARTER needs FLAG_WSPLIT")
+        if self.flags & FLAG_IQUARTER and not self.flags & FLAG_ISPLIT:
+            raise ValueError("FLAG_IQUARTER needs FLAG_ISPLIT")
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

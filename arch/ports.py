@@ -39,6 +39,17 @@ box if the descriptor splits input boxes too), all four landing in the weight bu
 (disjoint banks; the image of such a tile is laid out quarter-major). It needs four ports
 and a number of beats per kernel tap divisible by four (:meth:`PortMap.quarters_weights`).
 
+On four ports a split input box still leaves ports 1 and 3 with little to read in the layers
+its boxes bound (the stride-2 convs and the first layer: one weight tile a pass, or none).
+The compiler can then add :data:`~fcircnn.arch.descriptor.FLAG_IQUARTER`: each input box is
+read in four quarters of its slot groups (:func:`input_quarters`), one per port: the first on
+port 0 (the input loader), the second on port 1 (the weight loader, before its weight tile:
+``input_quarter1``), the third on port 2 (its loader's ``input_half``, which starts there) and
+the fourth on port 3 (``input_quarter3``, after the tile's residual box and before the pass's
+weight half), into the input buffer's four load streams (disjoint banks). It needs four ports
+and a multiple of four input slot groups per n-tile (:meth:`PortMap.quarters_inputs`), every
+n-tile loading all of them (:func:`~fcircnn.arch.walk.quarters_inputs`).
+
 On four ports the residual boxes of a core with residual layers move from the input loader to
 port 3's (:attr:`PortMap.residual`): a residual box is the size of the tile's output, and on
 port 0 it shares the port with the tile's input box, which bounds ResNet-18's stage-1 convs
@@ -53,12 +64,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_READS",
-           "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS", "RESIDUAL_READS",
-           "SPLIT_INPUT_READS",
-           "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS", "WEIGHT_PART_KINDS", "WEIGHT_QUARTER_READS",
-           "WEIGHT_READS",
-           "PortMap", "input_halves", "weight_halves", "weight_quarters"]
+__all__ = ["ALL_READS", "AXI_PORTS", "DMA_QUEUE", "INPUT_HALF_READS", "INPUT_QUARTER_KINDS",
+           "INPUT_READS", "LOADER_READS", "MANAGERS", "PORT_ROLES", "READ_KINDS",
+           "RESIDUAL_READS", "SPLIT_INPUT_READS", "SPLIT_WEIGHT_READS", "WEIGHT_HALF_READS",
+           "WEIGHT_PART_KINDS", "WEIGHT_QUARTER_READS", "WEIGHT_READS",
+           "PortMap", "input_halves", "input_quarters", "weight_halves", "weight_quarters"]
 
 #: The numbers of AXI4 manager ports an accelerator can have.
 AXI_PORTS: tuple[int, ...] = (1, 2, 3, 4)
@@ -68,8 +78,9 @@ DMA_QUEUE: range = range(1, 9)
 #: The top level's AXI4 manager interfaces (port-name prefixes), by port: ``m_axi`` (every
 #: transfer but those of the other ports), ``m_axi1`` (the weight tiles), ``m_axi2`` (the upper
 #: halves of split input boxes, or the fourth quarters of weight tiles read in quarters),
-#: ``m_axi3`` (the second halves of split weight tiles); port ``k`` is also lane ``k`` of a pool
-#: pass.
+#: ``m_axi3`` (the second halves of split weight tiles, the residual boxes of a residual core,
+#: the fourth quarters of input boxes read in quarters); port ``k`` is also lane ``k`` of a
+#: pool pass.
 MANAGERS: tuple[str, ...] = ("m_axi", "m_axi1", "m_axi2", "m_axi3")
 #: What each port's loader reads, by port (in a few words, for reports).
 PORT_ROLES: tuple[str, ...] = ("records, input and residual boxes", "weight tiles",
@@ -78,15 +89,21 @@ PORT_ROLES: tuple[str, ...] = ("records, input and residual boxes", "weight tile
 
 #: The kinds of read a conv layer's loader issues, in the order of one pass: the m-tile's post
 #: records, the tile's residual box, the pass's input box (its lower slot groups if the
-#: descriptor splits input boxes), the upper slot groups of a split input box, the pass's weight
-#: tile (its first half if the descriptor splits weight tiles, its first quarter if it reads
-#: them in quarters), the second half (third quarter) of a split weight tile, the second and
-#: the fourth quarter of a weight tile read in quarters.
-READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "input_half", "weights",
-                               "weight_half", "weight_quarter1", "weight_quarter3")
+#: descriptor splits input boxes, its first quarter if it reads them in quarters), the upper
+#: slot groups of a split input box (its third quarter), the second and the fourth quarter of
+#: an input box read in quarters, the pass's weight tile (its first half if the descriptor
+#: splits weight tiles, its first quarter if it reads them in quarters), the second half (third
+#: quarter) of a split weight tile, the second and the fourth quarter of a weight tile read in
+#: quarters.
+READ_KINDS: tuple[str, ...] = ("params", "residual", "input", "input_half", "input_quarter1",
+                               "input_quarter3", "weights", "weight_half", "weight_quarter1",
+                               "weight_quarter3")
+#: The read kinds of the second and the fourth quarter of an input box read in quarters (on
+#: the weight loader and on port 3's).
+INPUT_QUARTER_KINDS: frozenset[str] = frozenset({"input_quarter1", "input_quarter3"})
 #: Every read kind of a one-port loader (which never splits a box or tile).
-ALL_READS: frozenset[str] = frozenset(READ_KINDS) - {"input_half", "weight_half",
-                                                     "weight_quarter1", "weight_quarter3"}
+ALL_READS: frozenset[str] = frozenset(READ_KINDS) - INPUT_QUARTER_KINDS - {
+    "input_half", "weight_half", "weight_quarter1", "weight_quarter3"}
 #: The reads of the weight loader of a two-port design.
 WEIGHT_READS: frozenset[str] = frozenset({"weights"})
 #: The same, on a core whose input boxes can be split: also their upper slot groups.
@@ -113,13 +130,18 @@ WEIGHT_PART_KINDS: dict[int, tuple[str, ...]] = {
 #: half on a port of its own; on four ports with quarters also the input loader with the
 #: second quarters and port 2's loader with the fourth (beside or without input halves); on
 #: four ports with residual layers the input loader without the residual boxes and port 3's
-#: loader with them (beside or without weight halves).
+#: loader with them (beside or without weight halves); on four ports with input quarters the
+#: weight loader with the second quarters and port 3's loader with the fourth (beside any of
+#: its other kinds).
 LOADER_READS: tuple[frozenset[str], ...] = (
     ALL_READS, INPUT_READS, SPLIT_INPUT_READS, WEIGHT_READS, SPLIT_WEIGHT_READS,
     INPUT_HALF_READS, WEIGHT_HALF_READS, INPUT_READS | {"weight_quarter1"},
     WEIGHT_QUARTER_READS, INPUT_HALF_READS | WEIGHT_QUARTER_READS,
     INPUT_READS - RESIDUAL_READS, INPUT_READS - RESIDUAL_READS | {"weight_quarter1"},
-    RESIDUAL_READS, WEIGHT_HALF_READS | RESIDUAL_READS)
+    RESIDUAL_READS, WEIGHT_HALF_READS | RESIDUAL_READS,
+    WEIGHT_READS | {"input_quarter1"}, frozenset({"input_quarter3"}),
+    WEIGHT_HALF_READS | {"input_quarter3"}, RESIDUAL_READS | {"input_quarter3"},
+    WEIGHT_HALF_READS | RESIDUAL_READS | {"input_quarter3"})
 
 
 def input_halves(groups: int) -> tuple[range, range]:
@@ -136,6 +158,23 @@ def input_halves(groups: int) -> tuple[range, range]:
                          f"not {groups!r}")
     half = groups // 2
     return range(half), range(half, groups)
+
+
+def input_quarters(groups: int) -> tuple[range, range, range, range]:
+    """The input slot groups of an n-tile that the four quarters of a ``FLAG_IQUARTER`` input
+    box carry, in slot-group order: quarter ``k`` holds groups ``[k*G/4, (k+1)*G/4)``; the
+    first two are the lower half of :func:`input_halves`, the last two the upper.
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` is not a positive multiple of four.
+    """
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 4 or groups % 4:
+        raise ValueError(f"an input box reads in quarters only with a multiple of four slot "
+                         f"groups, not {groups!r}")
+    q = groups // 4
+    return tuple(range(k * q, (k + 1) * q) for k in range(4))
 
 
 def weight_halves(beats_per_tap: int) -> tuple[range, range]:
@@ -259,6 +298,12 @@ class PortMap:
         weight port and an even count (:func:`input_halves`)."""
         return self.weight_loader and in_groups >= 2 and in_groups % 2 == 0
 
+    def quarters_inputs(self, in_groups: int) -> bool:
+        """Whether a core with ``in_groups`` input slot groups per n-tile can read its input
+        boxes in quarters over four ports (:data:`~fcircnn.arch.descriptor.FLAG_IQUARTER`):
+        with four ports and a multiple of four (:func:`input_quarters`)."""
+        return self.axi_ports == 4 and in_groups >= 4 and in_groups % 4 == 0
+
     def loader_reads(self, beats_per_tap: int = 1, in_groups: int = 1, *,
                      residual: bool = False) -> tuple[frozenset[str], ...]:
         """The read kinds of each port's loader of a layer engine, by port (an empty set: the
@@ -269,8 +314,11 @@ class PortMap:
         split input boxes on port 2 with three or more ports, else on the weight loader; where
         it :meth:`quarters_weights`, the second quarters on the input loader and the fourth on
         port 2's (the read kinds ``weight_quarter1``, ``weight_quarter3``; the first quarter is
-        the weight loader's ``weights``, the third port 3's ``weight_half``); where the core
-        runs ``residual`` layers, the residual boxes on port :attr:`residual`'s loader."""
+        the weight loader's ``weights``, the third port 3's ``weight_half``); where it
+        :meth:`quarters_inputs`, the second input quarters on the weight loader and the fourth
+        on port 3's (``input_quarter1``, ``input_quarter3``; the first is the input loader's
+        ``input``, the third port 2's ``input_half``); where the core runs ``residual``
+        layers, the residual boxes on port :attr:`residual`'s loader."""
         if not self.weight_loader:
             return (ALL_READS,)
         loaders = [set(INPUT_READS), set(WEIGHT_READS)] + [set() for _ in range(2, self.axi_ports)]
@@ -281,6 +329,9 @@ class PortMap:
         if self.quarters_weights(beats_per_tap):
             loaders[0].add("weight_quarter1")
             loaders[2].add("weight_quarter3")
+        if self.quarters_inputs(in_groups):
+            loaders[1].add("input_quarter1")
+            loaders[3].add("input_quarter3")
         if residual and self.residual:
             loaders[0] -= RESIDUAL_READS
             loaders[self.residual] |= RESIDUAL_READS

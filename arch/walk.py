@@ -12,7 +12,8 @@ tiles):
 * reads (:func:`conv_reads`): per m-tile its post records (before its first tile), per tile the
   residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
   (conv padding as the DMA's zero padding; with ``FLAG_ISPLIT`` its two halves of slot groups,
-  :func:`~fcircnn.arch.ports.input_halves`) then the ``(mt, nt)`` weight tile (with
+  :func:`~fcircnn.arch.ports.input_halves`, with ``FLAG_IQUARTER`` too its four quarters,
+  :func:`~fcircnn.arch.ports.input_quarters`) then the ``(mt, nt)`` weight tile (with
   ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`, with
   ``FLAG_WQUARTER`` too its four quarters, :func:`~fcircnn.arch.ports.weight_quarters`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
@@ -30,6 +31,7 @@ from typing import NamedTuple
 from .descriptor import (
     DFOLD_DEPTHS,
     FLAG_DFOLD,
+    FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -38,11 +40,11 @@ from .descriptor import (
     weight_parts,
 )
 from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
-from .ports import WEIGHT_PART_KINDS, input_halves
+from .ports import WEIGHT_PART_KINDS, input_halves, input_quarters
 
 __all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
            "conv_writes", "halved_axes", "input_groups", "m_tile_slots", "pool_boxes",
-           "splits_input_slots", "splits_inputs"]
+           "quarters_inputs", "splits_input_slots", "splits_inputs"]
 
 
 class Box(NamedTuple):
@@ -163,12 +165,23 @@ def splits_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
     return desc.op != OP_POOL and splits_input_slots(desc.in_slots, desc.n_tiles, core)
 
 
-def splits_input_slots(in_slots: int, n_tiles: int, core: CoreGeometry) -> bool:
-    """Whether input boxes of ``in_slots`` slots in ``n_tiles`` n-tiles can be read in two
-    halves of slot groups on ``core``: ``Tn/16`` is even and every n-tile loads all of its
-    groups (the halves are the input buffer's two fixed halves of banks)."""
+def quarters_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
+    """Whether the input boxes of conv descriptor ``desc`` can be read in four quarters of slot
+    groups (``FLAG_IQUARTER``) on ``core``: :func:`splits_input_slots` of its input in four
+    parts. The port side of the rule is :meth:`~fcircnn.arch.ports.PortMap.quarters_inputs`."""
+    return desc.op != OP_POOL and splits_input_slots(desc.in_slots, desc.n_tiles, core, parts=4)
+
+
+def splits_input_slots(in_slots: int, n_tiles: int, core: CoreGeometry, *,
+                       parts: int = 2) -> bool:
+    """Whether input boxes of ``in_slots`` slots in ``n_tiles`` n-tiles can be read in
+    ``parts`` (2 or 4) equal parts of slot groups on ``core``: ``Tn/16`` is a multiple of
+    ``parts`` and every n-tile loads all of its groups (the parts are the input buffer's fixed
+    sets of banks)."""
+    if parts not in (2, 4):
+        raise ValueError(f"parts must be 2 or 4, not {parts!r}")
     G = core.in_groups
-    return (core.tn > SLOT_GROUP_CHANNELS and G % 2 == 0
+    return (core.tn > SLOT_GROUP_CHANNELS and G % parts == 0
             and all(g == G for g in _input_groups(in_slots, n_tiles, core)))
 
 
@@ -195,13 +208,18 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
     then the first half of the tile, ``"weight_half"`` the second, each half the tile's
     bytes); with ``FLAG_WQUARTER`` too the four quarters in image order ``"weights"``,
     ``"weight_quarter1"``, ``"weight_half"``, ``"weight_quarter3"``
-    (:func:`~fcircnn.arch.ports.weight_quarters`)."""
+    (:func:`~fcircnn.arch.ports.weight_quarters`); with ``FLAG_IQUARTER`` the input box's four
+    quarters of slot groups in the order ``"input"``, ``"input_quarter1"``, ``"input_half"``,
+    ``"input_quarter3"`` (:func:`~fcircnn.arch.ports.input_quarters`)."""
     weight_tile = desc.weight_tile_bytes
     kinds = WEIGHT_PART_KINDS[weight_parts(desc.flags)]
     part = weight_tile // len(kinds)
     i_split = bool(desc.flags & FLAG_ISPLIT)
     if i_split and not splits_inputs(desc, core):
         raise ValueError("FLAG_ISPLIT on a descriptor whose input boxes cannot split")
+    i_quarter = bool(desc.flags & FLAG_IQUARTER)
+    if i_quarter and not quarters_inputs(desc, core):
+        raise ValueError("FLAG_IQUARTER on a descriptor whose input boxes cannot be quartered")
     axes = [axis_tiles(desc, a) for a in range(3)]
     for tile in conv_tiles(desc, core):
         for nt in range(desc.n_tiles):
@@ -212,7 +230,12 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
                 yield "residual", Box(_out_addr(desc, tile, desc.res_base), *desc.out_stride,
                                       tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
             box = _input_box(desc, core, tile, nt, axes)
-            if i_split:
+            if i_quarter:
+                for kind, groups in zip(_INPUT_PART_KINDS, input_quarters(box.groups),
+                                        strict=True):
+                    yield kind, box._replace(addr=box.addr + groups.start * box.stride_g,
+                                             groups=len(groups))
+            elif i_split:
                 lower, upper = input_halves(box.groups)
                 yield "input", box._replace(groups=len(lower))
                 yield "input_half", box._replace(addr=box.addr + upper.start * box.stride_g,
@@ -222,6 +245,10 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
             for k, kind in enumerate(kinds):
                 yield kind, Box.block(w_addr + k * part, part)
+
+
+#: The read kinds of an input box's quarters (``FLAG_IQUARTER``), in slot-group order.
+_INPUT_PART_KINDS = ("input", "input_quarter1", "input_half", "input_quarter3")
 
 
 def conv_passes(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[Tile, int]]:

@@ -79,7 +79,10 @@ class Case:
 #: four ports with its input boxes split (``FLAG_WQUARTER | FLAG_ISPLIT``), fc3's in quarters alone,
 #: fc2's in halves; ``kinds_4ports_q2``: ``kinds`` on four ports with a queue of two, its ResNet-18
 #: core's residual boxes read by a loader of their own on port 3 (the only reads of that port:
-#: ``kinds`` splits nothing).
+#: ``kinds`` splits nothing); ``quarters``: ResNet-18's first stage-2 block in small on a
+#: ``Tn = Tm = 64`` core with four ports and a queue of two (the test of
+#: ``tests/hw/test_accelerator_quarters.py``): the input boxes of its stride-2 conv, shortcut,
+#: residual conv, gap and FC layer read in quarters over the four ports (``FLAG_IQUARTER``).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -101,6 +104,7 @@ CASES: tuple[Case, ...] = (
     Case("pool_lanes_4ports", "write_pool_lanes_accelerator", axi_ports=4),
     Case("kinds_4ports_q2", config="tests/hw/configs/two_core.yaml", seed=5,
          verilator_opt=None, axi_ports=4, dma_queue=2),
+    Case("quarters", "write_quarters_accelerator"),
 )
 
 

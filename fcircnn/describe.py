@@ -7,6 +7,7 @@ which layer.
 
 from __future__ import annotations
 
+from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.ports import MANAGERS, PORT_ROLES, PortMap
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
 from fcircnn.models.placement import trims_taps, views_gap
@@ -16,17 +17,20 @@ from fcircnn.report import format_table
 __all__ = ["describe_accelerator", "describe_network"]
 
 
-def _ports_text(axi_ports: int, residual: bool) -> str:
+def _ports_text(axi_ports: int, residual: bool, in_quarters: bool = False) -> str:
     """What each AXI port carries, in a few words (``residual``: the network has residual
-    layers, whose boxes may have a port of their own)."""
+    layers, whose boxes may have a port of their own; ``in_quarters``: a core can read its
+    input boxes in quarters, one on every port)."""
     if axi_ports == 1:
         return "1 port"
     roles = list(PORT_ROLES)
     moved = PortMap(axi_ports).residual
     if residual and moved:
         roles[moved] += " and residual boxes"
+
     what = [f"{roles[k]} on {MANAGERS[k]}" for k in range(1, axi_ports)]
-    return f"{axi_ports} ports ({', '.join(what)}; {axi_ports} pool lanes)"
+    quarters = f"input boxes in quarters over all {axi_ports}; " if in_quarters else ""
+    return f"{axi_ports} ports ({', '.join(what)}; {quarters}{axi_ports} pool lanes)"
 
 
 def describe_network(net: NetworkConfig) -> str:
@@ -70,7 +74,9 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         f"  clock          {acc.clock_mhz:g} MHz",
         f"  block size     B = {acc.block_size}",
         f"  AXI            {acc.bus_width}-bit data, {acc.address_width}-bit address, "
-        + _ports_text(acc.axi_ports, any(r.residual for r in acc.network.resolved))
+        + _ports_text(acc.axi_ports, any(r.residual for r in acc.network.resolved),
+                      any(PortMap(acc.axi_ports).quarters_inputs(
+                          CoreGeometry.of(c, acc.block_size).in_groups) for c in acc.cores))
         + ("" if acc.dma_queue == 1 else f", {acc.dma_queue} read commands in flight a loader"),
         "",
     ]

@@ -105,6 +105,7 @@ from fcircnn.arch.descriptor import (
     FLAG_CBN,
     FLAG_CRELU,
     FLAG_DFOLD,
+    FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_LAST,
     FLAG_POOL,
@@ -128,7 +129,7 @@ from fcircnn.arch.geometry import (
     pool_fuses,
 )
 from fcircnn.arch.ports import PortMap
-from fcircnn.arch.walk import splits_inputs
+from fcircnn.arch.walk import quarters_inputs, splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
 from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import (
@@ -638,7 +639,11 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     :meth:`~fcircnn.arch.ports.PortMap.splits_inputs` and the layer
     :func:`~fcircnn.arch.walk.splits_inputs`), both (each port then reads half of each) and
     on four ports the weight tiles in quarters (``FLAG_WSPLIT | FLAG_WQUARTER``, where the
-    core :meth:`~fcircnn.arch.ports.PortMap.quarters_weights`); the performance model picks the
+    core :meth:`~fcircnn.arch.ports.PortMap.quarters_weights`) and the input boxes in quarters
+    (``FLAG_ISPLIT | FLAG_IQUARTER``, where the core
+    :meth:`~fcircnn.arch.ports.PortMap.quarters_inputs` and the layer
+    :func:`~fcircnn.arch.walk.quarters_inputs`), each with either weight split; the
+    performance model picks the
     fastest, no split unless a split is faster. A descriptor
     that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
     is not split (a split cannot save more than that wait; this keeps the sweep's per-point
@@ -651,7 +656,10 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     w = FLAG_WSPLIT if ports.splits_weights(cg.weight_tile_beats(1)) else 0
     i = FLAG_ISPLIT if ports.splits_inputs(cg.in_groups) and splits_inputs(d, cg) else 0
     q = FLAG_WSPLIT | FLAG_WQUARTER if ports.quarters_weights(cg.weight_tile_beats(1)) else 0
-    candidates = sorted({w, i, w | i, q, q | i if q else 0} - {0})
+    iq = (FLAG_ISPLIT | FLAG_IQUARTER if ports.quarters_inputs(cg.in_groups)
+          and quarters_inputs(d, cg) else 0)
+    candidates = sorted({w, i, w | i, q, q | i if q else 0,
+                         iq, iq | w if iq else 0, iq | q if iq else 0} - {0})
     if not candidates:
         return 0
     mem = memory_of(acc)

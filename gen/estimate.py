@@ -67,7 +67,9 @@ buffer that can split its tiles over both ports (``WeightBuffer(splittable=True)
 (``InputBuffer(splittable=True)``) :data:`INPUT_SPLIT_LOGIC`, both measured by Yosys, until a
 calibration point fits them; one that can read its tiles in quarters over four ports
 (``WeightBuffer(quarterable=True)``, with the quarter reads of the loaders)
-:data:`WEIGHT_QUARTER_LOGIC`, likewise.
+:data:`WEIGHT_QUARTER_LOGIC`, and one that can read its input boxes in quarters
+(``InputBuffer(quarterable=True)``, with the input quarters of the weight loader and port 3's)
+:data:`INPUT_QUARTER_LOGIC`, likewise.
 
 Example
 -------
@@ -103,6 +105,7 @@ from fcircnn.arch.ports import PortMap
 __all__ = [
     "CALIBRATION_FILE",
     "HALF_LOADER_LOGIC",
+    "INPUT_QUARTER_LOGIC",
     "INPUT_SPLIT_LOGIC",
     "PSUM_POOL_LOGIC",
     "RESOURCE_NAMES",
@@ -376,6 +379,7 @@ class _Core:
     half_loaders: int = 0
     quarter: bool = False
     psum_pool_parts: int = 0
+    iquarter: bool = False
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -399,7 +403,8 @@ def _cores(acc: Any) -> list[_Core]:
                            ports.splits_inputs(cg.in_groups), ports.pool_lanes,
                            sum(1 for reads in loaders[2:] if reads),
                            ports.quarters_weights(cg.weight_tile_beats(1)),
-                           cg.lanes * core.tm if geo.fused_pool else 0))
+                           cg.lanes * core.tm if geo.fused_pool else 0,
+                           ports.quarters_inputs(cg.in_groups)))
     return cores
 
 
@@ -450,6 +455,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "one": 1, "banks": L * Gin, "addr": L * _log2ceil(2 * in_depth),
         "sub_mux": L * Tn * 8 * (subs - 1),
         "isplit": int(c.isplit), "isplit_lanes": L * int(c.isplit),
+        "iquarter": int(c.iquarter), "iquarter_lanes": L * int(c.iquarter),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
                               {"one": 1, "banks": w_banks, "split": int(c.split),
@@ -488,6 +494,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "half_loaders": c.half_loaders,
         "quarter": int(c.quarter),
         "psum_pool": c.psum_pool_parts,
+        "iquarter": int(c.iquarter),
     })
     return comps
 
@@ -573,6 +580,25 @@ INPUT_SPLIT_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
 }
 
 
+#: What reading input boxes in quarters over four ports adds to a core, by component and
+#: feature: the input buffer's third and fourth load streams (their box counters and per-lane
+#: plane addresses, ``iquarter_lanes`` per lane; the beat and address multiplexers of the
+#: second and fourth quarters' banks and the commit of four parts, ``iquarter``) and, in
+#: ``control``, the input-box arithmetic, routing and phase of the input quarters on the
+#: weight loader and port 3's, and the quarter's group count on the input loader and port 2's.
+#: Yosys 0.70 native, out of context, on the ResNet-18 best core (``Tn = Tm = 64``, kernel
+#: ``3x7x7`` at stride 2, two commands): ``InputBuffer`` splittable -> quarterable 3,976 LUT,
+#: 401 FF -> 4,196, 783 at ``Td = 2`` and 6,960, 460 -> 7,690, 892 at ``Td = 4`` (the two
+#: points give the constant and per-lane terms; ABC maps the constant below zero); the weight
+#: loader 622, 221 -> 2,039, 1,132 and port 3's loader 1,524, 568 -> 2,739, 1,335 (their
+#: input-box arithmetic), the input loader and port 2's +-9 LUT, +4 FF.
+INPUT_QUARTER_LOGIC: Mapping[str, Mapping[str, Mapping[str, float]]] = {
+    "input_buffer": {"iquarter": {"lut": -290, "ff": 332},
+                     "iquarter_lanes": {"lut": 255, "ff": 25}},
+    "control": {"iquarter": {"lut": 2628, "ff": 1682}},
+}
+
+
 #: What reading weight tiles in quarters over four ports adds to a core, by component: the
 #: weight buffer's third and fourth load streams (two more beats' pre-adders, their counters,
 #: the multiplexers of the second and fourth quarters' banks, the commit of four parts) and,
@@ -610,7 +636,7 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
     feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
     :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
-    :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`)."""
+    :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`)."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: dict(v) for res, v in coeffs["dma"].items()}
@@ -625,7 +651,7 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
 def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
     """Component ``name``'s features with an out-of-context Yosys cost, by feature: what
     :func:`_component_coefficients` uses until a fit has the feature."""
-    costs = dict(INPUT_SPLIT_LOGIC.get(name, {}))
+    costs = dict(INPUT_SPLIT_LOGIC.get(name, {})) | dict(INPUT_QUARTER_LOGIC.get(name, {}))
     if name in WEIGHT_SPLIT_LOGIC:
         costs["split"] = WEIGHT_SPLIT_LOGIC[name]
     if name in WEIGHT_QUARTER_LOGIC:

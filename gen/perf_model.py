@@ -37,6 +37,10 @@ What a descriptor costs
     that; with four ports the residual boxes are port 3's loader's (the second weight halves'
     engine, ``weight_half_engine``): it reads each tile's box at the tile's first pass, before
     that pass's weight half, and spends a cycle on each other pass of a residual descriptor;
+    with ``FLAG_IQUARTER`` (four ports) each of the four loaders reads a quarter of the input
+    box's slot groups (the weight loader's before its weight tile, port 3's after the residual
+    box and before its weight half, each once its walk has settled on the pass), the box is in
+    once all four are, and no quarter of the next box starts before that;
   - *compute*: per pass one PE-array beat per output voxel of the tile's ``h x w`` extent and
     kernel tap (with ``Td`` PE lanes, the core unrolling ``td``; one lane also steps through the
     tile's depth), after both buffers hold the pass; one cycle
@@ -77,6 +81,7 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     DFOLD_DEPTHS,
     FLAG_DFOLD,
+    FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_POOL,
     FLAG_RESIDUAL,
@@ -557,6 +562,10 @@ class _Conv:
             raise ValueError("FLAG_WQUARTER needs the four-port memory model (loaders of their "
                              "own on ports 2 and 3)")
         self.i_split = bool(d.flags & FLAG_ISPLIT)
+        self.i_quarter = bool(d.flags & FLAG_IQUARTER)
+        if self.i_quarter and not (mem.weight_half_engine and mem.input_half_engine):
+            raise ValueError("FLAG_IQUARTER needs the four-port memory model (loaders of their "
+                             "own on ports 2 and 3)")
         self.out_boxes = DFOLD_DEPTHS if d.flags & FLAG_DFOLD else 1
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
@@ -577,7 +586,8 @@ class _Conv:
         # The half loaders this descriptor runs (their positions bound the clamp's floor).
         self.half_walkers = ([_I1L] if (self.i_split or self.quarter)
                              and mem.input_half_engine else []) + (
-            [_W1L] if mem.weight_half_engine and (self.split or self.residual) else [])
+            [_W1L] if mem.weight_half_engine and (self.split or self.residual
+                                                  or self.i_quarter) else [])
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
               burst_rows: int, gaps: int, lead: int = 0) -> tuple[float, float]:
@@ -660,7 +670,21 @@ class _Conv:
                 return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
                                   gaps, lead=_leading_zeros(ad, ah, aw))
 
-            if self.i_split:
+            if self.i_quarter:
+                # a quarter on each loader (the weight loader's and port 3's settled on the
+                # pass as port 2's are), all once the last box committed
+                q = g_in // 4
+                gate = max(free, s[_IC])
+                ld, last = in_read("in", ld, "input", gate, q)
+                lasts = [last]
+                for who, kind in (("w", "input_quarter1"), ("i1", "input_half"),
+                                  ("w1", "input_quarter3")):
+                    settled = s[self.walker[who]] + (1 if self.queues else 2)
+                    s[self.walker[who]], last = in_read(who, settled, kind, gate, q)
+                    lasts.append(last)
+                s[_IC] = max(lasts) + 1
+                in_ready = s[_IC]
+            elif self.i_split:
                 # lower half on the input loader, upper half on the weight loader or port 2's
                 # (two cycles after its step, its box then settled), both once the last box
                 # committed

@@ -14,7 +14,7 @@ from fcircnn.arch.geometry import (
     engine_geometry,
     input_buffer_geometry,
 )
-from fcircnn.arch.ports import PortMap, input_halves
+from fcircnn.arch.ports import PortMap, input_halves, input_quarters
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
@@ -85,6 +85,13 @@ class InputBuffer(wiring.Component):
       halves write disjoint banks, so both streams take a beat a cycle; the tile commits once
       both ``last`` beats are written. A stream whose half is in waits (``ready`` low) until
       the tile commits. ``split`` must not change while a tile is partly loaded.
+    * Quartered load (built ``quarterable``, used while ``quarter`` is high, and ``split``
+      with it: a descriptor with :data:`~fcircnn.arch.descriptor.FLAG_IQUARTER`): the tile
+      arrives in four quarters of its slot groups at once
+      (:func:`~fcircnn.arch.ports.input_quarters`): the first on ``i`` (``box``), the second
+      on ``i2`` (``box2``), the third on ``i1`` (``box1``), the fourth on ``i3`` (``box3``),
+      each with its groups counted from the quarter's first; it commits once all four
+      ``last`` beats are written.
     * ``conflict`` (sticky) rises if either side breaks the handshake; never otherwise.
 
     Parameters
@@ -98,6 +105,9 @@ class InputBuffer(wiring.Component):
     splittable : bool
         Build the second load stream ``i1``, its box ``box1`` and the ``split`` input (needs
         an even number ``G`` of slot groups).
+    quarterable : bool
+        Also build the streams ``i2`` and ``i3``, their boxes and the ``quarter`` input (needs
+        ``splittable`` and a multiple of four slot groups).
 
     Ports
     -----
@@ -107,12 +117,14 @@ class InputBuffer(wiring.Component):
     r_addr : In(range(depth)); r_en : In(1); r_sub : In(range(subs)); r_release : In(1)
     i1 : In(stream.Signature(read_beat_layout())); box1 : In(input_box_layout(...));
     split : In(1) (only if ``splittable``)
+    i2, i3 : In(stream.Signature(read_beat_layout())); box2, box3 : In(input_box_layout(...));
+    quarter : In(1) (only if ``quarterable``)
     r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
     conflict : Out(1)
     """
 
     def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1,
-                 splittable: bool = False):
+                 splittable: bool = False, quarterable: bool = False):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
@@ -125,7 +137,13 @@ class InputBuffer(wiring.Component):
                 raise TypeError(f"splittable must be a bool, not {splittable!r}")
             if splittable:
                 input_halves(-(-Tn // 16))
-        self.splittable = splittable
+            if not isinstance(quarterable, bool):
+                raise TypeError(f"quarterable must be a bool, not {quarterable!r}")
+            if quarterable:
+                if not splittable:
+                    raise ValueError("quarterable needs splittable")
+                input_quarters(-(-Tn // 16))
+        self.splittable, self.quarterable = splittable, quarterable
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)
@@ -150,17 +168,21 @@ class InputBuffer(wiring.Component):
         if splittable:
             members |= {"i1": In(stream.Signature(read_beat_layout())), "box1": In(box),
                         "split": In(1)}
+        if quarterable:
+            members |= {"i2": In(stream.Signature(read_beat_layout())), "box2": In(box),
+                        "i3": In(stream.Signature(read_beat_layout())), "box3": In(box),
+                        "quarter": In(1)}
         super().__init__(members)
 
     @classmethod
     def of(cls, core: CoreGeometry, geometry: EngineGeometry, *,
-           splittable: bool = False) -> InputBuffer:
+           splittable: bool = False, quarterable: bool = False) -> InputBuffer:
         """The input buffer of a core's engine built for ``geometry``
         (:func:`~fcircnn.arch.geometry.input_buffer_geometry`: ``Td`` lanes of ``Kd``
         planes, or one lane of the tile's whole depth span)."""
         ib = input_buffer_geometry(core, geometry)
         return cls(core.tn, ib.lanes, core.tr, core.tc, B=core.B, kernel=ib.kernel,
-                   stride=ib.stride, splittable=splittable)
+                   stride=ib.stride, splittable=splittable, quarterable=quarterable)
 
     @classmethod
     def from_config(cls, accelerator, core) -> InputBuffer:
@@ -168,10 +190,14 @@ class InputBuffer(wiring.Component):
         layers the accelerator places on the core
         (:func:`~fcircnn.arch.geometry.engine_geometry`, FC and GAP layers reading their
         whole input map as one box); the split load where the accelerator's ports split
-        this core's input boxes (:meth:`~fcircnn.arch.ports.PortMap.splits_inputs`)."""
+        this core's input boxes (:meth:`~fcircnn.arch.ports.PortMap.splits_inputs`), the
+        quartered load where they read them in quarters
+        (:meth:`~fcircnn.arch.ports.PortMap.quarters_inputs`)."""
         cg = CoreGeometry.of(core, accelerator.block_size)
+        ports = PortMap(accelerator.axi_ports)
         return cls.of(cg, engine_geometry(accelerator, core),
-                      splittable=PortMap(accelerator.axi_ports).splits_inputs(cg.in_groups))
+                      splittable=ports.splits_inputs(cg.in_groups),
+                      quarterable=ports.quarters_inputs(cg.in_groups))
 
     def lanes_of_plane(self, d: int, stride_d: int | None = None) -> list[tuple[int, int]]:
         """``(lane, kd)`` pairs that store tile plane ``d`` for a layer of depth stride
@@ -235,25 +261,53 @@ class InputBuffer(wiring.Component):
 
     def _commit(self, m, store):
         """The streams' ready and the commit: the registered write of a ``last`` beat
-        commits the tile, once both halves are in while ``split``. Returns the ready of
-        each stream."""
-        pend = Signal(2)  # per stream: its last beat is being written
-        if not self.splittable:
+        commits the tile, once every part is in (both halves while ``split``, all four
+        quarters while ``quarter``). Returns the ready of each stream (``i``, ``i1``, ``i2``,
+        ``i3``: as many as are built)."""
+        n = 4 if self.quarterable else 2 if self.splittable else 1
+        pend = Signal(n)  # per stream: its last beat is being written
+        if n == 1:
             ready = store.w_ready & ~pend[0]
             m.d.sync += pend[0].eq(self.i.valid & ready & self.i.payload.last)
             m.d.comb += store.w_commit.eq(pend[0])
             return (ready,)
-        done = Signal(2)  # per stream: its half is in, waiting for the other
-        split = self.split
-        ready0 = store.w_ready & ~pend[0] & ~done[0]
-        ready1 = store.w_ready & ~pend[1] & ~done[1] & split
-        m.d.sync += pend.eq(Cat(self.i.valid & ready0 & self.i.payload.last,
-                                self.i1.valid & ready1 & self.i1.payload.last))
-        both = (pend | done) == 0b11
-        commit = Mux(split, both, pend[0])
+        done = Signal(n)  # per stream: its part is in, waiting for the others
+        # Which streams carry a part of the tile: i always, i1 while split, i2 and i3 while
+        # quarter.
+        active = Cat(1, self.split, *((self.quarter, self.quarter) if n == 4 else ()))
+        streams = [self.i, self.i1, *((self.i2, self.i3) if n == 4 else ())]
+        readies = [store.w_ready & ~pend[k] & ~done[k] & active[k] for k in range(n)]
+        m.d.sync += pend.eq(Cat(*(st.valid & r & st.payload.last
+                                  for st, r in zip(streams, readies, strict=True))))
+        commit = (pend.any() & ((pend | done | ~active) == (1 << n) - 1))
         m.d.comb += store.w_commit.eq(commit)
-        m.d.sync += done.eq(Mux(commit, 0, Mux(split, pend | done, 0)))
-        return ready0, ready1
+        m.d.sync += done.eq(Mux(commit, 0, (pend | done) & active))
+        return tuple(readies)
+
+    def _sources(self, k, parts):
+        """The streams that fill part ``k`` of the groups (of ``parts``: 1, the two halves or
+        the four quarters) by the load mode, most specific first: ``(condition, stream)``
+        pairs (streams 0 ``i``, 1 ``i1``, 2 ``i2``, 3 ``i3``), the last unconditional."""
+        if parts == 1 or k == 0:
+            return [(None, 0)]
+        if parts == 2:  # the upper half: i1 while split
+            return [(self.split, 1), (None, 0)]
+        return {1: [(self.quarter, 2), (None, 0)],
+                2: [(self.split, 1), (None, 0)],
+                3: [(self.quarter, 3), (self.split, 1), (None, 0)]}[k]
+
+    @staticmethod
+    def _pick(m, options, name):
+        """A signal equal to the first option whose condition holds (``(condition, value)``
+        pairs, the last unconditional)."""
+        value = options[-1][1]
+        for cond, v in reversed(options[:-1]):
+            value = Mux(cond, v, value)
+        if len(options) == 1:
+            return value
+        sig = Signal.like(options[-1][1], name=name)
+        m.d.comb += sig.eq(value)
+        return sig
 
     def elaborate(self, platform):
         m = Module()
@@ -271,35 +325,34 @@ class InputBuffer(wiring.Component):
         # so the half it fills is still ``w_ready`` when the registered write lands.
         readies = self._commit(m, store)
         streams = [self._stream(m, self.i, self.box, readies[0], "")]
-        upper = range(G)
         if self.splittable:
             streams.append(self._stream(m, self.i1, self.box1, readies[1], "1"))
-            upper = input_halves(G)[1]
-        take, g, w_data, lanes = streams[0]
-        hi_data, hi_lanes = w_data, lanes
-        if self.splittable:
-            # The upper groups' banks: from i1 while split (its groups counted from the first
-            # upper one), else from i; one data and one address mux per lane, not per bank.
-            take1, g1, w_data1, lanes1 = streams[1]
-            hi_data = Signal(128)
-            m.d.comb += hi_data.eq(Mux(self.split, w_data1, w_data))
-            hi_lanes = []
-            for v in range(Td):
-                hi_addr = Signal.like(lanes[v][0], name=f"hi_addr{v}")
-                m.d.comb += hi_addr.eq(Mux(self.split, lanes1[v][0], lanes[v][0]))
-                hi_lanes.append((hi_addr, None))
+        if self.quarterable:
+            streams += [self._stream(m, self.i2, self.box2, readies[2], "2"),
+                        self._stream(m, self.i3, self.box3, readies[3], "3")]
+        # Each bank's source by the load mode, per part of the groups (the quarters: each
+        # quarter's banks take one stream in each mode); one data and one address mux per
+        # lane and part, not per bank.
+        parts = (input_quarters(G) if self.quarterable
+                 else input_halves(G) if self.splittable else (range(G),))
         w_en = Signal(Td * G)
-        for v in range(Td):
-            for gg in range(G):
-                b = self.banks[(v, gg)]
-                en = take & lanes[v][1] & (g == gg)
-                data_, addr = w_data, lanes[v][0]
-                if self.splittable and gg in upper:
-                    en = Mux(self.split, take1 & lanes1[v][1] & (g1 == gg - upper.start), en)
-                    data_, addr = hi_data, hi_lanes[v][0]
-                m.d.sync += w_en[b].eq(en)
-                m.d.comb += [store.w_data[b].eq(data_), store.w_en[b].eq(w_en[b]),
-                             store.w_addr[b].eq(addr)]
+        for k, part in enumerate(parts):
+            sources = self._sources(k, len(parts))
+            data_ = self._pick(m, [(c, streams[j][2]) for c, j in sources], f"p{k}_data")
+            for v in range(Td):
+                addr = self._pick(m, [(c, streams[j][3][v][0]) for c, j in sources],
+                                  f"p{k}_addr{v}")
+                for gg in part:
+                    b = self.banks[(v, gg)]
+                    en = 0
+                    for c, j in reversed(sources):
+                        take, g, _, lanes = streams[j]
+                        start = (0, G // 2, G // 4, 3 * G // 4)[j]  # the stream's first group
+                        hit = take & lanes[v][1] & (g == gg - start)
+                        en = hit if c is None else Mux(c, hit, en)
+                    m.d.sync += w_en[b].eq(en)
+                    m.d.comb += [store.w_data[b].eq(data_), store.w_en[b].eq(w_en[b]),
+                                 store.w_addr[b].eq(addr)]
 
         # Read side.
         m.d.comb += [store.r_addr.eq(self.r_addr), store.r_en.eq(self.r_en),

@@ -8,6 +8,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import (
+    FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
@@ -15,7 +16,15 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
 )
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
-from fcircnn.arch.ports import ALL_READS, LOADER_READS, READ_KINDS, PortMap, input_halves
+from fcircnn.arch.ports import (
+    ALL_READS,
+    INPUT_QUARTER_KINDS,
+    LOADER_READS,
+    READ_KINDS,
+    PortMap,
+    input_halves,
+    input_quarters,
+)
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
@@ -76,7 +85,13 @@ class EngineLoader(wiring.Component):
     port 3's: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`): that loader walks every
     descriptor with ``FLAG_RESIDUAL`` or ``FLAG_WSPLIT``, reads each tile's residual box at
     its first pass, then the pass's weight half (``FLAG_WSPLIT``), and steps over a pass with
-    neither in a cycle.
+    neither in a cycle. On an engine that reads input boxes in quarters (``in_quarters``), a
+    descriptor with ``FLAG_IQUARTER`` has the input loader read the first quarter of each
+    input box's slot groups, the weight loader the second before its weight tile
+    (``input_quarter1``, into ``in2_o``, its box on ``in2_box``), port 2's loader the third
+    (its ``input_half``) and port 3's loader the fourth (``input_quarter3``, into ``in3_o``,
+    box ``in3_box``: after the tile's residual box, before the pass's weight half; that loader
+    walks descriptors with ``FLAG_IQUARTER`` too).
 
     Contract
     --------
@@ -118,12 +133,16 @@ class EngineLoader(wiring.Component):
         The engine reads weight tiles in quarters (its weight buffer is quarterable): the
         loader honours ``FLAG_WQUARTER`` (needs a multiple of four beats per kernel tap; a
         loader with a quarter in ``reads`` needs it).
+    in_quarters : bool
+        The engine reads input boxes in quarters (its input buffer is quarterable): the loader
+        honours ``FLAG_IQUARTER`` (needs a multiple of four input slot groups; a loader with
+        an input quarter in ``reads`` needs it).
     """
 
     def __init__(self, core: CoreGeometry, geometry: EngineGeometry, *, in_box: data.Layout,
                  res_box: data.Layout | None, addr_width: int = 40,
                  reads: frozenset[str] = ALL_READS, commands: int = 1,
-                 quarters: bool = False):
+                 quarters: bool = False, in_quarters: bool = False):
         with rejecting(self):
             if not isinstance(core, CoreGeometry) or not isinstance(geometry, EngineGeometry):
                 raise TypeError("core must be a CoreGeometry and geometry an EngineGeometry")
@@ -150,8 +169,16 @@ class EngineLoader(wiring.Component):
             if reads & _QUARTER_KINDS and not quarters:
                 raise ValueError(f"reads has {sorted(reads & _QUARTER_KINDS)}, but quarters is "
                                  f"False")
+            if not isinstance(in_quarters, bool):
+                raise TypeError(f"in_quarters must be a bool, not {in_quarters!r}")
+            if in_quarters and not PortMap(4).quarters_inputs(core.in_groups):
+                raise ValueError(f"in_quarters needs a multiple of four input slot groups, not "
+                                 f"{core.in_groups}")
+            if reads & INPUT_QUARTER_KINDS and not in_quarters:
+                raise ValueError(f"reads has {sorted(reads & INPUT_QUARTER_KINDS)}, but "
+                                 f"in_quarters is False")
         self.core, self.geometry, self.addr_width = core, geometry, addr_width
-        self.quarters = quarters
+        self.quarters, self.in_quarters = quarters, in_quarters
         self.in_box_layout, self.res_box_layout = in_box, res_box
         self.reads = reads
         self.commands = commands
@@ -185,6 +212,10 @@ class EngineLoader(wiring.Component):
             ports["w2_o"] = Out(beat)
         if "weight_quarter3" in reads:
             ports["w3_o"] = Out(beat)
+        if "input_quarter1" in reads:
+            ports |= {"in2_o": Out(beat), "in2_box": Out(in_box)}
+        if "input_quarter3" in reads:
+            ports |= {"in3_o": Out(beat), "in3_box": Out(in_box)}
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -192,6 +223,7 @@ class EngineLoader(wiring.Component):
         k = _Kinds(self)
         loads_in, loads_w, res_side = k.loads_in, k.loads_w, k.res_side
         in_halves, halves, quarter_kind = k.in_halves, k.halves, k.quarter_kind
+        in_quarter_kind = k.in_quarter_kind
         ctl = self.ctl
         d = ctl.desc
         ld = TileWalk(m, "ld", d, self.core, self.geometry.stride, with_nt=True)
@@ -204,17 +236,20 @@ class EngineLoader(wiring.Component):
         dest, route = Signal(range(_DESTS)), Signal(range(_DESTS))
         flight = _InFlight(m, self) if self.commands > 1 else None
         m.d.comb += route.eq(dest if flight is None else flight.route)
-        # 0 params, 1 residual, 2 input (or its lower half), 3 weights (or their first half),
-        # 4 second half of the weights (or third quarter), 5 upper half of the input, 6 the
-        # loader's quarter of the weights (the second or the fourth)
-        ld_phase = Signal(range(7))
+        # 0 params, 1 residual, 2 input (or its lower half or first quarter), 3 weights (or
+        # their first half), 4 second half of the weights (or third quarter), 5 upper half of
+        # the input (or its third quarter), 6 the loader's quarter of the weights (the second
+        # or the fourth), 7 the loader's quarter of the input (the second or the fourth)
+        ld_phase = Signal(range(8))
         quarter = (d.flags & FLAG_WQUARTER).bool() if self.quarters else C(0, 1)
+        iquarter = (d.flags & FLAG_IQUARTER).bool() if self.in_quarters else C(0, 1)
         first_phase = k.first_phase
         # A loader of one half (or quarter) walks only descriptors that split it.
         starts = ctl.start & (ctl.new_desc.op != OP_POOL)
         if not (loads_in or loads_w):
             flag = ((FLAG_ISPLIT if in_halves else 0) | (FLAG_WQUARTER if quarter_kind else 0)
-                    | (FLAG_WSPLIT if halves else 0) | (FLAG_RESIDUAL if res_side else 0))
+                    | (FLAG_WSPLIT if halves else 0) | (FLAG_RESIDUAL if res_side else 0)
+                    | (FLAG_IQUARTER if in_quarter_kind else 0))
             starts = starts & (ctl.new_desc.flags & flag).bool()
         m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
         phases, params = {}, None
@@ -226,25 +261,31 @@ class EngineLoader(wiring.Component):
         if loads_in:
             phases, params = self._input_side(m, ld, dest, route, rd_box, ld_phase, flight,
                                               after_input=after_input)
+        # Port 3's loader after a tile's residual box (or in place of it): the pass's input
+        # quarter, its weight half, then the next pass.
+        port3 = ([(iquarter, 7)] if in_quarter_kind else []) + ([(split, 4)] if halves else [])
         if res_side:
-            # Per tile its residual box, then (FLAG_WSPLIT) each pass's weight half; a pass
-            # with neither steps the walk.
+            # Per tile its residual box, then each pass's input quarter (FLAG_IQUARTER) and
+            # weight half (FLAG_WSPLIT); a pass with none of them steps the walk.
             def without_residual():
-                if halves:
-                    with m.If(split):
-                        m.d.sync += ld_phase.eq(4)
+                for j, (cond, phase) in enumerate(port3):
+                    with (m.If if j == 0 else m.Elif)(cond):
+                        m.d.sync += ld_phase.eq(phase)
+                if port3:
                     with m.Else():
                         ld.advance()
                 else:
                     ld.advance()
             phases[1] = self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
-                                             then=Mux(split, 4, 1) if halves else 1,
+                                             then=_first_of(port3, 1),
                                              otherwise=without_residual)
         for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
                                      ("weights", "w_o", _DEST_W),
                                      ("input_half", "in1_o", _DEST_IN1),
                                      ("weight_quarter1", "w2_o", _DEST_W2),
-                                     ("weight_quarter3", "w3_o", _DEST_W3)):
+                                     ("weight_quarter3", "w3_o", _DEST_W3),
+                                     ("input_quarter1", "in2_o", _DEST_IN2),
+                                     ("input_quarter3", "in3_o", _DEST_IN3)):
             if kind in self.reads:
                 self._route(m, route, dest_, getattr(self, stream_))
         parts = _WeightParts(d, split, quarter)
@@ -255,14 +296,18 @@ class EngineLoader(wiring.Component):
             phases[3] = self._weight_phase(m, ld, d, dest, rd_box, ld_phase, first_phase(d),
                                            parts, flight)
         if in_halves:
-            phases[5] = self._input_half_phase(
-                m, ld, d, dest, rd_box, ld_phase, flight,
+            phases[5] = self._input_part_phase(
+                m, ld, d, dest, rd_box, ld_phase, flight, "input_half", iquarter,
                 then=3 if loads_w else Mux(quarter, 6, 5) if quarter_kind else 5)
+        if in_quarter_kind:
+            phases[7] = self._input_part_phase(
+                m, ld, d, dest, rd_box, ld_phase, flight, in_quarter_kind, iquarter,
+                then=3 if loads_w else _first_of(port3[1:], first_phase(d)))
         if quarter_kind:
             phases[6] = self._quarter_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
                                             quarter_kind,
                                             then=0 if loads_in else first_phase(d))
-        step = k.last_read(dest, split, quarter)
+        step = k.last_read(dest, split, quarter, iquarter)
         if flight is not None:
             failing = flight.take_statuses(self, params)
         ld_cmd_valid = Signal()
@@ -356,28 +401,47 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
-    def _input_half_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, *, then):
-        """Phase 5, first of a ``FLAG_ISPLIT`` pass on the weight loader (or the only one on
-        port 2's loader): the upper half of the input box's slot groups
-        (:func:`~fcircnn.arch.ports.input_halves`), once the input buffer's second stream
-        takes it and the walk has settled on the pass; then phase ``then``."""
-        lower, upper = input_halves(self.core.in_groups)
-        box = Signal(box_layout(self.addr_width))
-        span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"ld1_in_span{f}")
+    def _input_part_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, kind, iquarter, *,
+                          then):
+        """Phase 5 (``kind`` ``input_half``: first of a ``FLAG_ISPLIT`` pass on the weight
+        loader, or the only one on port 2's loader) or 7 (``input_quarter1`` on the weight
+        loader, ``input_quarter3`` on port 3's): the upper half of the input box's slot
+        groups (:func:`~fcircnn.arch.ports.input_halves`; with ``FLAG_IQUARTER`` its third
+        quarter, which starts there too) or its second or fourth quarter
+        (:func:`~fcircnn.arch.ports.input_quarters`), once the input buffer's stream takes it
+        and the walk has settled on the pass; then phase ``then``."""
+        G = self.core.in_groups
+        half = input_halves(G)[1]
+        if kind == "input_half":
+            first, dest_, out, box_port, field = half.start, _DEST_IN1, self.in1_o, \
+                self.in1_box, "in1_size"
+            count = Mux(iquarter, G // 4, len(half)) if self.in_quarters else len(half)
+        else:
+            part = input_quarters(G)[1 if kind == "input_quarter1" else 3]
+            first, count = part.start, len(part)
+            dest_, out, box_port, field = ((_DEST_IN2, self.in2_o, self.in2_box, "in2_size")
+                                           if kind == "input_quarter1" else
+                                           (_DEST_IN3, self.in3_o, self.in3_box, "in3_size"))
+        # (the upper half's names as they were before the quarters)
+        prefix = "ld1_in" if kind == "input_half" else f"ld_{field}"
+        box = Signal(box_layout(self.addr_width),
+                     name="box" if kind == "input_half" else f"{prefix}_box")
+        span = [Signal(Shape.cast(self.in_box_layout[f].shape).width, name=f"{prefix}_span{f}")
                 for f in "dhw"]
-        # The upper groups start lower.stop slot-group strides after the box's first group.
-        n = len(lower)  # a power of two is a shift for Yosys; any other count shifts and adds
-        offset = d.in_stride[0] * n if n & (n - 1) == 0 else mul_const(d.in_stride[0], n)
-        ld.input_box(box, span, d.in_base + ld.nt_in + offset, len(upper))
-        size = Signal.like(self.in1_box)
-        m.d.comb += self.in1_box.eq(size if flight is None else flight.head.in1_size)
+        # The part starts ``first`` slot-group strides after the box's first group (a power
+        # of two is a shift for Yosys; any other count shifts and adds).
+        offset = (d.in_stride[0] * first if first & (first - 1) == 0
+                  else mul_const(d.in_stride[0], first))
+        ld.input_box(box, span, d.in_base + ld.nt_in + offset, count)
+        size = Signal.like(box_port, name="size" if kind == "input_half" else field)
+        m.d.comb += box_port.eq(size if flight is None else flight.head[field])
         if flight is not None:
-            flight.sources["in1_size"] = size
+            flight.sources[field] = size
 
         def issue():
-            with m.If(_free(flight, _DEST_IN1, self.in1_o.ready) & ld.settled):
-                m.d.sync += [dest.eq(_DEST_IN1), rd_box.eq(box), ld_phase.eq(then),
-                             size.groups.eq(len(upper)), size.d.eq(span[0]),
+            with m.If(_free(flight, dest_, out.ready) & ld.settled):
+                m.d.sync += [dest.eq(dest_), rd_box.eq(box), ld_phase.eq(then),
+                             size.groups.eq(count), size.d.eq(span[0]),
                              size.h.eq(span[1]), size.w.eq(span[2])]
                 m.next = "CMD"
         return issue
@@ -446,6 +510,9 @@ class EngineLoader(wiring.Component):
             # first G/2 groups (the walk's groups_n is G then, arch.walk.splits_inputs).
             in_groups = Mux(d.flags & FLAG_ISPLIT, len(input_halves(core.in_groups)[0]),
                             in_groups)
+            if self.in_quarters:
+                # (its first quarter, the first G/4 groups, with FLAG_IQUARTER)
+                in_groups = Mux(d.flags & FLAG_IQUARTER, core.in_groups // 4, in_groups)
         ld.input_box(in_box, in_span, d.in_base + ld.nt_in, in_groups)
         # The buffers' boxes: latched with the command, constant while its beats arrive (with a
         # queue: carried with the command to its beats).
@@ -496,6 +563,8 @@ class _Kinds:
         self.in_halves, self.halves = "input_half" in reads, "weight_half" in reads
         self.quarter_kind = next((k for k in ("weight_quarter1", "weight_quarter3")
                                   if k in reads), None)
+        self.in_quarter_kind = next((k for k in ("input_quarter1", "input_quarter3")
+                                     if k in reads), None)
         # Port 3's loader of a four-port core with residual layers: the residual boxes (and
         # the second weight halves, if the core splits weight tiles; the constructor has
         # checked that the core has a residual buffer).
@@ -505,22 +574,28 @@ class _Kinds:
         """The phase each pass of ``desc`` starts at: a loader without inputs at its weights
         (or the input's upper half), port 3's loader with residuals at the residual box; a
         loader of one half at it."""
+        iquarter = (desc.flags & FLAG_IQUARTER).bool()
         if self.loads_in:
             return 0
         if self.res_side:
-            return Mux(desc.flags & FLAG_RESIDUAL, 1, 4)
+            other = Mux(iquarter, 7, 4) if self.in_quarter_kind else 4
+            return Mux(desc.flags & FLAG_RESIDUAL, 1, other)
+        if self.loads_w and self.in_quarter_kind:
+            return Mux(iquarter, 7, 3)
         if self.loads_w:
             return Mux(desc.flags & FLAG_ISPLIT, 5, 3) if self.in_halves else 3
         if self.quarter_kind and self.in_halves:
             return Mux(desc.flags & FLAG_ISPLIT, 5, 6)
+        if self.in_quarter_kind:
+            return Mux(iquarter, 7, 4) if self.halves else 7
         return 6 if self.quarter_kind else 5 if self.in_halves else 4
 
-    def last_read(self, dest, split, quarter):
+    def last_read(self, dest, split, quarter, iquarter):
         """Whether ``dest`` is the pass's last read, whose handshake (or status) steps the
         walk: its weight tile (or first half), its input box, or with ``FLAG_WSPLIT`` the
         second half (``FLAG_WQUARTER`` the second quarter) after the input box; a loader of
-        one half (or quarter), that half (or quarter); port 3's loader with residuals its
-        weight half, else the residual box (a pass with neither steps in its phase 1)."""
+        one half (or quarter), that half (or quarter); port 3's loader its weight half, else
+        its input quarter, else the residual box (a pass with none steps in its phase 1)."""
         if self.loads_w:
             return dest == _DEST_W
         if self.loads_in and self.halves:
@@ -533,10 +608,12 @@ class _Kinds:
             return Mux(quarter, dest == _DEST_W3, dest == _DEST_IN1)
         if self.quarter_kind:
             return dest == _DEST_W3
-        if self.res_side and self.halves:
-            return Mux(split, dest == _DEST_W1, dest == _DEST_RES)
-        if self.res_side:
-            return dest == _DEST_RES
+        if self.res_side or self.in_quarter_kind:  # port 3's loader (the weight loader above)
+            last = dest == _DEST_RES
+            if self.in_quarter_kind:
+                last = Mux(iquarter, dest == _DEST_IN3, last) if self.res_side else (
+                    dest == _DEST_IN3)
+            return Mux(split, dest == _DEST_W1, last) if self.halves else last
         return dest == (_DEST_IN1 if self.in_halves else _DEST_W1)
 
 
@@ -549,6 +626,13 @@ class _WeightParts:
         self.quarter_beats = tile >> 6
         self.half_beats = Mux(quarter, tile >> 6, tile >> 5)
         self.first_beats = Mux(quarter, tile >> 6, Mux(split, tile >> 5, tile >> 4))
+
+
+def _first_of(options, otherwise):
+    """The phase of the first ``(condition, phase)`` option that holds, else ``otherwise``."""
+    for cond, phase in reversed(options):
+        otherwise = Mux(cond, phase, otherwise)
+    return otherwise
 
 
 def _free(flight, dest, ready):
@@ -615,8 +699,10 @@ class _InFlight:
             fields["in_size"] = loader.in_box_layout
         if "residual" in loader.reads and loader.res_box_layout is not None:
             fields["res_size"] = loader.res_box_layout
-        if "input_half" in loader.reads:
-            fields["in1_size"] = loader.in_box_layout
+        for kind, name in (("input_half", "in1_size"), ("input_quarter1", "in2_size"),
+                           ("input_quarter3", "in3_size")):
+            if kind in loader.reads:
+                fields[name] = loader.in_box_layout
         self.layout = data.StructLayout(fields)
         self.m = m
         depth = loader.commands
@@ -676,7 +762,7 @@ class _InFlight:
 
 #: Where the beats of the transfer in flight go.
 (_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1, _DEST_W2,
- _DEST_W3) = range(9)
-_DESTS = 9
+ _DEST_W3, _DEST_IN2, _DEST_IN3) = range(11)
+_DESTS = 11
 #: The read kinds of the second and fourth quarters of a ``FLAG_WQUARTER`` weight tile.
 _QUARTER_KINDS = frozenset({"weight_quarter1", "weight_quarter3"})

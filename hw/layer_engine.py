@@ -13,7 +13,13 @@ from amaranth.hdl import Module
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WQUARTER, FLAG_WSPLIT, descriptor_layout
+from fcircnn.arch.descriptor import (
+    FLAG_IQUARTER,
+    FLAG_ISPLIT,
+    FLAG_WQUARTER,
+    FLAG_WSPLIT,
+    descriptor_layout,
+)
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
@@ -86,7 +92,9 @@ class LayerEngine(wiring.Component):
       the second halves of split weight tiles and, on a core with residual layers, the
       residual boxes (:meth:`~fcircnn.arch.ports.PortMap.loader_reads`);
       with four a descriptor with ``FLAG_WQUARTER`` has the four loaders read one quarter of
-      every weight tile each, all four filling the weight buffer at once (``quarters``);
+      every weight tile each, all four filling the weight buffer at once (``quarters``), and
+      one with ``FLAG_IQUARTER`` one quarter of every input box's slot groups each, all four
+      filling the input buffer at once (``quarters_inputs``);
     * **compute** (:class:`~fcircnn.hw.engine_compute.EngineCompute`): per ``(tile, nt)`` one beat
       per output voxel and kernel tap into :class:`~fcircnn.hw.pe_array.PEArray`: with ``lanes =
       Td`` (the core unrolls ``td``) the tile's ``Td`` output depths in parallel, one beat per ``(r,
@@ -175,6 +183,8 @@ class LayerEngine(wiring.Component):
             self.splits_inputs = self.ports.splits_inputs(self.core.in_groups)
             #: Whether a descriptor can read this core's weight tiles in quarters over four.
             self.quarters = self.ports.quarters_weights(self.core.weight_tile_beats(1))
+            #: Whether a descriptor can read this core's input boxes in quarters over four.
+            self.quarters_inputs = self.ports.quarters_inputs(self.core.in_groups)
         self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B = Tn, Tm, Td, Tr, Tc, B
         self.lanes = lanes
         self.commands = commands
@@ -227,7 +237,8 @@ class LayerEngine(wiring.Component):
         """The core's buffers, PE array and post chain, as submodules of ``m``."""
         geo, core = self.geometry, self.core
         Tn, Tm, Td, Tr, Tc, B, L = self.Tn, self.Tm, self.Td, self.Tr, self.Tc, self.B, self.lanes
-        m.submodules.inbuf = InputBuffer.of(core, geo, splittable=self.splits_inputs)
+        m.submodules.inbuf = InputBuffer.of(core, geo, splittable=self.splits_inputs,
+                                            quarterable=self.quarters_inputs)
         m.submodules.wbuf = WeightBuffer(Tn, Tm, B=B, taps=geo.taps, splittable=self.splits,
                                          quarterable=self.quarters)
         m.submodules.pe = PEArray(Tn, Tm, B, L)
@@ -264,7 +275,8 @@ class LayerEngine(wiring.Component):
             m.submodules[name] = ld = EngineLoader(
                 core, geo, in_box=sub.inbuf.box.shape(), addr_width=aw, reads=reads,
                 res_box=resbuf.box.shape() if resbuf is not None else None,
-                commands=self.commands, quarters=self.quarters)
+                commands=self.commands, quarters=self.quarters,
+                in_quarters=self.quarters_inputs)
             loaders.append(ld)
         m.submodules.compute = EngineCompute(core, geo, in_depth=sub.inbuf.depth,
                                              in_plane=sub.inbuf.plane, in_width=sub.inbuf.width)
@@ -363,6 +375,12 @@ class LayerEngine(wiring.Component):
             wiring.connect(m, ihalf.in1_o, inbuf.i1)
             m.d.comb += [inbuf.box1.eq(ihalf.in1_box),
                          inbuf.split.eq((ctl.ctl.desc.flags & FLAG_ISPLIT).bool())]
+        if self.quarters_inputs:
+            for kind, k in (("input_quarter1", 2), ("input_quarter3", 3)):
+                owner = next(ld for ld in loaders if ld is not None and kind in ld.reads)
+                wiring.connect(m, getattr(owner, f"in{k}_o"), getattr(inbuf, f"i{k}"))
+                m.d.comb += getattr(inbuf, f"box{k}").eq(getattr(owner, f"in{k}_box"))
+            m.d.comb += inbuf.quarter.eq((ctl.ctl.desc.flags & FLAG_IQUARTER).bool())
         wiring.connect(m, ld.params, sub.pmem.write_port(granularity=128))
         m.d.comb += [dr.params_ready.eq(ld.params_ready), ld.drain_mt.eq(dr.mt)]
         if self.geometry.residual:

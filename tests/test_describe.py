@@ -45,7 +45,8 @@ def test_accelerator_summary_lists_cores_and_placement(name):
     (1, "1 port"),
     (2, "2 ports (weight tiles on m_axi1; 2 pool lanes)"),
     (4, ("4 ports (weight tiles on m_axi1, upper halves of split input boxes on m_axi2, "
-        "second halves of split weight tiles on m_axi3; 4 pool lanes)")),
+        "second halves of split weight tiles on m_axi3; input boxes in quarters over all 4; "
+        "4 pool lanes)")),
 ])
 def test_accelerator_summary_says_what_each_port_carries(ports, line):
     acc = load_accelerator(builtin_path("c3d_zcu102_best"))
@@ -56,3 +57,5 @@ def test_accelerator_summary_says_what_each_port_carries(ports, line):
 def test_a_residual_network_on_four_ports_reads_its_residual_boxes_on_port_3():
     text = describe_accelerator(load_accelerator(builtin_path("r3d18_zcu102_best")))
     assert "second halves of split weight tiles and residual boxes on m_axi3" in text
+    # its core's four input slot groups: the input boxes in quarters (FLAG_IQUARTER)
+    assert "; input boxes in quarters over all 4; 4 pool lanes)" in text

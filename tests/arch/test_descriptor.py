@@ -50,7 +50,8 @@ def _addr():
 descriptors = st.builds(
     LayerDescriptor,
     layer=st.integers(0, 0xFFFF), core=st.integers(0, 0xFF), op=st.sampled_from([0, 1]),
-    flags=st.integers(0, 0x1FF).filter(lambda f: f & 0x120 != 0x100),
+    flags=st.integers(0, 0x3FF).filter(
+        lambda f: f & 0x120 != 0x100 and f & 0x240 != 0x200),
     in_slots=st.integers(1, 0xFFFF), in_shape=_vec(16, 1),
     out_slots=st.integers(1, 0xFFFF), conv_shape=_vec(16, 1), out_shape=_vec(16, 1),
     kernel=_vec(16, 1), stride=_vec(8, 1), padding=_vec(8), pool_window=_vec(8, 1),
@@ -120,8 +121,9 @@ def test_field_limits_name_the_field(field, value, limit):
 @pytest.mark.parametrize("changes, match", [
     ({"out_base": 0x20008}, "out_base .* 16-byte aligned"),
     ({"op": 3}, "op must be"),
-    ({"flags": 0x200}, "flags"),
+    ({"flags": 0x400}, "flags"),
     ({"flags": 0x100}, "FLAG_WQUARTER needs FLAG_WSPLIT"),
+    ({"flags": 0x200}, "FLAG_IQUARTER needs FLAG_ISPLIT"),
     ({"kernel": (3, 0, 3)}, "kernel must be >= 1"),
     ({"stride": (1, 1)}, "stride must be 3 integers"),
     ({"layer": True}, "layer must be an integer"),

@@ -8,6 +8,7 @@ import pytest
 from fcircnn.arch.ports import (
     ALL_READS,
     INPUT_HALF_READS,
+    INPUT_QUARTER_KINDS,
     INPUT_READS,
     LOADER_READS,
     READ_KINDS,
@@ -19,6 +20,7 @@ from fcircnn.arch.ports import (
     WEIGHT_READS,
     PortMap,
     input_halves,
+    input_quarters,
     weight_halves,
     weight_quarters,
 )
@@ -52,12 +54,12 @@ def test_two_ports_split_input_boxes_of_an_even_number_of_slot_groups():
 
 def test_the_read_kinds_are_partitioned_between_the_loaders():
     assert ALL_READS | {"weight_half", "input_half", "weight_quarter1",
-                        "weight_quarter3"} == set(READ_KINDS)
+                        "weight_quarter3"} | INPUT_QUARTER_KINDS == set(READ_KINDS)
     assert INPUT_READS | WEIGHT_READS == ALL_READS and not INPUT_READS & WEIGHT_READS
     assert SPLIT_INPUT_READS - INPUT_READS == {"weight_half"}
     assert SPLIT_WEIGHT_READS - WEIGHT_READS == {"input_half"}
     assert not SPLIT_INPUT_READS & SPLIT_WEIGHT_READS
-    assert len(set(LOADER_READS)) == len(LOADER_READS) == 14
+    assert len(set(LOADER_READS)) == len(LOADER_READS) == 19
     assert INPUT_HALF_READS == {"input_half"} and WEIGHT_HALF_READS == {"weight_half"}
     assert WEIGHT_QUARTER_READS == {"weight_quarter3"}
 
@@ -147,3 +149,28 @@ def test_weight_halves_need_an_even_count(beats):
 def test_other_port_counts_are_refused_with_the_allowed_values(n):
     with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, 3, 4"):
         PortMap(n)
+
+
+def test_four_ports_read_input_boxes_in_quarters_where_the_groups_divide():
+    ports = PortMap(4)
+    assert ports.quarters_inputs(4) and ports.quarters_inputs(8)
+    assert not ports.quarters_inputs(2) and not ports.quarters_inputs(6)
+    assert not any(PortMap(n).quarters_inputs(4) for n in (1, 2, 3))
+    # the second quarter on the weight loader, the fourth on port 3's (beside its weight
+    # halves and residual boxes); the first is the input loader's box, the third port 2's half
+    reads = ports.loader_reads(8, 4, residual=True)
+    assert reads == (INPUT_READS - RESIDUAL_READS | {"weight_quarter1"},
+                     WEIGHT_READS | {"input_quarter1"}, INPUT_HALF_READS | WEIGHT_QUARTER_READS,
+                     WEIGHT_HALF_READS | RESIDUAL_READS | {"input_quarter3"})
+    assert ports.loader_reads(2, 4)[1:] == (WEIGHT_READS | {"input_quarter1"},
+                                            INPUT_HALF_READS, WEIGHT_HALF_READS
+                                            | {"input_quarter3"})
+    assert all(r in LOADER_READS for b in (1, 2, 8) for g in (2, 4) for res in (False, True)
+               for r in ports.loader_reads(b, g, residual=res) if r)
+    assert input_quarters(8) == (range(0, 2), range(2, 4), range(4, 6), range(6, 8))
+    # the first two quarters are the lower half, the last two the upper
+    lower, upper = input_halves(8)
+    assert (input_quarters(8)[0].start, input_quarters(8)[2].start) == (lower.start, upper.start)
+    for bad in (0, 2, 6, True, 4.0):
+        with pytest.raises(ValueError, match="multiple of four slot groups"):
+            input_quarters(bad)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.descriptor import FLAG_IQUARTER, FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry
 from fcircnn.arch.walk import (
     Box,
@@ -21,6 +21,7 @@ from fcircnn.arch.walk import (
     halved_axes,
     input_groups,
     pool_boxes,
+    quarters_inputs,
     splits_inputs,
 )
 from fcircnn.gen.compiler import plan_network
@@ -121,6 +122,7 @@ def test_a_split_input_box_is_its_lower_and_upper_slot_groups():
     desc = plan_network(acc).layers[0].descriptor
     core = CoreGeometry.of(acc.cores[0], acc.block_size)
     assert desc.flags & FLAG_ISPLIT and splits_inputs(desc, core)
+    desc = dataclasses.replace(desc, flags=desc.flags & ~FLAG_IQUARTER)
     whole = dataclasses.replace(desc, flags=desc.flags & ~FLAG_ISPLIT)
     boxes = [box for kind, box in conv_reads(whole, core) if kind == "input"]
     reads = [(kind, box) for kind, box in conv_reads(desc, core) if kind.startswith("input")]
@@ -129,6 +131,34 @@ def test_a_split_input_box_is_its_lower_and_upper_slot_groups():
         assert (k0, k1, lo.groups, hi.groups, box.groups) == ("input", "input_half", 2, 2, 4)
         assert lo == box._replace(groups=2)
         assert hi == box._replace(addr=box.addr + 2 * box.stride_g, groups=2)
+
+
+def test_a_quartered_input_box_is_its_four_quarters_of_slot_groups():
+    # ResNet-18's folded conv1 on the four-port best core: four slot groups in one n-tile, the
+    # compiler reads its boxes in quarters; the quarters are the whole box's groups in order
+    # on the input loader, the weight loader, port 2's and port 3's.
+    acc = load_config(builtin_path("r3d18_zcu102_best"))
+    desc = plan_network(acc).layers[0].descriptor
+    core = CoreGeometry.of(acc.cores[0], acc.block_size)
+    assert desc.flags & FLAG_IQUARTER and quarters_inputs(desc, core)
+    whole = dataclasses.replace(desc, flags=desc.flags & ~(FLAG_ISPLIT | FLAG_IQUARTER))
+    boxes = [box for kind, box in conv_reads(whole, core) if kind == "input"]
+    reads = [(kind, box) for kind, box in conv_reads(desc, core) if kind.startswith("input")]
+    assert len(reads) == 4 * len(boxes) > 0
+    for box, *parts in zip(boxes, *(reads[k::4] for k in range(4)), strict=True):
+        assert [k for k, _ in parts] == ["input", "input_quarter1", "input_half",
+                                         "input_quarter3"]
+        for g, (_, part) in enumerate(parts):
+            assert part == box._replace(addr=box.addr + g * box.stride_g, groups=1)
+    with pytest.raises(ValueError, match="cannot be quartered"):
+        list(conv_reads(desc, dataclasses.replace(core, tn=32)))
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), CONV)
+def test_input_boxes_quarter_only_where_every_n_tile_has_every_slot_group(desc, core, fused):
+    groups = input_groups(desc, core)
+    assert quarters_inputs(desc, core) == (core.in_groups % 4 == 0 and core.tn > 16
+                                           and all(g == core.in_groups for g in groups))
 
 
 @pytest.mark.parametrize(("desc", "core", "fused"), CONV)

@@ -50,6 +50,13 @@ def _fused_accelerator() -> Path:
     return _conftest().write_fused_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-fused-")))
 
 
+def _quarters_accelerator() -> Path:
+    """The ``Tn = Tm = 64`` four-port test accelerator whose input boxes the compiler reads in
+    quarters (``FLAG_IQUARTER``), written to a temporary folder."""
+    return _conftest().write_quarters_accelerator(
+        Path(tempfile.mkdtemp(prefix="fcircnn-quarters-")))
+
+
 def _dfold_accelerator() -> Path:
     """The small test accelerator with ``B = 4``, ``Tn = Tm = 32``, whose first layer folds
     pairs of output depths (``FLAG_DFOLD``) and two row copies, written to a temporary
@@ -59,11 +66,12 @@ def _dfold_accelerator() -> Path:
 
 @cache
 def cases() -> tuple[Case, ...]:
-    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core, and the
-    depth- and row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
+    """Every descriptor of ``configs/two_core.yaml``, of the fused-pool test core and of the
+    four-port ``Tn = Tm = 64`` core reading input boxes in quarters, and the depth- and
+    row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
     out = []
     for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
-                        ("dfold", _dfold_accelerator())):
+                        ("dfold", _dfold_accelerator()), ("quarters", _quarters_accelerator())):
         acc = load_config(path)
         for lp in plan_network(acc).layers:
             if label == "dfold" and lp.depths == 1:

@@ -137,27 +137,28 @@ def test_ping_pong_overlaps_load_and_compute():
     assert not ev["conflict"]
 
 
-def run_split(dut, tiles, reads, *, split, seed):
-    """Load ``tiles`` ((box, beats) of the whole box) with ``split`` on: the lower half of
-    the slot groups on ``i``, the upper on ``i1``, each stream pausing at random; read as
-    :func:`run_buffer`."""
+def run_split(dut, tiles, reads, *, parts, seed):
+    """Load ``tiles`` ((box, beats) of the whole box) in ``parts`` (1, 2 or 4) parts of the
+    slot groups at once, on ``i`` (the whole box, or its lower half or first quarter), ``i1``
+    (the upper half, or the third quarter), ``i2`` and ``i3`` (the second and fourth
+    quarters), each stream pausing at random; read as :func:`run_buffer`."""
     import random
 
     rng = random.Random(seed)
     out = [[] for _ in tiles]
     events = {"conflict": 0}
 
-    def stream(port, box_port, half):
+    def stream(port, box_port, k):
         async def feed(ctx):
             for box, beats in tiles:
-                n = len(beats) // 2 if split else len(beats)
-                part = (beats[:n] if half == 0 else beats[n:]) if split else beats
-                ctx.set(box_port, box | {"groups": box["groups"] // 2} if split else box)
-                for k, beat in enumerate(part):
+                n = len(beats) // parts
+                part = beats[k * n:(k + 1) * n]
+                ctx.set(box_port, box | {"groups": box["groups"] // parts})
+                for j, beat in enumerate(part):
                     while rng.random() < 0.3:
                         ctx.set(port.valid, 0)
                         await ctx.tick()
-                    ctx.set(port.payload, {"data": beat, "last": int(k == len(part) - 1)})
+                    ctx.set(port.payload, {"data": beat, "last": int(j == len(part) - 1)})
                     ctx.set(port.valid, 1)
                     await ctx.tick().until(port.ready)
                 ctx.set(port.valid, 0)
@@ -180,17 +181,41 @@ def run_split(dut, tiles, reads, *, split, seed):
         events["conflict"] = ctx.get(dut.conflict)
 
     async def setup(ctx):
-        ctx.set(dut.split, int(split))
+        ctx.set(dut.split, int(parts > 1))
+        if dut.quarterable:
+            ctx.set(dut.quarter, int(parts == 4))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(setup)
-    sim.add_testbench(stream(dut.i, dut.box, 0), background=True)
-    if split:
-        sim.add_testbench(stream(dut.i1, dut.box1, 1), background=True)
+    # The parts in slot-group order: i, (i2,) i1, (i3).
+    ports = {1: ["i"], 2: ["i", "i1"], 4: ["i", "i2", "i1", "i3"]}[parts]
+    for k, name in enumerate(ports):
+        box_port = getattr(dut, "box" + name[1:])
+        sim.add_testbench(stream(getattr(dut, name), box_port, k), background=True)
     sim.add_testbench(reader)
     sim.run()
     return out, events
+
+
+def load_in_parts(Tn, Td, parts, *, quarterable=False):
+    """Three random boxes loaded in ``parts`` into a split (and ``quarterable``) buffer and
+    read back as the PE array reads them, against the padded map."""
+    rng = np.random.default_rng(Tn + Td + parts)
+    buf = InputBuffer(Tn, Td, 2, 3, kernel=3, stride=1, splittable=True,
+                      quarterable=quarterable)
+    box = [conv_input_range(0, n, 3, 1, 1) for n in (Td, 2, 3)]
+    tiles, maps = [], []
+    for _ in range(3):
+        p, beats = padded_box(rng, Tn // 2, (5, 4, 4), box)
+        maps.append(p)
+        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
+                      beats))
+    reads, coords = conv_reads(buf, (Td, 2, 3))
+    got, ev = run_split(buf, tiles, [reads] * 3, parts=parts, seed=Tn * Td + parts)
+    for t in range(3):
+        check_tile(buf, maps[t], got[t], coords)
+    assert not ev["conflict"]
 
 
 @pytest.mark.parametrize("split", [True, False], ids=["split", "one stream"])
@@ -199,20 +224,25 @@ def test_split_load_fills_both_halves_of_the_slot_groups(Tn, Td, split):
     # FLAG_ISPLIT: the lower slot groups on i, the upper on i1, both streams and the reader
     # pausing at random over three ping-pong tiles; the same buffer without split takes the
     # whole box on i.
-    rng = np.random.default_rng(Tn + Td)
-    buf = InputBuffer(Tn, Td, 2, 3, kernel=3, stride=1, splittable=True)
-    box = [conv_input_range(0, n, 3, 1, 1) for n in (Td, 2, 3)]
-    tiles, parts = [], []
-    for _ in range(3):
-        p, beats = padded_box(rng, Tn // 2, (5, 4, 4), box)
-        parts.append(p)
-        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
-                      beats))
-    reads, coords = conv_reads(buf, (Td, 2, 3))
-    got, ev = run_split(buf, tiles, [reads] * 3, split=split, seed=Tn * Td)
-    for t in range(3):
-        check_tile(buf, parts[t], got[t], coords)
-    assert not ev["conflict"]
+    load_in_parts(Tn, Td, 2 if split else 1)
+
+
+@pytest.mark.parametrize(("Tn", "Td", "parts"), [
+    (64, 3, 4), (64, 3, 2), (64, 3, 1), (128, 2, 4)])
+def test_quartered_load_fills_the_four_quarters_of_the_slot_groups(Tn, Td, parts):
+    # FLAG_IQUARTER: the four quarters of the slot groups on i, i2, i1, i3 at once, every
+    # stream and the reader pausing at random over three ping-pong tiles; the same buffer
+    # takes halves (FLAG_ISPLIT alone) and the whole box on i too.
+    load_in_parts(Tn, Td, parts, quarterable=True)
+
+
+def test_a_quarterable_buffer_needs_a_multiple_of_four_slot_groups():
+    with pytest.raises(ValueError, match="multiple of four slot groups"):
+        InputBuffer(32, 2, 2, 2, splittable=True, quarterable=True)
+    with pytest.raises(ValueError, match="quarterable needs splittable"):
+        InputBuffer(64, 2, 2, 2, quarterable=True)
+    with pytest.raises(TypeError, match="quarterable must be a bool"):
+        InputBuffer(64, 2, 2, 2, splittable=True, quarterable=1)
 
 
 def test_a_split_buffer_needs_an_even_number_of_slot_groups():

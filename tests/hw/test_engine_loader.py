@@ -5,8 +5,9 @@ walk with its status. The same for the two loaders of a two-port engine (the inp
 reads and the weight loader's, each in the walk's order), also with every weight tile split
 between them (``FLAG_WSPLIT``) and with every input box split between them
 (``FLAG_ISPLIT``), the four loaders of a four-port engine reading every weight tile in
-quarters (``FLAG_WQUARTER``), and port 3's loader of a four-port engine reading the residual
-boxes (beside the second weight halves) in the input loader's stead."""
+quarters (``FLAG_WQUARTER``), port 3's loader of a four-port engine reading the residual
+boxes (beside the second weight halves) in the input loader's stead, and the four loaders of a
+four-port engine reading every input box in quarters (``FLAG_IQUARTER``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, start
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WQUARTER, FLAG_WSPLIT
+from fcircnn.arch.descriptor import (
+    FLAG_IQUARTER,
+    FLAG_ISPLIT,
+    FLAG_RESIDUAL,
+    FLAG_WQUARTER,
+    FLAG_WSPLIT,
+)
 from fcircnn.arch.ports import (
     ALL_READS,
     INPUT_HALF_READS,
@@ -31,7 +38,7 @@ from fcircnn.arch.ports import (
     WEIGHT_READS,
     PortMap,
 )
-from fcircnn.arch.walk import conv_reads, splits_inputs
+from fcircnn.arch.walk import conv_reads, quarters_inputs, splits_inputs
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.buffer_input import input_box_layout
 from fcircnn.hw.engine_loader import EngineLoader
@@ -42,17 +49,21 @@ IN_BOX = input_box_layout(4, 64, 64, 64)
 
 #: Each split read kind's sink port on the loader.
 HALF_SINKS = {"weight_half": "w1_o", "input_half": "in1_o", "weight_quarter1": "w2_o",
-              "weight_quarter3": "w3_o"}
+              "weight_quarter3": "w3_o", "input_quarter1": "in2_o", "input_quarter3": "in3_o"}
 
 
-def loader(case, reads=ALL_READS, commands=1, quarters=None):
-    """The loader of ``case``'s core issuing ``reads``; it honours ``FLAG_WQUARTER`` wherever
-    a four-port engine would (a multiple of four beats per tap), or as ``quarters`` says."""
+def loader(case, reads=ALL_READS, commands=1, quarters=None, in_quarters=None):
+    """The loader of ``case``'s core issuing ``reads``; it honours ``FLAG_WQUARTER`` and
+    ``FLAG_IQUARTER`` wherever a four-port engine would (a multiple of four beats per tap,
+    of four input slot groups), or as ``quarters`` and ``in_quarters`` say."""
     res = input_box_layout(case.core.out_groups, 64, 64, 64) if case.geometry.residual else None
     if quarters is None:
         quarters = PortMap(4).quarters_weights(case.core.weight_tile_beats(1))
+    if in_quarters is None:
+        in_quarters = PortMap(4).quarters_inputs(case.core.in_groups)
     return EngineLoader(case.core, case.geometry, in_box=IN_BOX, res_box=res, addr_width=AW,
-                        reads=reads, commands=commands, quarters=quarters)
+                        reads=reads, commands=commands, quarters=quarters,
+                        in_quarters=in_quarters)
 
 
 def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
@@ -140,11 +151,23 @@ TWO_PORT_DEFAULT = {"two_core:c5", "two_core:fc6", "two_core:r_b2b", "two_core:r
                     "two_core:gap", "fused:f2"}
 
 
+#: The flags that split a descriptor's reads over ports (which a one-port core never gets).
+SPLITS = FLAG_WSPLIT | FLAG_WQUARTER | FLAG_ISPLIT | FLAG_IQUARTER
+
+
+def unsplit_cases():
+    """Every conv case without the flags that split its reads (the four-port test core's are
+    compiled with them)."""
+    return [c if not c.desc.flags & SPLITS else dataclasses.replace(
+        c, desc=dataclasses.replace(c.desc, flags=c.desc.flags & ~SPLITS))
+        for c in conv_cases()]
+
+
 def loader_matrix():
     """Every test layer with the one loader; with each two-port loader the layers of
     :data:`TWO_PORT_DEFAULT`, the others marked slow."""
     out = []
-    for case in conv_cases():
+    for case in unsplit_cases():
         for kinds, label in ((ALL_READS, "one loader"), (INPUT_READS, "input loader"),
                              (WEIGHT_READS, "weight loader")):
             slow = kinds != ALL_READS and case.name not in TWO_PORT_DEFAULT
@@ -232,7 +255,7 @@ def queue_matrix():
     and the input boxes split where the core can) on :data:`TWO_PORT_DEFAULT`, each with a
     queue of 2 or 3 commands."""
     out = []
-    for case in conv_cases():
+    for case in unsplit_cases():
         out.append(pytest.param(case, ALL_READS, 2 + len(out) % 2, id=f"{case}-one loader"))
         if case.name not in TWO_PORT_DEFAULT:
             continue
@@ -416,3 +439,61 @@ def test_a_residual_loader_needs_a_residual_buffer():
     for reads in (RESIDUAL_READS, WEIGHT_HALF_READS | RESIDUAL_READS):
         with pytest.raises(ValueError, match="no residual layer"):
             loader(case, reads)
+
+
+def input_quarter_cases():
+    """The conv cases whose input boxes can be read in quarters (the four-port ``Tn = 64``
+    test core's), each as compiled (which reads most of them in quarters), with
+    ``FLAG_IQUARTER`` added where the compiler did not, and with ``FLAG_IQUARTER`` taken off
+    (halves, or no input split at all)."""
+    out = []
+    for c in conv_cases():
+        if not quarters_inputs(c.desc, c.core):
+            continue
+        f = c.desc.flags
+        for name, flags in (("", f), ("-iquarter", f | FLAG_ISPLIT | FLAG_IQUARTER),
+                            ("-ihalves", f & ~FLAG_IQUARTER | FLAG_ISPLIT),
+                            ("-iwhole", f & ~(FLAG_IQUARTER | FLAG_ISPLIT))):
+            out.append(dataclasses.replace(c, name=f"{c.name}{name}",
+                                           desc=dataclasses.replace(c.desc, flags=flags)))
+    return list({c.desc: c for c in out}.values())
+
+
+def input_quarter_loaders():
+    """The four loaders of the four-port ``Tn = 64`` core (as the layer engine builds them:
+    :meth:`~fcircnn.arch.ports.PortMap.loader_reads`, with residual layers) on every case of
+    :func:`input_quarter_cases`, one command at a time and a queue of three, alternately."""
+    cases = input_quarter_cases()
+    assert {c.name.split(":")[1].split("-")[0] for c in cases} >= {"q1", "qd", "q2", "fc"}
+    assert sum(1 for c in cases if c.desc.flags & FLAG_IQUARTER and c.desc.flags
+               & FLAG_RESIDUAL and c.desc.flags & FLAG_WSPLIT) >= 1
+    core = cases[0].core
+    reads = PortMap(4).loader_reads(core.weight_tile_beats(1), core.in_groups, residual=True)
+    return [pytest.param(case, kinds, 1 + 2 * ((n + port) % 2),
+                         id=f"{case}-port{port}-q{1 + 2 * ((n + port) % 2)}")
+            for port, kinds in enumerate(reads) for n, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("case, kinds, commands", input_quarter_loaders())
+def test_the_loaders_of_a_four_port_core_read_an_input_quarter_each(case, kinds, commands):
+    """With ``FLAG_IQUARTER`` the input loader reads the first quarter of every input box's
+    slot groups, the weight loader the second before its weight tile, port 2's loader the
+    third and port 3's the fourth (after the tile's residual box, before the pass's weight
+    half), each beat to its sink, in the walk's order; without it the input halves and
+    whole boxes as before and port 3's loader no input."""
+    reads = [kind for kind, _ in conv_reads(case.desc, case.core) if kind in kinds]
+    quartered = bool(case.desc.flags & FLAG_IQUARTER)
+    assert ("input_quarter1" in reads) == quartered or "input_quarter1" not in kinds
+    assert ("input_quarter3" in reads) == quartered or "input_quarter3" not in kinds
+    check_the_walks_reads(case, kinds, commands=commands, seed=commands)
+
+
+def test_an_input_quarter_loader_needs_input_quarters():
+    case = next(c for c in conv_cases() if c.core.in_groups == 4)
+    two = next(c for c in conv_cases() if c.core.in_groups == 2)
+    with pytest.raises(ValueError, match="in_quarters is False"):
+        loader(case, WEIGHT_READS | {"input_quarter1"}, in_quarters=False)
+    with pytest.raises(ValueError, match="multiple of four input slot groups"):
+        loader(two, WEIGHT_READS, in_quarters=True)
+    with pytest.raises(TypeError, match="in_quarters must be a bool"):
+        loader(case, in_quarters=1)
