@@ -66,12 +66,25 @@ def _dfold_accelerator() -> Path:
 
 @cache
 def cases() -> tuple[Case, ...]:
-    """Every descriptor of ``configs/two_core.yaml``, of the fused-pool test core and of the
-    four-port ``Tn = Tm = 64`` core reading input boxes in quarters, and the depth- and
-    row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
+    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core, and the
+    depth- and row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
+    return _cases((("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
+                   ("dfold", _dfold_accelerator())))
+
+
+@cache
+def four_port_cases() -> tuple[Case, ...]:
+    """The conv descriptors of the four-port ``Tn = Tm = 64`` test core, whose input boxes the
+    compiler reads in quarters (the loaders' cases: the other walkers run those layer kinds
+    in :func:`cases`)."""
+    return tuple(c for c in _cases((("quarters", _quarters_accelerator()),))
+                 if c.desc.op != OP_POOL)
+
+
+def _cases(sources) -> tuple[Case, ...]:
+    """Every descriptor of the accelerators ``sources`` (``(label, file)`` pairs)."""
     out = []
-    for label, path in (("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
-                        ("dfold", _dfold_accelerator()), ("quarters", _quarters_accelerator())):
+    for label, path in sources:
         acc = load_config(path)
         for lp in plan_network(acc).layers:
             if label == "dfold" and lp.depths == 1:

@@ -17,7 +17,7 @@ import zlib
 
 import pytest
 from amaranth.sim import Simulator
-from engine_bench import AW, Dma, box_beats, conv_cases, start
+from engine_bench import AW, Dma, box_beats, conv_cases, four_port_cases, start
 
 from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
@@ -151,23 +151,11 @@ TWO_PORT_DEFAULT = {"two_core:c5", "two_core:fc6", "two_core:r_b2b", "two_core:r
                     "two_core:gap", "fused:f2"}
 
 
-#: The flags that split a descriptor's reads over ports (which a one-port core never gets).
-SPLITS = FLAG_WSPLIT | FLAG_WQUARTER | FLAG_ISPLIT | FLAG_IQUARTER
-
-
-def unsplit_cases():
-    """Every conv case without the flags that split its reads (the four-port test core's are
-    compiled with them)."""
-    return [c if not c.desc.flags & SPLITS else dataclasses.replace(
-        c, desc=dataclasses.replace(c.desc, flags=c.desc.flags & ~SPLITS))
-        for c in conv_cases()]
-
-
 def loader_matrix():
     """Every test layer with the one loader; with each two-port loader the layers of
     :data:`TWO_PORT_DEFAULT`, the others marked slow."""
     out = []
-    for case in unsplit_cases():
+    for case in conv_cases():
         for kinds, label in ((ALL_READS, "one loader"), (INPUT_READS, "input loader"),
                              (WEIGHT_READS, "weight loader")):
             slow = kinds != ALL_READS and case.name not in TWO_PORT_DEFAULT
@@ -255,7 +243,7 @@ def queue_matrix():
     and the input boxes split where the core can) on :data:`TWO_PORT_DEFAULT`, each with a
     queue of 2 or 3 commands."""
     out = []
-    for case in unsplit_cases():
+    for case in conv_cases():
         out.append(pytest.param(case, ALL_READS, 2 + len(out) % 2, id=f"{case}-one loader"))
         if case.name not in TWO_PORT_DEFAULT:
             continue
@@ -442,18 +430,17 @@ def test_a_residual_loader_needs_a_residual_buffer():
 
 
 def input_quarter_cases():
-    """The conv cases whose input boxes can be read in quarters (the four-port ``Tn = 64``
-    test core's), each as compiled (which reads most of them in quarters), with
-    ``FLAG_IQUARTER`` added where the compiler did not, and with ``FLAG_IQUARTER`` taken off
-    (halves, or no input split at all)."""
+    """The conv cases of the four-port ``Tn = 64`` test core, each as compiled (which reads
+    most of them in quarters); those whose boxes can be quartered also with ``FLAG_IQUARTER``
+    added where the compiler did not, and taken off (halves, or no input split at all)."""
     out = []
-    for c in conv_cases():
-        if not quarters_inputs(c.desc, c.core):
-            continue
+    for c in four_port_cases():
         f = c.desc.flags
-        for name, flags in (("", f), ("-iquarter", f | FLAG_ISPLIT | FLAG_IQUARTER),
-                            ("-ihalves", f & ~FLAG_IQUARTER | FLAG_ISPLIT),
-                            ("-iwhole", f & ~(FLAG_IQUARTER | FLAG_ISPLIT))):
+        variants = [("", f)] + ([("-iquarter", f | FLAG_ISPLIT | FLAG_IQUARTER),
+                                 ("-ihalves", f & ~FLAG_IQUARTER | FLAG_ISPLIT),
+                                 ("-iwhole", f & ~(FLAG_IQUARTER | FLAG_ISPLIT))]
+                                if quarters_inputs(c.desc, c.core) else [])
+        for name, flags in variants:
             out.append(dataclasses.replace(c, name=f"{c.name}{name}",
                                            desc=dataclasses.replace(c.desc, flags=flags)))
     return list({c.desc: c for c in out}.values())
@@ -489,7 +476,7 @@ def test_the_loaders_of_a_four_port_core_read_an_input_quarter_each(case, kinds,
 
 
 def test_an_input_quarter_loader_needs_input_quarters():
-    case = next(c for c in conv_cases() if c.core.in_groups == 4)
+    case = four_port_cases()[0]
     two = next(c for c in conv_cases() if c.core.in_groups == 2)
     with pytest.raises(ValueError, match="in_quarters is False"):
         loader(case, WEIGHT_READS | {"input_quarter1"}, in_quarters=False)
