@@ -19,7 +19,7 @@ from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_block_size, check_positive, mul_small, rejecting
+from .common import check_block_size, check_positive, first_of, mul_small, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["InputBuffer", "input_box_layout"]
@@ -296,13 +296,19 @@ class InputBuffer(wiring.Component):
                 2: [(self.split, 1), (None, 0)],
                 3: [(self.quarter, 3), (self.split, 1), (None, 0)]}[k]
 
+    def _hit(self, stream, j, v, gg):
+        """Whether stream ``j``'s beat taken now writes lane ``v``'s bank of group ``gg``
+        (its groups counted from its first: 0, ``G/2``, ``G/4``, ``3G/4`` for ``i``, ``i1``,
+        ``i2``, ``i3``)."""
+        take, g, _, lanes = stream
+        start = (0, self.groups // 2, self.groups // 4, 3 * self.groups // 4)[j]
+        return take & lanes[v][1] & (g == gg - start)
+
     @staticmethod
     def _pick(m, options, name):
         """A signal equal to the first option whose condition holds (``(condition, value)``
         pairs, the last unconditional)."""
-        value = options[-1][1]
-        for cond, v in reversed(options[:-1]):
-            value = Mux(cond, v, value)
+        value = first_of(options[:-1], options[-1][1])
         if len(options) == 1:
             return value
         sig = Signal.like(options[-1][1], name=name)
@@ -344,13 +350,8 @@ class InputBuffer(wiring.Component):
                                   f"p{k}_addr{v}")
                 for gg in part:
                     b = self.banks[(v, gg)]
-                    en = 0
-                    for c, j in reversed(sources):
-                        take, g, _, lanes = streams[j]
-                        start = (0, G // 2, G // 4, 3 * G // 4)[j]  # the stream's first group
-                        hit = take & lanes[v][1] & (g == gg - start)
-                        en = hit if c is None else Mux(c, hit, en)
-                    m.d.sync += w_en[b].eq(en)
+                    hits = [(c, self._hit(streams[j], j, v, gg)) for c, j in sources]
+                    m.d.sync += w_en[b].eq(first_of(hits[:-1], hits[-1][1]))
                     m.d.comb += [store.w_data[b].eq(data_), store.w_en[b].eq(w_en[b]),
                                  store.w_addr[b].eq(addr)]
 

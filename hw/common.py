@@ -11,8 +11,16 @@ from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
 from fcircnn.models.spectral import BLOCK_SIZES
 
-__all__ = ["check_block_size", "check_positive", "mul_const", "mul_small", "never_elaborated",
-           "rejecting", "stall_pipeline"]
+__all__ = ["check_block_size", "check_positive", "first_of", "mul_const", "mul_small",
+           "never_elaborated", "rejecting", "stall_pipeline"]
+
+
+def first_of(options, otherwise):
+    """The value of the first ``(condition, value)`` option whose condition holds, else
+    ``otherwise`` (a chain of ``Mux``; ``otherwise`` itself without options)."""
+    for cond, value in reversed(options):
+        otherwise = Mux(cond, value, otherwise)
+    return otherwise
 
 
 @contextlib.contextmanager

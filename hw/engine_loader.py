@@ -29,7 +29,7 @@ from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
 from .axi_dma_read import check_commands, read_beat_layout
-from .common import mul_const, rejecting
+from .common import first_of, mul_const, rejecting
 from .engine_walk import TileWalk, control_signature, fail_signature
 
 __all__ = ["POST_RECORD_BITS", "EngineLoader", "params_signature"]
@@ -277,7 +277,7 @@ class EngineLoader(wiring.Component):
                 else:
                     ld.advance()
             phases[1] = self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
-                                             then=_first_of(port3, 1),
+                                             then=first_of(port3, 1),
                                              otherwise=without_residual)
         for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
                                      ("weights", "w_o", _DEST_W),
@@ -302,7 +302,7 @@ class EngineLoader(wiring.Component):
         if in_quarter_kind:
             phases[7] = self._input_part_phase(
                 m, ld, d, dest, rd_box, ld_phase, flight, in_quarter_kind, iquarter,
-                then=3 if loads_w else _first_of(port3[1:], first_phase(d)))
+                then=3 if loads_w else first_of(port3[1:], first_phase(d)))
         if quarter_kind:
             phases[6] = self._quarter_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
                                             quarter_kind,
@@ -626,13 +626,6 @@ class _WeightParts:
         self.quarter_beats = tile >> 6
         self.half_beats = Mux(quarter, tile >> 6, tile >> 5)
         self.first_beats = Mux(quarter, tile >> 6, Mux(split, tile >> 5, tile >> 4))
-
-
-def _first_of(options, otherwise):
-    """The phase of the first ``(condition, phase)`` option that holds, else ``otherwise``."""
-    for cond, phase in reversed(options):
-        otherwise = Mux(cond, phase, otherwise)
-    return otherwise
 
 
 def _free(flight, dest, ready):
