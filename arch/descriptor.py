@@ -18,8 +18,8 @@ offset  bytes  field             contents
                                  :data:`FLAG_RESIDUAL`, bit 3 :data:`FLAG_POOL`, bit 4
                                  :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
                                  :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`, bit 8
-                                 :data:`FLAG_WQUARTER`, bit 9 :data:`FLAG_IQUARTER`; other
-                                 bits 0
+                                 :data:`FLAG_WQUARTER`, bit 9 :data:`FLAG_IQUARTER`, bit
+                                 10 :data:`FLAG_MINNER`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -98,15 +98,18 @@ __all__ = [
     "FLAG_IQUARTER",
     "FLAG_ISPLIT",
     "FLAG_LAST",
+    "FLAG_MINNER",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
     "FLAG_WQUARTER",
     "FLAG_WSPLIT",
+    "MINNER_M_TILES",
     "OP_CONV",
     "OP_GAP",
     "OP_POOL",
     "LayerDescriptor",
     "descriptor_layout",
+    "reuses_inputs",
     "stored_map",
     "weight_parts",
 ]
@@ -156,9 +159,27 @@ FLAG_WQUARTER = 1 << 8
 #: residual box, before the pass's weight half). The image does not change. Never without
 #: :data:`FLAG_ISPLIT`.
 FLAG_IQUARTER = 1 << 9
+#: The output-channel tiles are the innermost loop of the walk, ``(td, th, tw) > mt`` (else
+#: ``mt > (td, th, tw)``): each input box is read once and serves every m-tile of its tile
+#: (the compute releases it after the last m-tile's pass), each pass then reads its m-tile's
+#: weight tile. Only where :func:`reuses_inputs` allows it: one n-tile (the box is the tile's
+#: whole input) and two m-tiles (the parameter memory's two halves then hold both m-tiles'
+#: post records for the whole layer, loaded on the first tile).
+FLAG_MINNER = 1 << 10
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0x3FF
+_FLAGS_MASK = 0x7FF
+
+
+#: The m-tiles of a descriptor with :data:`FLAG_MINNER`.
+MINNER_M_TILES = 2
+
+
+def reuses_inputs(op: int, m_tiles: int, n_tiles: int) -> bool:
+    """Whether a descriptor of ``op`` with ``m_tiles`` and ``n_tiles`` may walk its m-tiles
+    innermost and keep each input box across them (:data:`FLAG_MINNER`): a conv or gap of one
+    n-tile and :data:`MINNER_M_TILES` m-tiles."""
+    return op != OP_POOL and n_tiles == 1 and m_tiles == MINNER_M_TILES
 
 
 def weight_parts(flags: int) -> int:
@@ -318,6 +339,10 @@ class LayerDescriptor:
             raise ValueError("FLAG_WQUARTER needs FLAG_WSPLIT")
         if self.flags & FLAG_IQUARTER and not self.flags & FLAG_ISPLIT:
             raise ValueError("FLAG_IQUARTER needs FLAG_ISPLIT")
+        if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles):
+            raise ValueError(f"FLAG_MINNER needs a conv descriptor of one n-tile and "
+                             f"{MINNER_M_TILES} m-tiles, not op {self.op} with "
+                             f"{self.n_tiles} n-tiles and {self.m_tiles} m-tiles")
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

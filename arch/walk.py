@@ -7,13 +7,14 @@ engine's component tests hold each walker's output equal to this. The performanc
 :func:`axis_tiles` and :func:`m_tile_slots`. A conv layer (``op`` conv or
 gap) runs the tile loop nest ``mt`` (output-channel tiles) > ``(td, th, tw)`` (output tiles of
 the descriptor's ``tile``, ``w`` fastest, clipped at the map's edge) > ``nt`` (input-channel
-tiles):
+tiles), with ``FLAG_MINNER`` ``(td, th, tw) > mt > nt``:
 
 * reads (:func:`conv_reads`): per m-tile its post records (before its first tile), per tile the
   residual box (``FLAG_RESIDUAL``, before its first ``nt``), per ``(tile, nt)`` the input box
   (conv padding as the DMA's zero padding; with ``FLAG_ISPLIT`` its two halves of slot groups,
   :func:`~fcircnn.arch.ports.input_halves`, with ``FLAG_IQUARTER`` too its four quarters,
-  :func:`~fcircnn.arch.ports.input_quarters`) then the ``(mt, nt)`` weight tile (with
+  :func:`~fcircnn.arch.ports.input_quarters`; with ``FLAG_MINNER`` for the first m-tile of
+  each tile only) then the ``(mt, nt)`` weight tile (with
   ``FLAG_WSPLIT`` its two halves, :func:`~fcircnn.arch.ports.weight_halves`, with
   ``FLAG_WQUARTER`` too its four quarters, :func:`~fcircnn.arch.ports.weight_quarters`);
 * compute passes (:func:`conv_passes`): one per ``(tile, nt)``;
@@ -33,6 +34,7 @@ from .descriptor import (
     FLAG_DFOLD,
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
     OP_POOL,
@@ -126,17 +128,21 @@ def _check(desc: LayerDescriptor, core: CoreGeometry) -> None:
 
 def conv_tiles(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[Tile]:
     """The tiles of a conv descriptor in the walk's order: ``mt``, then ``td``, ``th``,
-    ``tw`` (fastest)."""
+    ``tw`` (fastest); with :data:`~fcircnn.arch.descriptor.FLAG_MINNER` ``td``, ``th``,
+    ``tw``, then ``mt`` (fastest)."""
     _check(desc, core)
     axes = [axis_tiles(desc, a) for a in range(3)]
-    for mt, slots in enumerate(m_tile_slots(desc, core.tm)):
-        groups = -(-slots // SLOTS_PER_BEAT)
-        last_lanes = (slots - 1) % SLOTS_PER_BEAT + 1
-        for td, d in enumerate(axes[0]):
-            for th, h in enumerate(axes[1]):
-                for tw, w in enumerate(axes[2]):
-                    yield Tile(mt, (td, th, tw), (d.lo, h.lo, w.lo), (d.ext, h.ext, w.ext),
-                               groups, last_lanes)
+    m_tiles = [(mt, -(-slots // SLOTS_PER_BEAT), (slots - 1) % SLOTS_PER_BEAT + 1)
+               for mt, slots in enumerate(m_tile_slots(desc, core.tm))]
+    spatial = [((td, th, tw), (d.lo, h.lo, w.lo), (d.ext, h.ext, w.ext))
+               for td, d in enumerate(axes[0]) for th, h in enumerate(axes[1])
+               for tw, w in enumerate(axes[2])]
+    if desc.flags & FLAG_MINNER:
+        order = ((m, s) for s in spatial for m in m_tiles)
+    else:
+        order = ((m, s) for m in m_tiles for s in spatial)
+    for (mt, groups, last_lanes), (t, lo, ext) in order:
+        yield Tile(mt, t, lo, ext, groups, last_lanes)
 
 
 def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
@@ -229,22 +235,27 @@ def conv_reads(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[str,
             if desc.flags & FLAG_RESIDUAL and nt == 0:
                 yield "residual", Box(_out_addr(desc, tile, desc.res_base), *desc.out_stride,
                                       tile.groups, (0, 0, 0), tile.ext, (0, 0, 0))
-            box = _input_box(desc, core, tile, nt, axes)
-            if i_quarter:
-                for kind, groups in zip(_INPUT_PART_KINDS, input_quarters(box.groups),
-                                        strict=True):
-                    yield kind, box._replace(addr=box.addr + groups.start * box.stride_g,
-                                             groups=len(groups))
-            elif i_split:
-                lower, upper = input_halves(box.groups)
-                yield "input", box._replace(groups=len(lower))
-                yield "input_half", box._replace(addr=box.addr + upper.start * box.stride_g,
-                                                 groups=len(upper))
-            else:
-                yield "input", box
+            if not (tile.mt and desc.flags & FLAG_MINNER):  # else the first m-tile's box
+                yield from _input_parts(_input_box(desc, core, tile, nt, axes), i_split,
+                                        i_quarter)
             w_addr = desc.weight_base + (tile.mt * desc.n_tiles + nt) * weight_tile
             for k, kind in enumerate(kinds):
                 yield kind, Box.block(w_addr + k * part, part)
+
+
+def _input_parts(box: Box, i_split: bool, i_quarter: bool) -> Iterator[tuple[str, Box]]:
+    """The reads of one input box: whole, in two halves or in four quarters of slot groups."""
+    if i_quarter:
+        for kind, groups in zip(_INPUT_PART_KINDS, input_quarters(box.groups), strict=True):
+            yield kind, box._replace(addr=box.addr + groups.start * box.stride_g,
+                                     groups=len(groups))
+    elif i_split:
+        lower, upper = input_halves(box.groups)
+        yield "input", box._replace(groups=len(lower))
+        yield "input_half", box._replace(addr=box.addr + upper.start * box.stride_g,
+                                         groups=len(upper))
+    else:
+        yield "input", box
 
 
 #: The read kinds of an input box's quarters (``FLAG_IQUARTER``), in slot-group order.

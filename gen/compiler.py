@@ -108,6 +108,7 @@ from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_LAST,
+    FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
@@ -116,6 +117,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    reuses_inputs,
     weight_parts,
 )
 from fcircnn.arch.geometry import (
@@ -631,7 +633,8 @@ SPLIT_MIN_STALL = 0.005
 
 
 def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> int:
-    """The flags that split conv descriptor ``d``'s reads over the two AXI ports, or 0.
+    """The flags that split conv descriptor ``d``'s reads over the AXI ports or reorder its
+    walk, or 0.
 
     The candidates are its weight tiles (:data:`~fcircnn.arch.descriptor.FLAG_WSPLIT`, where
     the core :meth:`~fcircnn.arch.ports.PortMap.splits_weights`), its input boxes
@@ -642,9 +645,11 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     core :meth:`~fcircnn.arch.ports.PortMap.quarters_weights`) and the input boxes in quarters
     (``FLAG_ISPLIT | FLAG_IQUARTER``, where the core
     :meth:`~fcircnn.arch.ports.PortMap.quarters_inputs` and the layer
-    :func:`~fcircnn.arch.walk.quarters_inputs`), each with either weight split; the
-    performance model picks the
-    fastest, no split unless a split is faster. A descriptor
+    :func:`~fcircnn.arch.walk.quarters_inputs`), each with either weight split; each of
+    these and none also with the m-tiles innermost (:data:`~fcircnn.arch.descriptor.
+    FLAG_MINNER`, where :func:`~fcircnn.arch.descriptor.reuses_inputs`: one input box read
+    for both m-tiles of its tile). The performance model picks the fastest, none unless one
+    is faster. A descriptor
     that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
     is not split (a split cannot save more than that wait; this keeps the sweep's per-point
     cost low)."""
@@ -658,8 +663,11 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     q = FLAG_WSPLIT | FLAG_WQUARTER if ports.quarters_weights(cg.weight_tile_beats(1)) else 0
     iq = (FLAG_ISPLIT | FLAG_IQUARTER if ports.quarters_inputs(cg.in_groups)
           and quarters_inputs(d, cg) else 0)
-    candidates = sorted({w, i, w | i, q, q | i if q else 0,
-                         iq, iq | w if iq else 0, iq | q if iq else 0} - {0})
+    splits = {0, w, i, w | i, q, q | i if q else 0, iq, iq | w if iq else 0,
+              iq | q if iq else 0}
+    if reuses_inputs(d.op, d.m_tiles, d.n_tiles):
+        splits |= {flags | FLAG_MINNER for flags in splits}
+    candidates = sorted(splits - {0})
     if not candidates:
         return 0
     mem = memory_of(acc)

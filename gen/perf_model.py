@@ -83,6 +83,7 @@ from fcircnn.arch.descriptor import (
     FLAG_DFOLD,
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
@@ -483,8 +484,10 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _WL,                              # weight engine's next decision (what-if weight_engine)
  _WC,                              # split weight tile: commit of the last tile (both halves)
  _IC,                              # split input box: commit of the last box (both halves)
- _I1L, _W1L) = range(19)           # next decision of the input-half / weight-half loaders
-_NSTATE = 19
+ _I1L, _W1L,                       # next decision of the input-half / weight-half loaders
+ _BR1, _BR2) = range(21)           # input box releases of the last two boxes (FLAG_MINNER:
+#                                    a box serves both m-tiles of its tile)
+_NSTATE = 21
 
 
 class _Queue:
@@ -567,6 +570,7 @@ class _Conv:
             raise ValueError("FLAG_IQUARTER needs the four-port memory model (loaders of their "
                              "own on ports 2 and 3)")
         self.out_boxes = DFOLD_DEPTHS if d.flags & FLAG_DFOLD else 1
+        self.minner = bool(d.flags & FLAG_MINNER)
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
         self.steps = 0
@@ -612,8 +616,13 @@ class _Conv:
         return cmd + 1, last
 
     # ---- one tile -------------------------------------------------------------------------
-    def tile(self, s: list, groups: int, ax: tuple[_Axis, _Axis, _Axis], first_of_mt: bool):
+    def tile(self, s: list, groups: int, ax: tuple[_Axis, _Axis, _Axis], first_of_mt: bool,
+             mt: int = 0):
         d, t, mem = self.d, self.t, self.mem
+        # FLAG_MINNER: a tile's later m-tile reuses the input box its first one read; the
+        # last releases it.
+        reuse = self.minner and mt > 0
+        releases = not self.minner or mt == d.m_tiles - 1
         self.steps += 1
         ad, ah, aw = ax
         ext_d, ext_h, ext_w = ad.ext, ah.ext, aw.ext
@@ -657,9 +666,11 @@ class _Conv:
                 ld += 1
                 if self.residual and self.w1_who == "w1":
                     s[_W1L] += 1
-            # phase 2: input box, once compute released the pass two back
+            # phase 2: input box, once compute released the box two back (weights: the pass
+            # two back)
             g_in = self.in_groups[nt]
             free = s[_CR2] + 1
+            free_in = s[_BR2] + 1
 
             def in_read(who, dec, dest, gate, groups, ax=(ad, ah, aw)):
                 ad, ah, aw = ax
@@ -670,11 +681,18 @@ class _Conv:
                 return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
                                   gaps, lead=_leading_zeros(ad, ah, aw))
 
-            if self.i_quarter:
+            if reuse:
+                # every loader of a part steps over it (one decision cycle)
+                ld += 1
+                for who in (("w", "i1", "w1") if self.i_quarter else
+                            (self.i1_who,) if self.i_split else ()):
+                    s[self.walker[who]] += 1
+                in_ready = _NEG
+            elif self.i_quarter:
                 # a quarter on each loader (the weight loader's and port 3's settled on the
                 # pass as port 2's are), all once the last box committed
                 q = g_in // 4
-                gate = max(free, s[_IC])
+                gate = max(free_in, s[_IC])
                 ld, last = in_read("in", ld, "input", gate, q)
                 lasts = [last]
                 for who, kind in (("w", "input_quarter1"), ("i1", "input_half"),
@@ -689,7 +707,7 @@ class _Conv:
                 # (two cycles after its step, its box then settled), both once the last box
                 # committed
                 half = g_in // 2
-                gate = max(free, s[_IC])
+                gate = max(free_in, s[_IC])
                 ld, last = in_read("in", ld, "input", gate, half)
                 who = self.i1_who
                 settled = s[self.walker[who]] + (1 if self.queues else 2)
@@ -698,7 +716,7 @@ class _Conv:
                 s[_IC] = max(last, last1) + 1
                 in_ready = s[_IC]
             else:
-                ld, last = in_read("in", ld, "input", free, g_in)
+                ld, last = in_read("in", ld, "input", free_in, g_in)
                 in_ready = last + 1
             # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
             if self.split:
@@ -722,6 +740,8 @@ class _Conv:
                     end += blocked - first_out
             acc[0] += compute
             s[_CR2], s[_CR1] = s[_CR1], end
+            if releases:
+                s[_BR2], s[_BR1] = s[_BR1], end
             s[_CPW] = end + 1
         s[_LD] = ld
         s[_PRM] = prm
@@ -805,35 +825,50 @@ class _Conv:
         s = [0] * self.nstate
         s[_CR1] = s[_CR2] = s[_DR1] = s[_DR2] = s[_SR1] = s[_SR2] = _NEG
         s[_MD1] = s[_MD2] = _NEG
-        s[_PRM] = s[_WC] = s[_IC] = _NEG
+        s[_PRM] = s[_WC] = s[_IC] = s[_BR1] = s[_BR2] = _NEG
         for i in range(_NSTATE, self.nstate):
             s[i] = _NEG
         dr, hr, wr = (_axis_runs(self.d, a) for a in range(3))
         mruns = _m_runs(self.d, self.core.tm)
 
         def mtile(s, groups):
-            first = True
-            for ad, cd in dr:
-                self._run_repeat(s, cd, lambda s, ad=ad, first=first: plane(s, ad, groups, first))
-                first = False
+            self._nest(s, dr, hr, wr, lambda s, ad, ah, aw, first: self.tile(
+                s, groups, (ad, ah, aw), first))
             self.end_of_mt(s)
 
-        def plane(s, ad, groups, first):
-            first_row = first
-            for ah, ch in hr:
-                def row(s, ah=ah, first_row=first_row):
-                    first_tile = first_row
-                    for aw, cw in wr:
-                        def one(s, aw=aw, first_tile=first_tile):
-                            self.tile(s, groups, (ad, ah, aw), first_tile)
-                        self._run_repeat(s, cw, one)
-                        first_tile = False
-                self._run_repeat(s, ch, row)
-                first_row = False
+        if self.minner:
+            # (td, th, tw) > mt: each tile's m-tiles in turn, the post records of every m-tile
+            # on the first tile
+            m_groups = [g for g, c in mruns for _ in range(c)]
 
-        for groups, cm in mruns:
-            self._run_repeat(s, cm, lambda s, groups=groups: mtile(s, groups))
+            def tiles(s, ad, ah, aw, first):
+                for mt, groups in enumerate(m_groups):
+                    self.tile(s, groups, (ad, ah, aw), first, mt)
+            self._nest(s, dr, hr, wr, tiles)
+            self.end_of_mt(s)
+        else:
+            for groups, cm in mruns:
+                self._run_repeat(s, cm, lambda s, groups=groups: mtile(s, groups))
         return s[_LAST], self.acc
+
+    def _nest(self, s: list, dr, hr, wr, body) -> None:
+        """Run ``body(s, ad, ah, aw, first)`` over the tiles (``w`` fastest) with the
+        steady-state extrapolation; ``first``: the layer's first tile."""
+        first = True
+        for ad, cd in dr:
+            def plane(s, ad=ad, first=first):
+                first_row = first
+                for ah, ch in hr:
+                    def row(s, ah=ah, first_row=first_row):
+                        first_tile = first_row
+                        for aw, cw in wr:
+                            self._run_repeat(s, cw, lambda s, aw=aw, ft=first_tile: body(
+                                s, ad, ah, aw, ft))
+                            first_tile = False
+                    self._run_repeat(s, ch, row)
+                    first_row = False
+            self._run_repeat(s, cd, plane)
+            first = False
 
     def _run_repeat(self, s: list, count: int, body) -> None:
         """Run ``body(s)`` ``count`` times; once an iteration shifts every (clamped) event

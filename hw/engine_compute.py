@@ -33,7 +33,9 @@ class EngineCompute(wiring.Component):
     --------
     * Waits for ``in_valid & w_valid`` (both tiles loaded; ``dma_stall`` high meanwhile),
       reads them (``in_en``/``w_en`` with ``in_addr = dep + row + col + tap``, ``w_addr =
-      tap``), then releases both (``in_release``/``w_release``) after the pass's last read.
+      tap``), then releases both (``in_release``/``w_release``) after the pass's last read;
+      with ``FLAG_MINNER`` the input box only after its tile's last m-tile's pass (the other
+      passes of the tile read the same box).
     * The PE array's sums (``pe_o``) of a voxel come at least 3 cycles after the beat with
       ``last`` (the tag FIFO's latency; :class:`~fcircnn.hw.pe_array.PEArray`'s pipeline is
       longer).
@@ -188,8 +190,10 @@ class EngineCompute(wiring.Component):
                                              vox.eq(vox_plane + Tr * Tc)]
                             with m.Else():
                                 # Pass done: free both tiles (the data already read stays in
-                                # the read registers until the PE array takes it).
-                                m.d.comb += [self.in_release.eq(1), self.w_release.eq(1)]
+                                # the read registers until the PE array takes it); with
+                                # FLAG_MINNER the input box after the tile's last m-tile.
+                                m.d.comb += [self.in_release.eq(~cp.inner | cp.last_mt),
+                                             self.w_release.eq(1)]
                                 cp.advance()
                                 m.next = "WAIT"
 

@@ -244,13 +244,7 @@ class EngineLoader(wiring.Component):
         quarter = (d.flags & FLAG_WQUARTER).bool() if self.quarters else C(0, 1)
         iquarter = (d.flags & FLAG_IQUARTER).bool() if self.in_quarters else C(0, 1)
         first_phase = k.first_phase
-        # A loader of one half (or quarter) walks only descriptors that split it.
-        starts = ctl.start & (ctl.new_desc.op != OP_POOL)
-        if not (loads_in or loads_w):
-            flag = ((FLAG_ISPLIT if in_halves else 0) | (FLAG_WQUARTER if quarter_kind else 0)
-                    | (FLAG_WSPLIT if halves else 0) | (FLAG_RESIDUAL if res_side else 0)
-                    | (FLAG_IQUARTER if in_quarter_kind else 0))
-            starts = starts & (ctl.new_desc.flags & flag).bool()
+        starts = k.starts(ctl)
         m.d.comb += self.rd_data.ready.eq(route == _DEST_PARAM)
         phases, params = {}, None
         split = (d.flags & FLAG_WSPLIT).bool()
@@ -258,34 +252,24 @@ class EngineLoader(wiring.Component):
         # or the next pass.
         after_input = (3 if loads_w else Mux(split, 4, 0) if halves
                        else Mux(quarter, 6, 0) if quarter_kind else 0)
+
+        def skip_input(dest_, then):
+            # FLAG_MINNER, a tile's later m-tile: its part of the input box is in the buffer
+            # already; on to phase ``then``, or to the next pass if it was this one's last read.
+            m.d.sync += ld_phase.eq(then)
+            with m.If(k.last_read(C(dest_, range(_DESTS)), split, quarter, iquarter)):
+                ld.advance()
+
         if loads_in:
             phases, params = self._input_side(m, ld, dest, route, rd_box, ld_phase, flight,
-                                              after_input=after_input)
+                                              after_input=after_input, skip=skip_input)
         # Port 3's loader after a tile's residual box (or in place of it): the pass's input
         # quarter, its weight half, then the next pass.
         port3 = ([(iquarter, 7)] if in_quarter_kind else []) + ([(split, 4)] if halves else [])
         if res_side:
-            # Per tile its residual box, then each pass's input quarter (FLAG_IQUARTER) and
-            # weight half (FLAG_WSPLIT); a pass with none of them steps the walk.
-            def without_residual():
-                for j, (cond, phase) in enumerate(port3):
-                    with (m.If if j == 0 else m.Elif)(cond):
-                        m.d.sync += ld_phase.eq(phase)
-                if port3:
-                    with m.Else():
-                        ld.advance()
-                else:
-                    ld.advance()
-            phases[1] = self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
-                                             then=first_of(port3, 1),
-                                             otherwise=without_residual)
-        for kind, stream_, dest_ in (("weight_half", "w1_o", _DEST_W1),
-                                     ("weights", "w_o", _DEST_W),
-                                     ("input_half", "in1_o", _DEST_IN1),
-                                     ("weight_quarter1", "w2_o", _DEST_W2),
-                                     ("weight_quarter3", "w3_o", _DEST_W3),
-                                     ("input_quarter1", "in2_o", _DEST_IN2),
-                                     ("input_quarter3", "in3_o", _DEST_IN3)):
+            phases[1] = self._port3_residual(m, ld, dest, route, rd_box, ld_phase, flight,
+                                             port3)
+        for kind, (stream_, dest_) in _PART_SINKS.items():
             if kind in self.reads:
                 self._route(m, route, dest_, getattr(self, stream_))
         parts = _WeightParts(d, split, quarter)
@@ -297,11 +281,11 @@ class EngineLoader(wiring.Component):
                                            parts, flight)
         if in_halves:
             phases[5] = self._input_part_phase(
-                m, ld, d, dest, rd_box, ld_phase, flight, "input_half", iquarter,
+                m, ld, d, dest, rd_box, ld_phase, flight, "input_half", iquarter, skip_input,
                 then=3 if loads_w else Mux(quarter, 6, 5) if quarter_kind else 5)
         if in_quarter_kind:
             phases[7] = self._input_part_phase(
-                m, ld, d, dest, rd_box, ld_phase, flight, in_quarter_kind, iquarter,
+                m, ld, d, dest, rd_box, ld_phase, flight, in_quarter_kind, iquarter, skip_input,
                 then=3 if loads_w else first_of(port3[1:], first_phase(d)))
         if quarter_kind:
             phases[6] = self._quarter_phase(m, ld, d, dest, rd_box, ld_phase, flight, parts,
@@ -361,6 +345,22 @@ class EngineLoader(wiring.Component):
         m.d.comb += self.idle.eq(loader_fsm.ongoing("IDLE"))
         return m
 
+    def _port3_residual(self, m, ld, dest, route, rd_box, ld_phase, flight, port3):
+        """Phase 1 of port 3's loader: per tile its residual box, then each pass's input
+        quarter (``FLAG_IQUARTER``) and weight half (``FLAG_WSPLIT``), the first of ``port3``
+        (``(condition, phase)`` pairs) that holds; a pass with none of them steps the walk."""
+        def without_residual():
+            for j, (cond, phase) in enumerate(port3):
+                with (m.If if j == 0 else m.Elif)(cond):
+                    m.d.sync += ld_phase.eq(phase)
+            if port3:
+                with m.Else():
+                    ld.advance()
+            else:
+                ld.advance()
+        return self._residual_phase(m, ld, dest, route, rd_box, ld_phase, flight,
+                                    then=first_of(port3, 1), otherwise=without_residual)
+
     def _fail(self, m, status):
         """Pulse ``fail`` with a read status."""
         m.d.comb += [self.fail.valid.eq(1), self.fail.code.eq(status.code.as_value()),
@@ -401,15 +401,16 @@ class EngineLoader(wiring.Component):
                 m.next = "CMD"
         return issue
 
-    def _input_part_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, kind, iquarter, *,
-                          then):
+    def _input_part_phase(self, m, ld, d, dest, rd_box, ld_phase, flight, kind, iquarter,
+                          skip, *, then):
         """Phase 5 (``kind`` ``input_half``: first of a ``FLAG_ISPLIT`` pass on the weight
         loader, or the only one on port 2's loader) or 7 (``input_quarter1`` on the weight
         loader, ``input_quarter3`` on port 3's): the upper half of the input box's slot
         groups (:func:`~fcircnn.arch.ports.input_halves`; with ``FLAG_IQUARTER`` its third
         quarter, which starts there too) or its second or fourth quarter
         (:func:`~fcircnn.arch.ports.input_quarters`), once the input buffer's stream takes it
-        and the walk has settled on the pass; then phase ``then``."""
+        and the walk has settled on the pass; then phase ``then``. A pass that reuses the
+        tile's input box (``FLAG_MINNER``) calls ``skip(dest, then)`` instead."""
         G = self.core.in_groups
         half = input_halves(G)[1]
         if kind == "input_half":
@@ -439,7 +440,9 @@ class EngineLoader(wiring.Component):
             flight.sources[field] = size
 
         def issue():
-            with m.If(_free(flight, dest_, out.ready) & ld.settled):
+            with m.If(ld.reuses_input):
+                skip(dest_, then)
+            with m.Elif(_free(flight, dest_, out.ready) & ld.settled):
                 m.d.sync += [dest.eq(dest_), rd_box.eq(box), ld_phase.eq(then),
                              size.groups.eq(count), size.d.eq(span[0]),
                              size.h.eq(span[1]), size.w.eq(span[2])]
@@ -492,10 +495,12 @@ class EngineLoader(wiring.Component):
                 otherwise()
         return issue
 
-    def _input_side(self, m, ld, dest, route, rd_box, ld_phase, flight, *, after_input):
+    def _input_side(self, m, ld, dest, route, rd_box, ld_phase, flight, *, after_input,
+                    skip):
         """The post records, residual and input boxes: their boxes, the routing of their
-        beats and the post-parameter writes. Returns the issue logic of phases 0-2 (by phase)
-        and the post records' :class:`_Params`."""
+        beats and the post-parameter writes (a pass reusing its tile's input box,
+        ``FLAG_MINNER``, calls ``skip(dest, after_input)`` instead of reading it). Returns the
+        issue logic of phases 0-2 (by phase) and the post records' :class:`_Params`."""
         core, aw = self.core, self.addr_width
         Tm = core.tm
         d = self.ctl.desc
@@ -544,7 +549,9 @@ class EngineLoader(wiring.Component):
 
         def input_box():
             # (in_box: two cycles after the loader's step, by the time it gets here)
-            with m.If(_free(flight, _DEST_IN, self.in_o.ready) & ld.settled):
+            with m.If(ld.reuses_input):
+                skip(_DEST_IN, after_input)
+            with m.Elif(_free(flight, _DEST_IN, self.in_o.ready) & ld.settled):
                 m.d.sync += [dest.eq(_DEST_IN), rd_box.eq(in_box), ld_phase.eq(after_input),
                              in_size.groups.eq(in_groups), in_size.d.eq(in_span[0]),
                              in_size.h.eq(in_span[1]), in_size.w.eq(in_span[2])]
@@ -569,6 +576,19 @@ class _Kinds:
         # the second weight halves, if the core splits weight tiles; the constructor has
         # checked that the core has a residual buffer).
         self.res_side = "residual" in reads and not self.loads_in
+
+    def starts(self, ctl):
+        """The cycle the loader starts a layer: a conv descriptor's start; a loader of one
+        half (or quarter) only on descriptors that split it (or that have residuals, port 3's
+        loader)."""
+        starts = ctl.start & (ctl.new_desc.op != OP_POOL)
+        if self.loads_in or self.loads_w:
+            return starts
+        flag = ((FLAG_ISPLIT if self.in_halves else 0)
+                | (FLAG_WQUARTER if self.quarter_kind else 0)
+                | (FLAG_WSPLIT if self.halves else 0) | (FLAG_RESIDUAL if self.res_side else 0)
+                | (FLAG_IQUARTER if self.in_quarter_kind else 0))
+        return starts & (ctl.new_desc.flags & flag).bool()
 
     def first_phase(self, desc):
         """The phase each pass of ``desc`` starts at: a loader without inputs at its weights
@@ -757,5 +777,12 @@ class _InFlight:
 (_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1, _DEST_W2,
  _DEST_W3, _DEST_IN2, _DEST_IN3) = range(11)
 _DESTS = 11
+
+#: The split read kinds' sinks: the loader's stream and the destination of their beats.
+_PART_SINKS = {"weight_half": ("w1_o", _DEST_W1), "weights": ("w_o", _DEST_W),
+               "input_half": ("in1_o", _DEST_IN1), "weight_quarter1": ("w2_o", _DEST_W2),
+               "weight_quarter3": ("w3_o", _DEST_W3), "input_quarter1": ("in2_o", _DEST_IN2),
+               "input_quarter3": ("in3_o", _DEST_IN3)}
+
 #: The read kinds of the second and fourth quarters of a ``FLAG_WQUARTER`` weight tile.
 _QUARTER_KINDS = frozenset({"weight_quarter1", "weight_quarter3"})

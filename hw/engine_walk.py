@@ -13,7 +13,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from fcircnn.arch.descriptor import FLAG_POOL, OP_POOL, descriptor_layout
+from fcircnn.arch.descriptor import FLAG_MINNER, FLAG_POOL, OP_POOL, descriptor_layout
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -52,8 +52,9 @@ def fused_pool_axes(m: Module, d, fused_pool: bool) -> tuple[Signal, list[Signal
 
 
 class TileWalk:
-    """Counters of the layer's tile loop nest ``mt > (td, th, tw) > nt`` and the geometry of
-    the current tile, kept in registers next to the counters.
+    """Counters of the layer's tile loop nest ``mt > (td, th, tw) > nt`` (with
+    ``FLAG_MINNER`` ``(td, th, tw) > mt > nt``) and the geometry of the current tile, kept in
+    registers next to the counters.
 
     One instance per walker (loader, compute, drain, store), each advancing on its own. The tile
     geometry (extents, last-iteration flags, slot groups of the m-tile) is computed with the
@@ -96,6 +97,11 @@ class TileWalk:
         self.groups_n = S(range(self.G_in + 1), "groups_n")
         self.n_rest = S(16, "n_rest")
         self.last_tile = self.last_t[0] & self.last_t[1] & self.last_t[2]
+        # FLAG_MINNER: the m-tiles are the loop inside the tiles; the passes of a tile's later
+        # m-tiles (``reuses_input``) reuse the input box its first m-tile's pass read.
+        self.inner = S(1, "minner")
+        m.d.comb += self.inner.eq((desc.flags & FLAG_MINNER).bool())
+        self.reuses_input = self.inner & (self.mt != 0)
         # Cycles until registers computed from the counters (input_box) are valid again.
         self.settle = S(range(3), "settle")
         self.settled = self.settle == 0
@@ -136,13 +142,28 @@ class TileWalk:
         return [self.rest[a].eq(shape), self.ext[a].eq(Mux(shape < tile, shape, tile)),
                 self.last_t[a].eq(shape <= tile)]
 
+    def _next_m_tile(self):
+        """Statements stepping to the next m-tile."""
+        d, core = self.desc, self.core
+        next_slots = self.mt_slots - core.tm // 2
+        return [self.mt.eq(self.mt + 1), self.last_mt.eq(self.mt + 2 == d.m_tiles),
+                self.mt_out.eq(self.mt_out + d.out_mt_step),
+                self.mt_post.eq(self.mt_post + core.tm * 16),
+                self.mt_slots.eq(next_slots), *self._m_tile(next_slots)]
+
+    def _first_m_tile(self):
+        """Statements returning to the first m-tile (``FLAG_MINNER``: the next tile's)."""
+        d = self.desc
+        return [self.mt.eq(0), self.last_mt.eq(d.m_tiles <= 1), self.mt_out.eq(0),
+                self.mt_post.eq(0), self.mt_slots.eq(d.out_slots), *self._m_tile(d.out_slots)]
+
     def advance(self):
-        """Step to the next iteration (``done`` after the last)."""
+        """Step to the next iteration (``done`` after the last): ``nt`` fastest, then the tiles
+        (``w`` fastest) and the m-tiles, with ``FLAG_MINNER`` the m-tiles before the tiles."""
         m, d, core = self.m, self.desc, self.core
         m.d.sync += self.settle.eq(2)
 
         def tiles_step(a=2):
-            # w fastest, then h, then d; then the next m-tile.
             with m.If(~self.last_t[a]):
                 rest, tile = self.rest[a], d.tile[a]
                 m.d.sync += [self.t[a].eq(self.t[a] + 1),
@@ -158,18 +179,22 @@ class TileWalk:
                 if a:
                     tiles_step(a - 1)
                 else:
+                    # (with FLAG_MINNER the m-tiles wrapped first: last_mt is set)
                     with m.If(self.last_mt):
                         m.d.sync += self.done.eq(1)
                     with m.Else():
-                        next_slots = self.mt_slots - core.tm // 2
-                        m.d.sync += [self.mt.eq(self.mt + 1),
-                                     self.last_mt.eq(self.mt + 2 == d.m_tiles),
-                                     self.mt_out.eq(self.mt_out + d.out_mt_step),
-                                     self.mt_post.eq(self.mt_post + core.tm * 16),
-                                     self.mt_slots.eq(next_slots), *self._m_tile(next_slots)]
+                        m.d.sync += self._next_m_tile()
+
+        def outer_step():
+            with m.If(self.inner & ~self.last_mt):
+                m.d.sync += self._next_m_tile()
+            with m.Else():
+                with m.If(self.inner):
+                    m.d.sync += self._first_m_tile()
+                tiles_step()
 
         if not self.with_nt:
-            tiles_step()
+            outer_step()
             return
         with m.If(~self.last_nt):
             m.d.sync += [self.nt.eq(self.nt + 1), self.last_nt.eq(self.nt + 2 == d.n_tiles),
@@ -185,9 +210,14 @@ class TileWalk:
         with m.Else():
             m.d.sync += [self.nt.eq(0), self.nt_sub.eq(0), self.nt_in.eq(0), self.w_nt.eq(0),
                          self.last_nt.eq(d.n_tiles <= 1), *self._n_tile((d.in_slots + 7) >> 3)]
-            with m.If(self.last_tile):
-                m.d.sync += self.w_mt.eq(self.w_mt + self.w_nt + d.weight_tile_bytes)
-            tiles_step()
+            # The next m-tile's weights follow this one's; with FLAG_MINNER the first
+            # m-tile's follow the last's pass.
+            next_w = self.w_mt + self.w_nt + d.weight_tile_bytes
+            with m.If(self.inner):
+                m.d.sync += self.w_mt.eq(Mux(self.last_mt, 0, next_w))
+            with m.Elif(self.last_tile):
+                m.d.sync += self.w_mt.eq(next_w)
+            outer_step()
 
     def input_box(self, box, span, base, groups):
         """Register this tile's input box (padding included) in ``box`` (a box_layout signal)

@@ -160,10 +160,11 @@ def write_trim_accelerator(folder: Path) -> Path:
 
 
 #: ResNet-18's first stage-2 block in small, on the committed best's channel tile (``Tn = Tm =
-#: 64``, four input slot groups): after q0, q1 (3x3x3, stride 2) and qd (its 1x1x1 stride-2
-#: shortcut) wait for input boxes twice their tile's extent, q2 adds qd's map as its residual;
-#: the compiler reads input boxes in quarters over the four ports (``FLAG_IQUARTER``), q2's
-#: beside its residual boxes on port 3.
+#: 64``, four input slot groups): after q0, q1 (3x3x3, stride 2, 64 -> 128 channels) and qd
+#: (its 1x1x1 stride-2 shortcut) wait for input boxes twice their tile's extent, q2 adds qd's
+#: map as its residual; the compiler reads input boxes in quarters over the four ports
+#: (``FLAG_IQUARTER``), q2's beside its residual boxes on port 3, and walks q1's two m-tiles
+#: innermost (``FLAG_MINNER``: one input box for both).
 QUARTER_NET = """
 name: quarters
 input: {channels: 3, depth: 4, height: 16, width: 16}
@@ -171,10 +172,10 @@ classes: 10
 block_size: %(B)d
 layers:
   - {name: q0, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: q1, type: conv, out_channels: 64, kernel: 3, stride: 2, padding: 1, cbn: true,
+  - {name: q1, type: conv, out_channels: 128, kernel: 3, stride: 2, padding: 1, cbn: true,
      crelu: true}                                                 # 4x16x16 -> 2x8x8
-  - {name: qd, type: conv, out_channels: 64, kernel: 1, stride: 2, input: q0, cbn: true}
-  - {name: q2, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true,
+  - {name: qd, type: conv, out_channels: 128, kernel: 1, stride: 2, input: q0, cbn: true}
+  - {name: q2, type: conv, out_channels: 128, kernel: 3, padding: 1, cbn: true, crelu: true,
      input: q1, residual: qd}
   - {name: gap, type: gap}
   - {name: fc, type: fc, out_channels: 10}

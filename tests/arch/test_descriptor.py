@@ -11,6 +11,7 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_DFOLD,
     FLAG_LAST,
+    FLAG_MINNER,
     FLAG_POOL,
     OP_CONV,
     OP_GAP,
@@ -121,7 +122,11 @@ def test_field_limits_name_the_field(field, value, limit):
 @pytest.mark.parametrize("changes, match", [
     ({"out_base": 0x20008}, "out_base .* 16-byte aligned"),
     ({"op": 3}, "op must be"),
-    ({"flags": 0x400}, "flags"),
+    ({"flags": 0x800}, "flags"),
+    ({"flags": 0x400}, ("FLAG_MINNER needs .* one n-tile and 2 m-tiles, not op 0 with 16 "
+                        "n-tiles and 8 m-tiles")),
+    ({"flags": 0x400, "n_tiles": 1, "m_tiles": 3}, "FLAG_MINNER needs"),
+    ({"flags": 0x400, "n_tiles": 1, "m_tiles": 2, "op": 2}, "FLAG_MINNER needs"),
     ({"flags": 0x100}, "FLAG_WQUARTER needs FLAG_WSPLIT"),
     ({"flags": 0x200}, "FLAG_IQUARTER needs FLAG_ISPLIT"),
     ({"kernel": (3, 0, 3)}, "kernel must be >= 1"),
@@ -131,6 +136,11 @@ def test_field_limits_name_the_field(field, value, limit):
 def test_invalid_values_are_rejected(changes, match):
     with pytest.raises(ValueError, match=match):
         _example(**changes)
+
+
+def test_minner_on_one_n_tile_and_two_m_tiles():
+    d = _example(flags=FLAG_MINNER, n_tiles=1, m_tiles=2)
+    assert LayerDescriptor.unpack(d.pack()) == d
 
 
 def test_unpack_rejects_bad_bytes():

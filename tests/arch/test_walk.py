@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_IQUARTER, FLAG_ISPLIT, FLAG_RESIDUAL, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.descriptor import (
+    FLAG_IQUARTER,
+    FLAG_ISPLIT,
+    FLAG_MINNER,
+    FLAG_RESIDUAL,
+    FLAG_WSPLIT,
+    OP_POOL,
+    reuses_inputs,
+)
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry
 from fcircnn.arch.walk import (
     Box,
@@ -62,7 +70,10 @@ def test_the_tiles_cover_every_output_voxel_of_every_m_tile_once(desc, core, fus
 def test_input_boxes_are_the_conv_input_ranges(desc, core, fused):
     reads = [box for kind, box in conv_reads(desc, core) if kind == "input"]
     passes = list(conv_passes(desc, core))
-    assert len(reads) == len(passes) == desc.m_tiles * desc.n_tiles * int(np.prod(desc.tiles))
+    assert len(passes) == desc.m_tiles * desc.n_tiles * int(np.prod(desc.tiles))
+    if desc.flags & FLAG_MINNER:  # one box per tile, for its first m-tile's pass
+        passes = [(tile, nt) for tile, nt in passes if tile.mt == 0]
+    assert len(reads) == len(passes)
     for box, (tile, nt) in zip(reads, passes, strict=True):
         for a in range(3):
             start, count = conv_input_range(tile.lo[a], tile.ext[a], desc.kernel[a],
@@ -98,6 +109,39 @@ def test_reads_come_in_the_loaders_order_with_every_weight_tile_per_tile(desc, c
                     for k in kinds)
     assert order.replace("p", "").replace("r", "") == "iw" * len(weights)
     assert order.startswith("p") and "rp" not in order  # records before the residual
+
+
+MINNER = [c for c in CONV if reuses_inputs(c[0].op, c[0].m_tiles, c[0].n_tiles)]
+
+
+@pytest.mark.parametrize(("desc", "core", "fused"), MINNER)
+def test_m_tiles_innermost_read_each_input_box_once_for_all_its_m_tiles(desc, core, fused):
+    outer = dataclasses.replace(desc, flags=desc.flags & ~FLAG_MINNER)
+    inner = dataclasses.replace(desc, flags=desc.flags | FLAG_MINNER)
+    tiles = list(conv_tiles(inner, core))
+    assert sorted(tiles) == sorted(conv_tiles(outer, core))
+    assert [t.mt for t in tiles] == [0, 1] * (len(tiles) // 2)
+    assert [t.t for t in tiles[::2]] == [t.t for t in tiles[1::2]]
+    reads = list(conv_reads(inner, core))
+    passes, kinds = [], []  # each pass's read kinds (a pass ends with its weight tile)
+    for kind, _ in reads:
+        kinds.append(kind)
+        if kind == "weights":
+            passes.append(kinds)
+            kinds = []
+    for tile, kinds in zip(tiles, passes, strict=True):
+        assert any(kind.startswith("input") for kind in kinds) == (tile.mt == 0)
+    # The boxes are the outer walk's first m-tile's, the weights the pass's m-tile's.
+    boxes = [(kind, box) for kind, box in reads if kind.startswith("input")]
+    first = [(kind, box) for kind, box in conv_reads(outer, core) if kind.startswith("input")]
+    assert boxes == first[:len(boxes)] and len(boxes) * desc.m_tiles == len(first)
+    weights = [box.addr for kind, box in reads if kind == "weights"]
+    assert weights[:2] == [desc.weight_base + mt * desc.weight_tile_bytes for mt in (0, 1)]
+    assert [kind for kind, _ in reads].count("params") == desc.m_tiles == 2
+    # The same write boxes, in the inner walk's tile order.
+    writes = list(conv_writes(inner, core, fused_pool=fused))
+    assert sorted(writes) == sorted(conv_writes(outer, core, fused_pool=fused))
+    assert writes[1].addr - writes[0].addr == desc.out_mt_step
 
 
 @pytest.mark.parametrize(("desc", "core", "fused"), CONV[:4])

@@ -7,11 +7,11 @@ from __future__ import annotations
 import importlib.util
 import random
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from fcircnn.arch.descriptor import OP_POOL, LayerDescriptor
+from fcircnn.arch.descriptor import FLAG_MINNER, OP_POOL, LayerDescriptor, reuses_inputs
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
 from fcircnn.arch.walk import Box, conv_reads
 from fcircnn.gen.compiler import plan_network
@@ -99,6 +99,21 @@ def _cases(sources) -> tuple[Case, ...]:
 
 def conv_cases() -> list[Case]:
     return [c for c in cases() if c.desc.op != OP_POOL]
+
+
+def minner_cases() -> list[Case]:
+    """The conv descriptors of :func:`cases` and :func:`four_port_cases` that may walk their
+    m-tiles innermost (:func:`~fcircnn.arch.descriptor.reuses_inputs`), with
+    ``FLAG_MINNER`` set (named ``...+minner``) and with it cleared where the compiler set it
+    (``...-minner``)."""
+    out = []
+    for c in (*conv_cases(), *four_port_cases()):
+        if reuses_inputs(c.desc.op, c.desc.m_tiles, c.desc.n_tiles):
+            flags = c.desc.flags ^ FLAG_MINNER
+            sign = "+" if flags & FLAG_MINNER else "-"
+            out.append(replace(c, name=f"{c.name}{sign}minner",
+                               desc=replace(c.desc, flags=flags)))
+    return out
 
 
 def pool_cases() -> list[Case]:

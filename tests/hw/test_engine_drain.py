@@ -15,7 +15,7 @@ from collections import deque
 
 import pytest
 from amaranth.sim import Simulator
-from engine_bench import conv_cases, start
+from engine_bench import conv_cases, minner_cases, start
 
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.walk import conv_tiles, halved_axes
@@ -240,7 +240,7 @@ def run(case, *, seed=0, stall=0.3):
     return out, shapes, releases
 
 
-@pytest.mark.parametrize("case", conv_cases(), ids=str)
+@pytest.mark.parametrize("case", conv_cases() + minner_cases(), ids=str)
 def test_the_drain_follows_the_walk_with_every_beats_operands(case):
     ref, ref_shapes = ref_out(case)
     out, shapes, releases = run(case, seed=zlib.crc32(case.name.encode()))

@@ -12,16 +12,18 @@ four-port engine reading every input box in quarters (``FLAG_IQUARTER``)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import zlib
 
 import pytest
 from amaranth.sim import Simulator
-from engine_bench import AW, Dma, box_beats, conv_cases, four_port_cases, start
+from engine_bench import AW, Dma, box_beats, conv_cases, four_port_cases, minner_cases, start
 
 from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_MINNER,
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
@@ -484,3 +486,37 @@ def test_an_input_quarter_loader_needs_input_quarters():
         loader(two, WEIGHT_READS, in_quarters=True)
     with pytest.raises(TypeError, match="in_quarters must be a bool"):
         loader(case, in_quarters=1)
+
+
+def minner_loaders():
+    """Every loader of a one-, two- and four-port engine (as the layer engine builds them) on
+    each case of :func:`~engine_bench.minner_cases` (m-tiles innermost, ``FLAG_MINNER``, on and
+    off; the input boxes and weight tiles split or quartered where the compiler did, on the
+    engines with that many ports), one command at a time and a queue of three,
+    alternately."""
+    out = []
+    for n, case in enumerate(minner_cases()):
+        core, flags = case.core, case.desc.flags
+        # (a descriptor with its reads split or quartered runs on that many ports only)
+        least = (4 if flags & (FLAG_IQUARTER | FLAG_WQUARTER) else
+                 2 if flags & (FLAG_ISPLIT | FLAG_WSPLIT) else 1)
+        for ports in [p for p in (1, 2, 4) if p >= least]:
+            reads = PortMap(ports).loader_reads(core.weight_tile_beats(1), core.in_groups,
+                                                residual=case.geometry.residual)
+            for port, kinds in enumerate(reads):
+                if kinds:
+                    commands = 1 + 2 * ((n + port + ports) % 2)
+                    out.append(pytest.param(case, kinds, commands,
+                                            id=f"{case}-{ports}ports-port{port}-q{commands}"))
+    return out
+
+
+@pytest.mark.parametrize("case, kinds, commands", minner_loaders())
+def test_m_tiles_innermost_read_each_input_box_once_per_tile(case, kinds, commands):
+    """With ``FLAG_MINNER`` every loader that reads a part of the input boxes reads it on a
+    tile's first m-tile only and steps over it on the others (on to the pass's next read, or
+    to the next pass where it was the last); the other reads as the walk has them."""
+    inputs = [kind for kind, _ in conv_reads(case.desc, case.core) if kind.startswith("input")]
+    reads_per_tile = 1 if case.desc.flags & FLAG_MINNER else case.desc.m_tiles
+    assert len(inputs) == len(set(inputs)) * math.prod(case.desc.tiles) * reads_per_tile
+    check_the_walks_reads(case, kinds, commands=commands, seed=commands)

@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 from amaranth.sim import Simulator
-from engine_bench import AW, Dma, box_beats, conv_cases, reports, start
+from engine_bench import AW, Dma, box_beats, conv_cases, minner_cases, reports, start
 
 from fcircnn.arch.walk import conv_writes
 from fcircnn.hw.axi_dma_box import Status
@@ -63,7 +63,7 @@ def run(case, *, seed=0, stall=0.3, fail_at=None, fail_status=Status.BUS_ERROR):
     return writes, dma, fails, done, state[0]
 
 
-@pytest.mark.parametrize("case", conv_cases(), ids=str)
+@pytest.mark.parametrize("case", conv_cases() + minner_cases(), ids=str)
 def test_the_store_writes_what_the_walk_writes_with_the_buffers_beats(case):
     writes, dma, fails, done, idle = run(case, seed=zlib.crc32(case.name.encode()))
     assert idle and not fails and done == [1]

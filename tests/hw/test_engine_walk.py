@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
-from engine_bench import conv_cases, desc_value
+from engine_bench import conv_cases, desc_value, minner_cases
 
 from fcircnn.arch.descriptor import FLAG_POOL, OP_CONV, descriptor_layout
 from fcircnn.arch.walk import conv_passes, conv_tiles, halved_axes
@@ -71,7 +71,7 @@ def python_walk(case, with_nt):
 
 
 @pytest.mark.parametrize("with_nt", [True, False], ids=["with-nt", "tiles"])
-@pytest.mark.parametrize("case", conv_cases(), ids=str)
+@pytest.mark.parametrize("case", conv_cases() + minner_cases(), ids=str)
 def test_the_rtl_walk_is_the_python_walk(case, with_nt):
     assert rtl_walk(case, with_nt) == python_walk(case, with_nt)
 
