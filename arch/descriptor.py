@@ -99,6 +99,7 @@ __all__ = [
     "FLAG_ISPLIT",
     "FLAG_LAST",
     "FLAG_MINNER",
+    "FLAG_NEEDS",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
     "FLAG_WQUARTER",
@@ -109,6 +110,8 @@ __all__ = [
     "OP_POOL",
     "LayerDescriptor",
     "descriptor_layout",
+    "field_offset",
+    "flags_fault",
     "reuses_inputs",
     "stored_map",
     "weight_parts",
@@ -171,15 +174,34 @@ DFOLD_DEPTHS = 2
 _FLAGS_MASK = 0x7FF
 
 
+_FLAG_NAMES = {FLAG_WSPLIT: "FLAG_WSPLIT", FLAG_ISPLIT: "FLAG_ISPLIT",
+               FLAG_WQUARTER: "FLAG_WQUARTER", FLAG_IQUARTER: "FLAG_IQUARTER"}
 #: The m-tiles of a descriptor with :data:`FLAG_MINNER`.
 MINNER_M_TILES = 2
 
 
-def reuses_inputs(op: int, m_tiles: int, n_tiles: int) -> bool:
+def reuses_inputs(op, m_tiles, n_tiles):
     """Whether a descriptor of ``op`` with ``m_tiles`` and ``n_tiles`` may walk its m-tiles
     innermost and keep each input box across them (:data:`FLAG_MINNER`): a conv or gap of one
-    n-tile and :data:`MINNER_M_TILES` m-tiles."""
-    return op != OP_POOL and n_tiles == 1 and m_tiles == MINNER_M_TILES
+    n-tile and :data:`MINNER_M_TILES` m-tiles. On ints a ``bool``; on Amaranth values (the
+    engine's check, :func:`flags_fault`) a 1-bit value."""
+    return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES)
+
+
+#: Flags that are never set without another: ``{flag: the flag it needs}``.
+FLAG_NEEDS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
+
+
+def flags_fault(flags, op, m_tiles, n_tiles):
+    """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
+    outside the defined flags, a flag of :data:`FLAG_NEEDS` without the one it needs, or
+    :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold. On ints a ``bool``; on
+    Amaranth values a 1-bit value (the accelerator refuses such a descriptor with
+    :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
+    fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
+    for flag, needed in FLAG_NEEDS.items():
+        fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
+    return fault | (((flags & FLAG_MINNER) != 0) & (reuses_inputs(op, m_tiles, n_tiles) == 0))
 
 
 def weight_parts(flags: int) -> int:
@@ -253,6 +275,16 @@ assert _STRUCT.size == DESCRIPTOR_BYTES
 
 _ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base",
                    "cycles_addr", "next_desc")
+
+
+def field_offset(name: str) -> int:
+    """The byte offset of field ``name`` in a packed descriptor (``KeyError`` if there is
+    none)."""
+    for k, (field, _, _) in enumerate(_FIELDS):
+        if field == name:
+            return struct.calcsize("<" + "".join(
+                code if n == 0 else f"{n}{code}" for _, code, n in _FIELDS[:k]))
+    raise KeyError(name)
 
 Vec3 = tuple[int, int, int]
 
@@ -335,10 +367,9 @@ class LayerDescriptor:
                              f"(pool pass), not {self.op}")
         if self.flags & ~_FLAGS_MASK:
             raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
-        if self.flags & FLAG_WQUARTER and not self.flags & FLAG_WSPLIT:
-            raise ValueError("FLAG_WQUARTER needs FLAG_WSPLIT")
-        if self.flags & FLAG_IQUARTER and not self.flags & FLAG_ISPLIT:
-            raise ValueError("FLAG_IQUARTER needs FLAG_ISPLIT")
+        for flag, needed in FLAG_NEEDS.items():
+            if self.flags & flag and not self.flags & needed:
+                raise ValueError(f"{_FLAG_NAMES[flag]} needs {_FLAG_NAMES[needed]}")
         if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles):
             raise ValueError(f"FLAG_MINNER needs a conv descriptor of one n-tile and "
                              f"{MINNER_M_TILES} m-tiles, not op {self.op} with "

@@ -135,6 +135,6 @@ ERROR_CODES: dict[int, str] = {
     5: "DMA write: bad command (unaligned address or stride, empty box)",
     6: "DMA write: address overflow",
     7: "DMA write: bus error (SLVERR/DECERR)",
-    8: "bad descriptor: unknown op or core index",
+    8: "bad descriptor: unknown op or core index, or flags that do not go together",
 }
 ERROR_BAD_DESCRIPTOR = 8

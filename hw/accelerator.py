@@ -7,7 +7,13 @@ from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetInserter, ResetS
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, OP_POOL, descriptor_layout
+from fcircnn.arch.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_LAST,
+    OP_POOL,
+    descriptor_layout,
+    flags_fault,
+)
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
 from fcircnn.models.layout import BEAT_BYTES
 
@@ -246,7 +252,8 @@ class Accelerator(wiring.Component):
                     with m.Else():
                         m.next = "DISPATCH"
             with m.State("DISPATCH"):
-                with m.If((desc.core >= n) | (desc.op > OP_POOL)):
+                with m.If((desc.core >= n) | (desc.op > OP_POOL)
+                          | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles)):
                     m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
                     m.next = "ERROR"
                 with m.Else():

@@ -25,6 +25,11 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     First run with ``SLVERR`` on that range: the test asserts it ends in ``error`` with the
     interrupt raised and ``ERROR_CODE`` non-zero; then the fault is removed and the image run
     again (a new start), which must pass bit-exact.
+``bad_descriptor`` (optional ``{"index": int, "flags": int}``)
+    First run with that descriptor's ``flags`` field replaced by ``flags``: the test asserts
+    it ends in ``error`` with the interrupt raised, ``ERROR_CODE``
+    :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR` and ``ERROR_ADDR`` the descriptor's
+    address; then the image run unchanged, which must pass bit-exact.
 
 Results file
 ------------
@@ -32,7 +37,7 @@ Results file
 "total_cycles", "pe_busy", "dma_stall", "sim_cycles", "wall_seconds", "read_bytes", "passed",
 "message", "layers": [{"name", "cycles", "pe_busy", "dma_stall", "finished", "descriptors",
 "passed", "mismatches", "first_mismatch"}]}`` for the last run (``read_bytes``: bytes the run
-read through each AXI port, ``m_axi`` first); with ``inject_error`` also
+read through each AXI port, ``m_axi`` first); with ``inject_error`` or ``bad_descriptor`` also
 ``"fault_run"``: the same fields for the faulted run plus ``"interrupt"`` (whether it fired) and
 ``"fault_hits"`` (beats answered ``SLVERR``).
 
@@ -46,6 +51,7 @@ While a run is going, every :data:`PROGRESS_CYCLES` cycles a line ``"<finished> 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -56,6 +62,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 
+from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, field_offset
+from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR
 from fcircnn.driver import Driver, DriverTimeout
 from fcircnn.gen.image import CompiledImage
 from fcircnn.sim.backend_cocotb import CocotbBackend
@@ -129,6 +137,17 @@ async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
     return doc
 
 
+def _with_flags(image: CompiledImage, index: int, flags: int) -> tuple[CompiledImage, int]:
+    """``image`` with the ``flags`` field (16 bits at byte 4) of descriptor ``index`` replaced
+    by ``flags`` as raw bytes (:class:`~fcircnn.arch.descriptor.LayerDescriptor` would refuse
+    a bad value), and that descriptor's address."""
+    addr = image.desc_ptr + index * DESCRIPTOR_BYTES
+    at = addr - image.base + field_offset("flags")
+    data = bytearray(image.data)
+    data[at:at + 2] = flags.to_bytes(2, "little")
+    return dataclasses.replace(image, data=bytes(data)), addr
+
+
 def output_path(results: Path) -> Path:
     """Where a run writes the network output it read back (``<results>.output.npz``): the
     last layer's int8 ``re`` and ``im`` slots and its name ``layer``."""
@@ -175,21 +194,30 @@ async def run_network(dut):
     progress = _Progress(dut, backend, image, results.with_name(results.name + ".progress"))
 
     fault_doc = None
-    if inject:
-        backend.inject_fault(int(inject["addr"]), int(inject["size"]), str(inject["kind"]))
+    bad = p.get("bad_descriptor")
+    if inject or bad:
         if poll:  # the interrupt line is checked in both modes
             await driver.enable_interrupts()
         before = backend.interrupts
-        fault_doc = await _run(driver, backend, image, progress, timeout_s, poll)
+        if inject:
+            backend.inject_fault(int(inject["addr"]), int(inject["size"]), str(inject["kind"]))
+            what = f"injected {inject['kind']} fault at {int(inject['addr']):#x}"
+            faulty = image
+        else:
+            faulty, addr = _with_flags(image, int(bad["index"]), int(bad["flags"]))
+            what = f"descriptor {int(bad['index'])} at {addr:#x} with flags {int(bad['flags']):#x}"
+        fault_doc = await _run(driver, backend, faulty, progress, timeout_s, poll)
         fault_doc["interrupt"] = backend.interrupts > before
         fault_doc["fault_hits"] = backend.fault_hits
         backend.clear_faults()
         _write(results, {**fault_doc, "fault_run": dict(fault_doc)})
         assert fault_doc["status"] == "error", (
-            f"injected {inject['kind']} fault at {int(inject['addr']):#x}: expected an error, "
-            f"got {_describe(fault_doc)}")
+            f"{what}: expected an error, got {_describe(fault_doc)}")
         assert fault_doc["interrupt"], "the error did not raise the interrupt"
         assert fault_doc["error_code"] != 0, "ERROR_CODE is 0 after an error"
+        if bad:
+            assert (fault_doc["error_code"], fault_doc["error_addr"]) == (
+                ERROR_BAD_DESCRIPTOR, addr), f"{what}: {_describe(fault_doc)}"
         dut._log.info("fault run: %s at %#x after %d cycles", fault_doc["error_name"],
                       fault_doc["error_addr"], fault_doc["sim_cycles"])
         if poll:

@@ -1,9 +1,12 @@
 """Layer descriptors (:mod:`fcircnn.arch.descriptor`): packing, Amaranth mirror, field limits."""
 
 import dataclasses
+import random
 
 import pytest
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data
+from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,11 +15,14 @@ from fcircnn.arch.descriptor import (
     FLAG_DFOLD,
     FLAG_LAST,
     FLAG_MINNER,
+    FLAG_NEEDS,
     FLAG_POOL,
     OP_CONV,
     OP_GAP,
     LayerDescriptor,
     descriptor_layout,
+    field_offset,
+    flags_fault,
     stored_map,
 )
 
@@ -174,3 +180,52 @@ def test_the_stored_map_of_folded_and_viewed_descriptors():
     assert stored_map(0, 32, (8, 1, 1), OP_CONV) == (32, (8, 1, 1))
     gap = _example(op=OP_GAP, flags=0, out_slots=32, conv_shape=(8, 1, 1), out_shape=(8, 1, 1))
     assert gap.stored_output == (256, (1, 1, 1))
+
+
+def _flag_cases():
+    """Every flag alone, with the flag it needs and with each neighbour, a bit outside the
+    defined ones, on conv, gap and pool descriptors of one to three m- and n-tiles."""
+    rng = random.Random(5)
+    flags = [0, 0x800, 0x8000] + [1 << b for b in range(11)]
+    flags += [f | n for f, n in FLAG_NEEDS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
+    flags += [rng.randrange(1 << 11) for _ in range(40)]
+    return [(f, op, mt, nt) for f in flags for op in (OP_CONV, OP_GAP, 2)
+            for mt in (1, 2, 3) for nt in (1, 2)]
+
+
+def test_the_flag_rules_are_what_the_descriptor_accepts_in_python_and_in_amaranth():
+    cases = _flag_cases()
+    for flags, op, mt, nt in cases:
+        try:
+            _example(flags=flags, op=op, m_tiles=mt, n_tiles=nt)
+        except ValueError:
+            accepted = False
+        else:
+            accepted = True
+        assert flags_fault(flags, op, mt, nt) is (not accepted), (hex(flags), op, mt, nt)
+    m = Module()
+    d = Signal(descriptor_layout())
+    fault = Signal()
+    m.d.comb += fault.eq(flags_fault(d.flags, d.op, d.m_tiles, d.n_tiles))
+
+    async def bench(ctx):
+        for flags, op, mt, nt in cases:
+            ctx.set(d.flags, flags)
+            ctx.set(d.op, op)
+            ctx.set(d.m_tiles, mt)
+            ctx.set(d.n_tiles, nt)
+            assert ctx.get(fault) == flags_fault(flags, op, mt, nt), (hex(flags), op, mt, nt)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_field_offsets_are_where_pack_writes_the_fields():
+    raw = _example(flags=FLAG_POOL | FLAG_LAST, m_tiles=7, n_tiles=9).pack()
+    for name, value, size in (("op", 0, 1), ("core", 1, 1), ("flags", FLAG_POOL | FLAG_LAST, 2),
+                              ("m_tiles", 7, 2), ("n_tiles", 9, 2), ("in_base", 0x10000, 8)):
+        at = field_offset(name)
+        assert int.from_bytes(raw[at:at + size], "little") == value, name
+    with pytest.raises(KeyError):
+        field_offset("nope")

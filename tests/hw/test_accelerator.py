@@ -19,6 +19,9 @@ import pytest
 from conftest import compile_saved
 from engine_bench import weight_bytes
 
+from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_IQUARTER, FLAG_ISPLIT, flags_fault
+from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR
+
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_small")
 
@@ -84,6 +87,24 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, run
     assert fault["error_code"] == (3 if kind == "read" else 7)
     assert r.base <= fault["error_addr"] < r.end
     _check(doc, image)  # the next start runs the whole list again, bit-exact
+
+
+def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
+                                                                              run_image):
+    # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
+    # writes and LayerDescriptor refuses): the engine stops with ERROR_BAD_DESCRIPTOR at that
+    # descriptor's address, before starting it; the unchanged list then runs bit-exact.
+    image = compiled[1]
+    flags = (image.descriptors[1].flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
+    assert flags_fault(flags, image.descriptors[1].op, 1, 1)
+    doc = run_image(compiled[0], compiled[2], "bad-descriptor",
+                    bad_descriptor={"index": 1, "flags": flags})
+    fault = doc["fault_run"]
+    assert fault["status"] == "error" and fault["interrupt"]
+    assert (fault["error_code"], fault["error_addr"]) == (ERROR_BAD_DESCRIPTOR,
+                                                          image.desc_ptr + DESCRIPTOR_BYTES)
+    assert [la["finished"] for la in fault["layers"][:2]] == [True, False]
+    _check(doc, image)
 
 
 def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
