@@ -99,12 +99,12 @@ __all__ = [
     "FLAG_ISPLIT",
     "FLAG_LAST",
     "FLAG_MINNER",
-    "FLAG_NEEDS",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
     "FLAG_WQUARTER",
     "FLAG_WSPLIT",
     "MINNER_M_TILES",
+    "NEEDED_FLAGS",
     "OP_CONV",
     "OP_GAP",
     "OP_POOL",
@@ -189,17 +189,17 @@ def reuses_inputs(op, m_tiles, n_tiles):
 
 
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
-FLAG_NEEDS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
+NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
 
 def flags_fault(flags, op, m_tiles, n_tiles):
     """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
-    outside the defined flags, a flag of :data:`FLAG_NEEDS` without the one it needs, or
+    outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs, or
     :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold. On ints a ``bool``; on
     Amaranth values a 1-bit value (the accelerator refuses such a descriptor with
     :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
-    for flag, needed in FLAG_NEEDS.items():
+    for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
     return fault | (((flags & FLAG_MINNER) != 0) & (reuses_inputs(op, m_tiles, n_tiles) == 0))
 
@@ -367,7 +367,7 @@ class LayerDescriptor:
                              f"(pool pass), not {self.op}")
         if self.flags & ~_FLAGS_MASK:
             raise ValueError(f"flags = {self.flags:#x} has bits outside {_FLAGS_MASK:#x}")
-        for flag, needed in FLAG_NEEDS.items():
+        for flag, needed in NEEDED_FLAGS.items():
             if self.flags & flag and not self.flags & needed:
                 raise ValueError(f"{_FLAG_NAMES[flag]} needs {_FLAG_NAMES[needed]}")
         if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles):

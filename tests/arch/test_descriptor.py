@@ -15,8 +15,8 @@ from fcircnn.arch.descriptor import (
     FLAG_DFOLD,
     FLAG_LAST,
     FLAG_MINNER,
-    FLAG_NEEDS,
     FLAG_POOL,
+    NEEDED_FLAGS,
     OP_CONV,
     OP_GAP,
     LayerDescriptor,
@@ -187,7 +187,7 @@ def _flag_cases():
     defined ones, on conv, gap and pool descriptors of one to three m- and n-tiles."""
     rng = random.Random(5)
     flags = [0, 0x800, 0x8000] + [1 << b for b in range(11)]
-    flags += [f | n for f, n in FLAG_NEEDS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
+    flags += [f | n for f, n in NEEDED_FLAGS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
     flags += [rng.randrange(1 << 11) for _ in range(40)]
     return [(f, op, mt, nt) for f in flags for op in (OP_CONV, OP_GAP, 2)
             for mt in (1, 2, 3) for nt in (1, 2)]

@@ -22,6 +22,7 @@ from fcircnn.arch.descriptor import (
     FLAG_DFOLD,
     FLAG_ISPLIT,
     FLAG_LAST,
+    FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
@@ -233,14 +234,15 @@ def _check_golden(image, acc):
 
 def test_split_weight_tiles_are_laid_out_half_major(tmp_path, fused_accelerator):
     # On two ports the fused test network's FC layer is weight-bound: the compiler splits
-    # its tiles (the model says so) and lays each out half-major; f1 splits its tiles and its
-    # input boxes (the boxes' layout does not change); the decoder above reads that layout
-    # independently and the image still computes the golden contract.
+    # its tiles (the model says so) and lays each out half-major; f1 reads each input box
+    # once for both its m-tiles (FLAG_MINNER) and splits it (the boxes' layout does not
+    # change); the decoder above reads that layout independently and the image still
+    # computes the golden contract.
     acc2 = load_accelerator(fused_accelerator(tmp_path, axi_ports=2))
     image = compile_network(acc2, seed=4, base=0x10000)
-    splits = FLAG_WSPLIT | FLAG_ISPLIT
+    splits = FLAG_WSPLIT | FLAG_ISPLIT | FLAG_MINNER
     flagged = {lp.layer.name: lp.descriptor.flags & splits for lp in image.plan.layers}
-    assert flagged == {"f1": splits, "f2": 0, "fc": FLAG_WSPLIT}
+    assert flagged == {"f1": FLAG_ISPLIT | FLAG_MINNER, "f2": 0, "fc": FLAG_WSPLIT}
     for lp in image.plan.layers:
         unsplit = replace(lp.descriptor, flags=lp.descriptor.flags & ~splits)
         assert port_split(acc2, unsplit, lp.core) == flagged[lp.layer.name]

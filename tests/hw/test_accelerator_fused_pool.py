@@ -14,18 +14,19 @@ checked to be fused, so the test cannot fall back to pool passes unnoticed.
 The two-lane core runs on two AXI ports: its FC layer (18 taps of 8 beats a weight tile, 36
 input beats a pass) is weight-bound, so the compiler splits its weight tiles over both ports
 (``FLAG_WSPLIT``: the weight loader reads the first half of each tile on ``m_axi1``, the input
-loader the second on ``m_axi``, both filling the weight buffer at once). f1 splits both its
-weight tiles and its input boxes (``FLAG_ISPLIT``: its two input slot groups, the lower read by
-the input loader on ``m_axi``, the upper by the weight loader on ``m_axi1`` before its half of
-the weight tile, both filling the input buffer at once), so each port reads half of each; f2
-keeps whole tiles and boxes (its last n-tile has one slot group: its boxes cannot split).
+loader the second on ``m_axi``, both filling the weight buffer at once). f1 walks its two
+m-tiles innermost on both cores (``FLAG_MINNER``: each input box read once for both) and on two
+ports splits its input boxes (``FLAG_ISPLIT``: its two input slot groups, the lower read by the
+input loader on ``m_axi``, the upper by the weight loader on ``m_axi1`` before the weight tile,
+both filling the input buffer at once); f2 keeps whole tiles and boxes (its last n-tile has one
+slot group: its boxes cannot split).
 """
 
 import pytest
 from conftest import compile_saved
 from engine_bench import weight_bytes
 
-from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_POOL, FLAG_WSPLIT, OP_CONV
+from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_MINNER, FLAG_POOL, FLAG_WSPLIT, OP_CONV
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_fused")
@@ -79,17 +80,18 @@ def test_fused_pools_are_bit_exact_without_backpressure(compiled, run_image):
 
 def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
     acc, image, _ = compiled
-    flags = {lp.layer.name: lp.descriptor.flags & (FLAG_WSPLIT | FLAG_ISPLIT)
+    flags = {lp.layer.name: lp.descriptor.flags & (FLAG_WSPLIT | FLAG_ISPLIT | FLAG_MINNER)
              for lp in image.plan.layers}
-    both = FLAG_WSPLIT | FLAG_ISPLIT
-    assert flags == ({"f1": both, "f2": 0, "fc": FLAG_WSPLIT} if acc.axi_ports == 2 else
-                     {"f1": 0, "f2": 0, "fc": 0})
+    # (f1 reads each input box once for both its m-tiles, FLAG_MINNER; on two ports split)
+    assert flags == ({"f1": FLAG_ISPLIT | FLAG_MINNER, "f2": 0, "fc": FLAG_WSPLIT}
+                     if acc.axi_ports == 2 else {"f1": FLAG_MINNER, "f2": 0, "fc": 0})
     _check(backpressured, compiled)
     read = backpressured["read_bytes"]
     assert len(read) == acc.axi_ports
     if acc.axi_ports == 2:
         # port 1: every whole weight tile and first half, and the upper slot groups of f1's
-        # input boxes (the voxels inside the map: padding is not read); port 0 the rest
+        # input boxes (the voxels inside the map: padding is not read; once per tile for both
+        # m-tiles); port 0 the rest
         halves = weight_bytes(acc, image, "weight_half")
         upper = weight_bytes(acc, image, "input_half")
         assert halves > 0 and upper > 0
