@@ -15,8 +15,8 @@ The two-lane core runs on two AXI ports: its FC layer (18 taps of 8 beats a weig
 input beats a pass) is weight-bound, so the compiler splits its weight tiles over both ports
 (``FLAG_WSPLIT``: the weight loader reads the first half of each tile on ``m_axi1``, the input
 loader the second on ``m_axi``, both filling the weight buffer at once). f1 walks its two
-m-tiles innermost on both cores (``FLAG_MINNER``: each input box read once for both) and on two
-ports splits its input boxes (``FLAG_ISPLIT``: its two input slot groups, the lower read by the
+m-tiles innermost (``FLAG_MINNER``: each input box read once for both) and splits its input
+boxes (``FLAG_ISPLIT``: its two input slot groups, the lower read by the
 input loader on ``m_axi``, the upper by the weight loader on ``m_axi1`` before the weight tile,
 both filling the input buffer at once); f2 keeps whole tiles and boxes (its last n-tile has one
 slot group: its boxes cannot split).
@@ -82,9 +82,10 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
     acc, image, _ = compiled
     flags = {lp.layer.name: lp.descriptor.flags & (FLAG_WSPLIT | FLAG_ISPLIT | FLAG_MINNER)
              for lp in image.plan.layers}
-    # (f1 reads each input box once for both its m-tiles, FLAG_MINNER; on two ports split)
+    # (on the two-lane core f1 reads each input box once for both its m-tiles, FLAG_MINNER,
+    # and split; the one-lane core's f1, compute-bound, keeps its m-tiles outermost)
     assert flags == ({"f1": FLAG_ISPLIT | FLAG_MINNER, "f2": 0, "fc": FLAG_WSPLIT}
-                     if acc.axi_ports == 2 else {"f1": FLAG_MINNER, "f2": 0, "fc": 0})
+                     if acc.axi_ports == 2 else {"f1": 0, "f2": 0, "fc": 0})
     _check(backpressured, compiled)
     read = backpressured["read_bytes"]
     assert len(read) == acc.axi_ports

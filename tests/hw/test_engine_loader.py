@@ -493,7 +493,7 @@ def minner_loaders():
     each case of :func:`~engine_bench.minner_cases` (m-tiles innermost, ``FLAG_MINNER``, on and
     off; the input boxes and weight tiles split or quartered where the compiler did, on the
     engines with that many ports), one command at a time and a queue of three,
-    alternately."""
+    alternately; those of one and two ports marked slow."""
     out = []
     for n, case in enumerate(minner_cases()):
         core, flags = case.core, case.desc.flags
@@ -506,8 +506,10 @@ def minner_loaders():
             for port, kinds in enumerate(reads):
                 if kinds:
                     commands = 1 + 2 * ((n + port + ports) % 2)
+                    # (suite budget: the four-port loaders in the default suite)
                     out.append(pytest.param(case, kinds, commands,
-                                            id=f"{case}-{ports}ports-port{port}-q{commands}"))
+                                            id=f"{case}-{ports}ports-port{port}-q{commands}",
+                                            marks=[] if ports == 4 else [pytest.mark.slow]))
     return out
 
 
