@@ -174,8 +174,9 @@ DFOLD_DEPTHS = 2
 _FLAGS_MASK = 0x7FF
 
 
-_FLAG_NAMES = {FLAG_WSPLIT: "FLAG_WSPLIT", FLAG_ISPLIT: "FLAG_ISPLIT",
-               FLAG_WQUARTER: "FLAG_WQUARTER", FLAG_IQUARTER: "FLAG_IQUARTER"}
+#: Each flag's name, for error messages.
+_FLAG_NAMES = {value: name for name, value in list(globals().items())
+               if name.startswith("FLAG_") and isinstance(value, int)}
 #: The m-tiles of a descriptor with :data:`FLAG_MINNER`.
 MINNER_M_TILES = 2
 
@@ -269,8 +270,17 @@ _FIELDS: tuple[tuple[str, str, int], ...] = (
     ("_reserved4", "44x", 0),
 )
 _BITS = {"B": 8, "H": 16, "I": 32, "Q": 64}
-_FORMAT = "<" + "".join(code if n == 0 else f"{n}{code}" for _, code, n in _FIELDS)
+
+
+def _format(fields) -> str:
+    return "<" + "".join(code if n == 0 else f"{n}{code}" for _, code, n in fields)
+
+
+_FORMAT = _format(_FIELDS)
 _STRUCT = struct.Struct(_FORMAT)
+#: Byte offset of each field in a packed descriptor.
+_OFFSETS = {name: struct.calcsize(_format(_FIELDS[:k])) for k, (name, _, _) in enumerate(_FIELDS)
+            if not name.startswith("_")}
 assert _STRUCT.size == DESCRIPTOR_BYTES
 
 _ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base",
@@ -280,11 +290,7 @@ _ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base"
 def field_offset(name: str) -> int:
     """The byte offset of field ``name`` in a packed descriptor (``KeyError`` if there is
     none)."""
-    for k, (field, _, _) in enumerate(_FIELDS):
-        if field == name:
-            return struct.calcsize("<" + "".join(
-                code if n == 0 else f"{n}{code}" for _, code, n in _FIELDS[:k]))
-    raise KeyError(name)
+    return _OFFSETS[name]
 
 Vec3 = tuple[int, int, int]
 

@@ -138,8 +138,8 @@ async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
 
 
 def _with_flags(image: CompiledImage, index: int, flags: int) -> tuple[CompiledImage, int]:
-    """``image`` with the ``flags`` field (16 bits at byte 4) of descriptor ``index`` replaced
-    by ``flags`` as raw bytes (:class:`~fcircnn.arch.descriptor.LayerDescriptor` would refuse
+    """``image`` with the 16-bit ``flags`` field of descriptor ``index`` replaced by
+    ``flags`` as raw bytes (:class:`~fcircnn.arch.descriptor.LayerDescriptor` would refuse
     a bad value), and that descriptor's address."""
     addr = image.desc_ptr + index * DESCRIPTOR_BYTES
     at = addr - image.base + field_offset("flags")
