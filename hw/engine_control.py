@@ -25,7 +25,8 @@ class EngineControl(wiring.Component):
     * ``start`` while idle latches ``desc`` into ``ctl.desc``, pulses ``ctl.start`` (with
       ``ctl.new_desc = desc``) and raises ``busy``; ``start`` while busy is ignored.
     * ``done`` pulses (and ``busy`` falls) the cycle ``store_done`` or ``pool_done`` pulses,
-      unless a failure was recorded.
+      unless a failure was recorded or a ``fail_*.valid`` comes in that cycle (then the run
+      ends with ``error``).
     * The first ``fail_*.valid`` of a run sets ``ctl.failed`` and records its code and address
       (in one cycle: pool pass over store over loader). Once the loader and the store are idle
       and the pool pass is not ``pool_active`` (no transfer in flight), ``error`` pulses once
@@ -77,8 +78,11 @@ class EngineControl(wiring.Component):
             with m.If(fail.valid & ~failed):
                 m.d.sync += [failed.eq(1), err_code.eq(fail.code), err_addr.eq(fail.addr)]
 
-        # Done when the store walker (conv) or the pool pass has finished.
-        with m.If(running & (self.store_done | self.pool_done) & ~failed):
+        # Done when the store walker (conv) or the pool pass has finished, unless a failure
+        # was recorded or comes in the same cycle (the pool pass reports a failing last
+        # status in the cycle it finishes).
+        fail_now = self.fail_loader.valid | self.fail_store.valid | self.fail_pool.valid
+        with m.If(running & (self.store_done | self.pool_done) & ~failed & ~fail_now):
             m.d.comb += self.done.eq(1)
             m.d.sync += running.eq(0)
         # A failure ends the run when every walker with a transfer in flight is idle (the top

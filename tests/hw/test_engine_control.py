@@ -119,3 +119,30 @@ def test_a_pool_pass_in_flight_delays_the_error():
 def test_the_address_width_is_checked():
     with pytest.raises(ValueError):
         EngineControl(16)
+
+
+@pytest.mark.parametrize("walker", ["pool", "store"])
+def test_a_failure_in_the_cycle_the_layer_finishes_ends_it_with_the_error(walker):
+    # The pool pass reports a failing last write status in the cycle it finishes: that run
+    # ends with the error, not done (before, done won and the error was lost: the pool-lanes
+    # accelerator test's write fault, status "done" with the faulted map unwritten).
+    async def bench(ctx, dut):
+        idle(ctx, dut)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        fail = getattr(dut, f"fail_{walker}")
+        ctx.set(fail.valid, 1)
+        ctx.set(fail.code, 7)
+        ctx.set(fail.addr, 0x400)
+        ctx.set(getattr(dut, f"{walker}_done"), 1)
+        assert not ctx.get(dut.done)
+        await ctx.tick()
+        ctx.set(fail.valid, 0)
+        ctx.set(getattr(dut, f"{walker}_done"), 0)
+        assert ctx.get(dut.busy) and ctx.get(dut.error)
+        assert (ctx.get(dut.error_code), ctx.get(dut.error_addr)) == (7, 0x400)
+        await ctx.tick()
+        assert not ctx.get(dut.busy) and not ctx.get(dut.error) and not ctx.get(dut.done)
+
+    simulate(bench)
