@@ -67,11 +67,13 @@ offset  bytes  field             contents
 The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
 (:func:`fcircnn.gen.compiler.plan_network`), so the engine needs no multiplier or divider for
 its tile walk. A pool that fits the conv tiles
-(:func:`fcircnn.hw.layer_engine.pool_fuses`: window = stride, 1 or 2, no padding, even tiles
-and map) is *fused*: the conv descriptor carries :data:`FLAG_POOL` and the pool's window and
-stride, the drain pools each tile, and ``out_shape``, ``out_base``, ``out_stride``,
-``out_step`` and ``out_mt_step`` describe the pooled map (``out_step``: ``tile / window``
-pooled voxels). A pool pass (:data:`OP_POOL`) runs the CMaxPool of a layer whose pool does not
+(:func:`fcircnn.arch.geometry.pool_fuses`: window = stride, 1 or 2, no padding, or every axis
+of stride 2 with window 2 or window 3 and padding 1; even tiles and map on the axes of stride
+2) is *fused*: the conv descriptor carries :data:`FLAG_POOL` and the pool's window, stride and
+padding, the drain pools each tile (a 3-wide window's first voxel carried from the tile
+before, :func:`carried_axes`), and ``out_shape``, ``out_base``, ``out_stride``, ``out_step``
+and ``out_mt_step`` describe the pooled map (``out_step``: ``tile / stride`` pooled
+voxels). A pool pass (:data:`OP_POOL`) runs the CMaxPool of a layer whose pool does not
 fit the conv tiles as its own descriptor: it reads ``in_slots x in_shape`` at ``in_base`` and
 writes the pooled ``out_slots x out_shape`` at ``out_base``, slot group by slot group.
 
@@ -109,6 +111,7 @@ __all__ = [
     "OP_GAP",
     "OP_POOL",
     "LayerDescriptor",
+    "carried_axes",
     "descriptor_layout",
     "field_offset",
     "flags_fault",
@@ -181,19 +184,31 @@ _FLAG_NAMES = {value: name for name, value in list(globals().items())
 MINNER_M_TILES = 2
 
 
-def reuses_inputs(op, m_tiles, n_tiles):
+def carried_axes(op, flags, pool_window):
+    """Per axis ``(d, h, w)``, whether a descriptor's pool fused into the drain carries its
+    windows across tiles: a conv or gap with :data:`FLAG_POOL` and a 3-wide window on that
+    axis (stride 2, padding 1: :func:`fcircnn.arch.geometry.pool_carries`; the first window of
+    a tile takes its first voxel from the tile before). On ints ``bool``; on Amaranth values
+    1-bit values."""
+    fused = (op != OP_POOL) & ((flags & FLAG_POOL) != 0)
+    return [fused & (pool_window[a] == 3) for a in range(3)]
+
+
+def reuses_inputs(op, m_tiles, n_tiles, carried):
     """Whether a descriptor of ``op`` with ``m_tiles`` and ``n_tiles`` may walk its m-tiles
     innermost and keep each input box across them (:data:`FLAG_MINNER`): a conv or gap of one
-    n-tile and :data:`MINNER_M_TILES` m-tiles. On ints a ``bool``; on Amaranth values (the
-    engine's check, :func:`flags_fault`) a 1-bit value."""
-    return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES)
+    n-tile and :data:`MINNER_M_TILES` m-tiles whose pool, if fused, does not carry windows
+    across tiles (``carried``: any of :func:`carried_axes`; the carry memories hold one
+    m-tile's lines). On ints a ``bool``; on Amaranth values (the engine's check,
+    :func:`flags_fault`) a 1-bit value."""
+    return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES) & (carried == 0)
 
 
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
 
-def flags_fault(flags, op, m_tiles, n_tiles):
+def flags_fault(flags, op, m_tiles, n_tiles, pool_window):
     """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
     outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs, or
     :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold. On ints a ``bool``; on
@@ -202,7 +217,17 @@ def flags_fault(flags, op, m_tiles, n_tiles):
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
-    return fault | (((flags & FLAG_MINNER) != 0) & (reuses_inputs(op, m_tiles, n_tiles) == 0))
+    carried = _any(carried_axes(op, flags, pool_window))
+    return fault | (((flags & FLAG_MINNER) != 0)
+                    & (reuses_inputs(op, m_tiles, n_tiles, carried) == 0))
+
+
+def _any(values):
+    """The or of ``values`` (ints or Amaranth values)."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
 
 
 def weight_parts(flags: int) -> int:
@@ -376,10 +401,13 @@ class LayerDescriptor:
         for flag, needed in NEEDED_FLAGS.items():
             if self.flags & flag and not self.flags & needed:
                 raise ValueError(f"{_FLAG_NAMES[flag]} needs {_FLAG_NAMES[needed]}")
-        if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles):
+        carried = any(carried_axes(self.op, self.flags, self.pool_window))
+        if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles,
+                                                          carried):
             raise ValueError(f"FLAG_MINNER needs a conv descriptor of one n-tile and "
-                             f"{MINNER_M_TILES} m-tiles, not op {self.op} with "
-                             f"{self.n_tiles} n-tiles and {self.m_tiles} m-tiles")
+                             f"{MINNER_M_TILES} m-tiles without a carried pool, not op "
+                             f"{self.op} with {self.n_tiles} n-tiles and {self.m_tiles} "
+                             f"m-tiles" + (" and a carried pool" if carried else ""))
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

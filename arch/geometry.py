@@ -6,7 +6,8 @@ box of an output tile. :func:`channel_tile_problems` is the rule ``Tn``/``Tm`` o
 configuration schema checks (``fcircnn check`` refuses exactly what the engine cannot build),
 and the ``MAX_*`` constants are the hardware's absolute limits. :class:`EngineGeometry` is what
 one core's buffers are sized for, :func:`engine_geometry` derives it from the layers an
-accelerator places on the core, and :func:`pool_fuses` says which pools run in the drain.
+accelerator places on the core, :func:`pool_fuses` says which pools run in the drain and
+:func:`pool_carry` sizes the memories that carry overlapping pool windows across tiles.
 
 The functions take the configuration's objects by duck typing (``tn``, ``tm``, ... of a core;
 ``kind``, ``kernel``, ... of a resolved layer): this module sits below the configuration and
@@ -16,11 +17,13 @@ imports nothing of the project.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "BEAT_BYTES",
+    "CARRIED_WINDOW",
     "MAX_CHANNEL_TILE",
     "MAX_KERNEL",
     "MAX_MAP_SIZE",
@@ -33,11 +36,14 @@ __all__ = [
     "CoreGeometry",
     "EngineGeometry",
     "InputBufferGeometry",
+    "PoolCarry",
     "box_span",
     "channel_tile_problems",
     "core_lanes",
     "engine_geometry",
     "input_buffer_geometry",
+    "pool_carries",
+    "pool_carry",
     "pool_fuses",
     "weight_image_beats",
 ]
@@ -197,7 +203,9 @@ class EngineGeometry:
     ``pool_size``: the largest map a pool pass pools (``(1, 1, 1)`` if none); ``residual``:
     whether a layer with a residual input runs on the core; ``fused_pool``: whether a layer
     pools in the drain (:func:`pool_fuses`), which sizes CMaxPool for the core's output tile
-    with its ``Tm/16`` slot groups interleaved.
+    with its ``Tm/16`` slot groups interleaved; ``carry_map``: the largest conv map ``(H, W)``
+    of a layer whose fused pool carries windows across tiles (:func:`pool_carries`; ``(0,
+    0)`` if none), which sizes CMaxPool's carry memories (:func:`pool_carry`).
     """
 
     kernel: tuple[int, int, int]
@@ -206,6 +214,7 @@ class EngineGeometry:
     pool_size: tuple[int, int, int]
     residual: bool
     fused_pool: bool = False
+    carry_map: tuple[int, int] = (0, 0)
 
     @classmethod
     def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
@@ -220,7 +229,7 @@ class EngineGeometry:
 
         return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
                    top("pool_size"), any(g.residual for g in geometries),
-                   any(g.fused_pool for g in geometries))
+                   any(g.fused_pool for g in geometries), top("carry_map"))
 
 
 @dataclass(frozen=True)
@@ -256,34 +265,103 @@ def input_buffer_geometry(core: CoreGeometry, geometry: EngineGeometry) -> Input
                                box_span(core.tr, sr, kr), box_span(core.tc, sc, kc))
 
 
+#: Per-axis ``(window, stride, padding)`` of a pool fused into the drain whose windows overlap by
+#: one voxel: each tile's first window takes its lowest voxel from the tile before it (carried
+#: in CMaxPool, :func:`pool_carry`). ResNet's 3x3x3 stride-2 pool.
+CARRIED_WINDOW = (3, 2, 1)
+#: Per-axis ``(window, stride, padding)`` of a fused pool whose windows stay inside a tile.
+_TILE_WINDOWS = ((1, 1, 0), (2, 2, 0))
+
+
 def pool_fuses(layer: Any, core: Any) -> bool:
     """Whether ``layer``'s pool runs in the drain of ``core`` (no pool pass).
 
     The drain pools every output tile as its own map, so the tiles must cut the map at window
-    boundaries and no window may cross a tile: window = stride, 1 or 2 per axis, no padding,
-    and on each axis with window 2 an even map size and an even tile (``min(tile, size)``).
-    The layer must be a conv without a residual input (the residual box shares the output
-    walk). C3D's pool1-pool4 qualify; a pool with padding or overlapping windows (C3D pool5,
-    ResNet's 3x3x3 stride 2) runs as a pool pass.
+    boundaries: on every axis either window = stride, 1 or 2, without padding (no window
+    crosses a tile), or on every axis stride 2 with window 2 (no padding) or window 3 and
+    padding 1 (:data:`CARRIED_WINDOW`: a *carried* pool, :func:`pool_carries`, whose window
+    at a tile's low edge takes its first voxel from the previous tile's last). On each axis of
+    stride 2 the map size and the tile (``min(tile, size)``) must be even. The layer must be a
+    conv without a residual input (the residual box shares the output walk). C3D's
+    pool1-pool4 and ResNet's 3x3x3 stride-2 pool (with even tiles) qualify; C3D's pool5 (its
+    padding without an overlap) runs as a pool pass.
     """
     pool = layer.pool
     if pool is None or layer.kind != "conv" or layer.residual is not None:
         return False
+    axes = list(zip(pool.window, pool.stride, pool.padding, strict=True))
+    carried = any(a == CARRIED_WINDOW for a in axes)
+    allowed = ((2, 2, 0), CARRIED_WINDOW) if carried else _TILE_WINDOWS
     tile = (core.td, core.tr, core.tc)
-    for w, s, p, n, t in zip(pool.window, pool.stride, pool.padding, layer.conv_shape, tile,
-                             strict=True):
-        if w != s or p or w not in (1, 2):
+    for axis, n, t in zip(axes, layer.conv_shape, tile, strict=True):
+        if axis not in allowed:
             return False
-        if w == 2 and (n % 2 or min(t, n) % 2):
+        if axis[1] == 2 and (n % 2 or min(t, n) % 2):
             return False
     return True
+
+
+def pool_carries(layer: Any, core: Any) -> bool:
+    """Whether ``layer``'s pool is fused into the drain of ``core`` (:func:`pool_fuses`) with
+    windows that overlap across tiles (an axis of :data:`CARRIED_WINDOW`)."""
+    return pool_fuses(layer, core) and any(
+        a == CARRIED_WINDOW for a in zip(layer.pool.window, layer.pool.stride,
+                                         layer.pool.padding, strict=True))
+
+
+@dataclass(frozen=True)
+class PoolCarry:
+    """CMaxPool's carry memories on a core with a carried pool (:func:`pool_carry`).
+
+    A carried pool halves every axis. Its axis stages (``w``, then ``h``, then ``d``) each keep
+    the last position of a tile's sweeps, the line of slot words its next tile along that axis
+    takes as the position before its first. The tiles are walked ``td > th > tw``, so the ``w``
+    stage's next tile is the next one (one region: the tile's ``Td x Tr`` rows of ``G`` words),
+    the ``h`` stage's is a row of tiles later (a region per tile column: ``Td`` lines of ``Tc/2
+    x G`` words) and the ``d`` stage's a plane of tiles later (a region per tile of the plane:
+    ``Tr/2 x Tc/2 x G`` words); ``G = Tm/16``.
+
+    Attributes
+    ----------
+    region : tuple of three int
+        Words of one tile's region per axis ``(d, h, w)``.
+    columns : int
+        Tile columns of the largest carried map: ``ceil(W / Tc)``.
+    depth : tuple of three int
+        Words of each axis' memory: the region times the regions (``d``: ``ceil(H / Tr) x
+        columns``; ``h``: ``columns``; ``w``: 1).
+    """
+
+    region: tuple[int, int, int]
+    columns: int
+    depth: tuple[int, int, int]
+
+    def base(self, axis: int, th, tw, mul=operator.mul):
+        """The first word of tile ``(th, tw)``'s region in the memory of ``axis``; ``mul(x,
+        k)`` multiplies by a constant (on Amaranth values: shifts and adds, no DSP)."""
+        regions = (mul(th, self.columns) + tw, tw, 0)
+        return mul(regions[axis], self.region[axis])
+
+
+def pool_carry(core: Any, geometry: EngineGeometry) -> PoolCarry | None:
+    """The carry memories of ``core`` built for ``geometry`` (``None`` without a carried
+    pool)."""
+    h, w = geometry.carry_map
+    if not h:
+        return None
+    groups = core.tm // SLOT_GROUP_CHANNELS
+    region = ((core.tr // 2) * (core.tc // 2) * groups, core.td * (core.tc // 2) * groups,
+              core.td * core.tr * groups)
+    columns = -(-w // core.tc)
+    regions = (-(-h // core.tr) * columns, columns, 1)
+    return PoolCarry(region, columns, tuple(r * n for r, n in zip(region, regions, strict=True)))
 
 
 def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
     """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
     the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
-    fused = False
+    fused, carry_map = False, (0, 0)
     for original in accelerator.network.resolved:
         if accelerator.core_for(original).name != core.name:
             continue
@@ -294,7 +372,11 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
         taps = max(taps, layer.kernel_volume)
         if pool_fuses(layer, core):
             fused = True
+            if pool_carries(layer, core):
+                carry_map = tuple(max(a, b) for a, b in zip(carry_map, layer.conv_shape[1:],
+                                                            strict=True))
         elif layer.pool is not None:
             pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
         residual |= layer.residual is not None
-    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused)
+    return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused,
+                          carry_map)

@@ -271,9 +271,10 @@ def conv_passes(desc: LayerDescriptor, core: CoreGeometry) -> Iterator[tuple[Til
 
 def halved_axes(desc: LayerDescriptor, fused_pool: bool) -> tuple[bool, bool, bool]:
     """Per axis, whether a pool fused into the drain halves the tile (``FLAG_POOL`` on a conv
-    descriptor of a core built with a fused pool, a 2-wide window)."""
+    descriptor of a core built with a fused pool, stride 2: a window of 2, or a carried window
+    of 3)."""
     fused = fused_pool and desc.op != OP_POOL and bool(desc.flags & FLAG_POOL)
-    return tuple(fused and w == 2 for w in desc.pool_window)
+    return tuple(fused and s == 2 for s in desc.pool_stride)
 
 
 def conv_writes(desc: LayerDescriptor, core: CoreGeometry, *, fused_pool: bool = False

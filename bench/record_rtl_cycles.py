@@ -82,7 +82,10 @@ class Case:
 #: ``kinds`` splits nothing); ``quarters``: ResNet-18's first stage-2 block in small on a
 #: ``Tn = Tm = 64`` core with four ports and a queue of two (the test of
 #: ``tests/hw/test_accelerator_quarters.py``): the input boxes of its stride-2 conv, shortcut,
-#: residual conv, gap and FC layer read in quarters over the four ports (``FLAG_IQUARTER``).
+#: residual conv, gap and FC layer read in quarters over the four ports (``FLAG_IQUARTER``);
+#: ``carried``: ResNet-18 conv1's 3x3x3 stride-2 pool fused into the drain, its windows carried
+#: across tiles on every axis (two ports, a queue of two; the test of
+#: ``tests/hw/test_accelerator_carried_pool.py``).
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -105,6 +108,7 @@ CASES: tuple[Case, ...] = (
     Case("kinds_4ports_q2", config="tests/hw/configs/two_core.yaml", seed=5,
          verilator_opt=None, axi_ports=4, dma_queue=2),
     Case("quarters", "write_quarters_accelerator"),
+    Case("carried", "write_carried_accelerator", seed=13),
 )
 
 

@@ -117,6 +117,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    carried_axes,
     reuses_inputs,
     weight_parts,
 )
@@ -128,11 +129,12 @@ from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
     engine_geometry,
+    pool_carries,
     pool_fuses,
 )
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import quarters_inputs, splits_inputs
-from fcircnn.models.config import AcceleratorConfig, CoreConfig, ResolvedLayer
+from fcircnn.models.config import AcceleratorConfig, CoreConfig, Pool, ResolvedLayer
 from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import (
     fold_fc_weight_slots,
@@ -327,7 +329,7 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
              in_steps: tuple[int, int] = (1, 1)) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
-    moves ``tile / window`` pooled voxels; with ``depths`` output depths per depth of
+    moves ``tile / stride`` pooled voxels; with ``depths`` output depths per depth of
     ``layer`` (:data:`~fcircnn.arch.descriptor.FLAG_DFOLD`) the output strides are those of
     the map stored: its slot-group stride, and ``depths`` of its planes per depth of
     ``layer``; ``in_map`` is the shape of the input map stored (default ``layer.in_shape``),
@@ -339,7 +341,7 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     tiles = tuple(-(-n // t) for n, t in zip(conv, tile, strict=True))
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
-    window = layer.pool.window if fused else (1, 1, 1)
+    pool_stride = layer.pool.stride if fused else (1, 1, 1)
     ins, outs = _strides(in_map or layer.in_shape), _strides(layer.out_shape if fused else conv)
     ins = (ins[0], ins[1] * in_steps[0], ins[2] * in_steps[1])
     if depths > 1:
@@ -350,7 +352,8 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
         "tile": tile, "tiles": tiles, "in_stride": ins, "out_stride": outs,
         "in_step": tuple(t * s * b for t, s, b in zip(tile, stride, axis_in, strict=True)),
         "in_pad_bytes": tuple(p * b for p, b in zip(padding, axis_in, strict=True)),
-        "out_step": tuple(t // k * b for t, k, b in zip(tile, window, axis_out, strict=True)),
+        "out_step": tuple(t // k * b for t, k, b in zip(tile, pool_stride, axis_out,
+                                                         strict=True)),
         "weight_tile_bytes": cg.weight_tile_beats(layer.kernel_volume) * 16,
         "in_nt_step": cg.in_groups * ins[0],
         "out_mt_step": cg.out_groups * outs[0],
@@ -417,6 +420,11 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
             raise CompileError(f"layer {layer.name!r}: pooled map {_fmt(layer.conv_shape)} exceeds "
                                f"core {core.name!r}'s CMaxPool, built for maps up to "
                                f"{_fmt(geo.pool_size)}")
+        if _fuses(layer, core, geo) and pool_carries(layer, core) and any(
+                n > g for n, g in zip(layer.conv_shape[1:], geo.carry_map, strict=True)):
+            raise CompileError(f"layer {layer.name!r}: conv map {_fmt(layer.conv_shape)} exceeds "
+                               f"core {core.name!r}'s pool carry memories, built for maps of "
+                               f"height and width up to {geo.carry_map}")
         if max(pool.window) > MAX_POOL_WINDOW or max(pool.stride) > MAX_POOL_WINDOW:
             raise CompileError(f"layer {layer.name!r}: pool window {_fmt(pool.window)} / stride "
                                f"{_fmt(pool.stride)} exceed CMaxPool's limit {MAX_POOL_WINDOW}")
@@ -559,7 +567,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                  | (FLAG_RESIDUAL if layer.residual is not None else 0)
                  | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0))
         ones, zeros = (1, 1, 1), (0, 0, 0)
-        window = layer.pool.window if fused else ones
+        fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
 
         def link(index: int, last: bool) -> dict:
             return {"cycles_addr": cycles.base + index * CYCLE_BYTES,
@@ -575,7 +583,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                 out_slots=out_slots, conv_shape=layer.conv_shape,
                 out_shape=layer.out_shape if fused else layer.conv_shape,
                 kernel=layer.kernel, stride=layer.stride, padding=layer.padding,
-                pool_window=window, pool_stride=window, pool_padding=zeros,
+                pool_window=fused_pool.window, pool_stride=fused_pool.stride,
+                pool_padding=fused_pool.padding,
                 in_base=maps[layer.input].base, out_base=(mid or o).base,
                 res_base=0 if layer.residual is None else maps[layer.residual].base,
                 weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
@@ -665,7 +674,8 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
           and quarters_inputs(d, cg) else 0)
     splits = {0, w, i, w | i, q, q | i if q else 0, iq, iq | w if iq else 0,
               iq | q if iq else 0}
-    if reuses_inputs(d.op, d.m_tiles, d.n_tiles):
+    if reuses_inputs(d.op, d.m_tiles, d.n_tiles,
+                     any(carried_axes(d.op, d.flags, d.pool_window))):
         splits |= {flags | FLAG_MINNER for flags in splits}
     candidates = sorted(splits - {0})
     if not candidates:

@@ -99,6 +99,7 @@ from fcircnn.arch.geometry import (
     EngineGeometry,
     engine_geometry,
     input_buffer_geometry,
+    pool_carry,
 )
 from fcircnn.arch.ports import PortMap
 
@@ -380,6 +381,7 @@ class _Core:
     quarter: bool = False
     psum_pool_parts: int = 0
     iquarter: bool = False
+    carry: tuple[int, int, int] = (0, 0, 0)
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -393,6 +395,7 @@ def _cores(acc: Any) -> list[_Core]:
         if geo.fused_pool:
             pool_size = tuple(max(a, b) for a, b in zip(pool_size, cg.tile, strict=True))
             pool_groups = cg.out_groups
+        carry = pool_carry(cg, geo)
         ports = PortMap(acc.axi_ports)
         loaders = ports.loader_reads(cg.weight_tile_beats(1), cg.in_groups,
                                      residual=geo.residual)
@@ -404,7 +407,8 @@ def _cores(acc: Any) -> list[_Core]:
                            sum(1 for reads in loaders[2:] if reads),
                            ports.quarters_weights(cg.weight_tile_beats(1)),
                            cg.lanes * core.tm if geo.fused_pool else 0,
-                           ports.quarters_inputs(cg.in_groups)))
+                           ports.quarters_inputs(cg.in_groups),
+                           (0, 0, 0) if carry is None else carry.depth))
     return cores
 
 
@@ -472,6 +476,8 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     pool_lines = ((pg,) if pg > 1 else ()) + ((pw + 2) * pg, (ph + 2) * (pw + 2) * pg)
     pool_mems = [map_memory(128, n, block=False, single_port=True)
                  for n in pool_lines for _ in range(2)] * c.pool_lanes
+    # The carry memories of a carried pool (one per axis stage; deep ones are block RAM).
+    pool_mems += [map_memory(128, n, block=n > _LUTRAM_MAX_DEPTH) for n in c.carry if n]
     size_bits = sum(max(1, n).bit_length() for n in c.pool_size)
     comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
         "one": 1, "size_bits": size_bits, "residual": int(c.residual),

@@ -93,7 +93,7 @@ from fcircnn.arch.descriptor import (
 )
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE, PortMap
-from fcircnn.arch.walk import axis_tiles, input_groups, m_tile_slots
+from fcircnn.arch.walk import axis_tiles, halved_axes, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -547,9 +547,9 @@ class _Conv:
         self.d, self.core, self.mem, self.t = d, core, mem, t
         self.taps = math.prod(d.kernel)
         self.residual = bool(d.flags & FLAG_RESIDUAL)
-        # Fused pool: axes whose 2-wide window halves the stored tile.
+        # Fused pool: axes whose stride-2 window halves the stored tile.
         self.fused = d.op != OP_POOL and bool(d.flags & FLAG_POOL)
-        self.halved = tuple(self.fused and w == 2 for w in d.pool_window)
+        self.halved = halved_axes(d, True)
         # A fused pool of one depth is taken on the partial sums (PartialSumPool), CMaxPool
         # bypassed.
         self.psum_pool = self.fused and not self.halved[0]

@@ -253,7 +253,8 @@ class Accelerator(wiring.Component):
                         m.next = "DISPATCH"
             with m.State("DISPATCH"):
                 with m.If((desc.core >= n) | (desc.op > OP_POOL)
-                          | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles)):
+                          | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
+                                        desc.pool_window)):
                     m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
                     m.next = "ERROR"
                 with m.Else():

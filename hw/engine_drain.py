@@ -9,18 +9,19 @@ from amaranth.hdl import C, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_CRELU, FLAG_RESIDUAL, OP_POOL
-from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
+from fcircnn.arch.descriptor import FLAG_CRELU, FLAG_RESIDUAL, OP_POOL, carried_axes
+from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, pool_carry
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .buffer_output import output_in_layout, output_shape_layout
 from .buffer_psum import psum_layout
-from .common import check_positive, rejecting
+from .common import check_positive, mul_const, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 from .engine_loader import POST_RECORD_BITS, params_signature
 from .engine_walk import TileWalk, control_signature, fused_pool_axes
 from .post_cbn import cbn_input_layout
 from .post_chain import post_config_layout
+from .post_maxpool import carry_layout
 from .post_quantize import slot_layout
 from .psum_pool import PartialSumPool
 
@@ -83,7 +84,11 @@ class EngineDrain(wiring.Component):
     then per pooled voxel its window's words (one a cycle, once the previous voxel's last beat
     has left stage B) and its pooled word's beats (slot group fastest, then the depth lanes
     of the word), so only a quarter of the beats pass the post chain and CMaxPool is bypassed.
-    Otherwise the pool is bypassed.
+    Otherwise the pool is bypassed. A fused pool with 3-wide windows (stride 2, padding 1:
+    :func:`~fcircnn.arch.descriptor.carried_axes`) also pools each tile as its own map, its
+    windows at the tile's low edges taking their first voxel from the tiles before through
+    CMaxPool's carry memories (``post_carry``, laid out by
+    :class:`~fcircnn.arch.geometry.PoolCarry`; on a core built with them).
 
     Contract
     --------
@@ -134,6 +139,9 @@ class EngineDrain(wiring.Component):
                                                            core.tc))),
             "out_shape": Out(output_shape_layout(core.out_groups, core.td, core.tr, core.tc)),
         }
+        self.carry = pool_carry(core, geometry)
+        if self.carry is not None:
+            ports["post_carry"] = Out(carry_layout(self.carry.depth))
         if res_depth is not None:
             act = data.ArrayLayout(data.ArrayLayout(complex_layout(ACT_WIDTH), core.tm // 2),
                                    core.td)
@@ -294,6 +302,10 @@ class EngineDrain(wiring.Component):
         dr = TileWalk(m, "dr", d, core, geo.stride, with_nt=False)
         with m.If(ctl.start):
             dr.reset(ctl.new_desc)
+        if self.carry is not None:
+            m.d.sync += self.post_carry.restart.eq(0)  # a strobe (set by _carry_start)
+            with m.If(ctl.start):  # no carry in the next descriptor's pool (a pool pass's)
+                m.d.sync += [self.post_carry.use.eq(0), self.post_carry.save.eq(0)]
 
         q_valid = Signal()     # stage B of the drain: words being read
         q_v = Signal(range(max(Td, 2)))
@@ -374,6 +386,7 @@ class EngineDrain(wiring.Component):
                         m.d.sync += [pool_cfg_size[a].eq(Mux(cmaxpool, dr.ext[a], 1))
                                      for a in range(3)]
                         m.d.sync += pool_cfg_groups.eq(Mux(cmaxpool, dr.groups_m, 1))
+                    self._carry_start(m, d, dr, cmaxpool)
                     m.d.sync += [sh.eq(0), sw.eq(0), q_pooled.eq(0)]
                     m.next = "RUN"
                     if pool is not None:
@@ -437,6 +450,22 @@ class EngineDrain(wiring.Component):
                     m.next = "WAIT"
         self._output(m, o_tag, otags)
         return m
+
+    def _carry_start(self, m, d, dr, cmaxpool):
+        """Statements of a tile's start setting CMaxPool's carry controls for it (on a core
+        with a carry): the carried axes save their last position, and use the carried one past
+        the tile's low edge unless the tile is the map's first along the axis; the tile's
+        regions (:meth:`~fcircnn.arch.geometry.PoolCarry.base`); ``restart`` the cycle
+        after."""
+        if self.carry is None:
+            return
+        c = self.post_carry
+        carried = carried_axes(d.op, d.flags, d.pool_window)
+        m.d.sync += [c.restart.eq(1)]
+        for a in range(3):
+            m.d.sync += [c.use[a].eq(cmaxpool & carried[a] & (dr.t[a] != 0)),
+                         c.save[a].eq(cmaxpool & carried[a]),
+                         c.base[a].eq(self.carry.base(a, dr.t[1], dr.t[2], mul_const))]
 
     def _psum_pool(self, m, fused, halved):
         """The :class:`~fcircnn.hw.psum_pool.PartialSumPool` of a core with a fused pool

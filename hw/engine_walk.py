@@ -41,13 +41,13 @@ def fail_signature(addr_width: int) -> wiring.Signature:
 
 def fused_pool_axes(m: Module, d, fused_pool: bool) -> tuple[Signal, list[Signal]]:
     """``fused``: the layer ``d`` pools in the drain (``FLAG_POOL`` on a conv descriptor);
-    ``halved``: per axis, whether its 2-wide window halves the tile. Constant 0 when the core
-    has no fused pool."""
+    ``halved``: per axis, whether its stride-2 window halves the tile
+    (:func:`~fcircnn.arch.walk.halved_axes`). Constant 0 when the core has no fused pool."""
     fused = Signal()
     halved = [Signal(name=f"halved{a}") for a in "dhw"]
     if fused_pool:
         m.d.comb += fused.eq((d.op != OP_POOL) & (d.flags & FLAG_POOL).bool())
-        m.d.comb += [halved[a].eq(fused & (d.pool_window[a] == 2)) for a in range(3)]
+        m.d.comb += [halved[a].eq(fused & (d.pool_stride[a] == 2)) for a in range(3)]
     return fused, halved
 
 

@@ -25,6 +25,7 @@ from fcircnn.arch.geometry import (
     EngineGeometry,
     core_lanes,
     engine_geometry,
+    pool_carry,
 )
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import ERROR_CODES
@@ -245,8 +246,10 @@ class LayerEngine(wiring.Component):
         # Partial sums: with one lane, output depth v of the tile at addresses v*Tr*Tc + ...
         m.submodules.psum = PartialSumBuffer(Tm, L, Tr * Td // L, Tc)
         max_size, max_groups = post_chain_size(core, geo)
+        carry = pool_carry(core, geo)
         m.submodules.post = PostChain(lanes=SLOTS_PER_BEAT, max_size=max_size,
-                                      max_groups=max_groups)
+                                      max_groups=max_groups,
+                                      carry=(0, 0, 0) if carry is None else carry.depth)
         for k in range(1, self.ports.pool_lanes):  # the pool pass's further lanes
             m.submodules[f"pool{k}"] = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
         m.submodules.outbuf = OutputBuffer(Tm, Td, Tr, Tc)
@@ -416,6 +419,8 @@ class LayerEngine(wiring.Component):
         wiring.connect(m, pp.post_i, post.i)
         wiring.connect(m, post.o, pp.post_o)
         m.d.comb += post.cfg.eq(pp.post_cfg)
+        if dr.carry is not None:
+            m.d.comb += post.pool_carry.eq(dr.post_carry)
         wiring.connect(m, dr.out_i, outbuf.i)
         m.d.comb += outbuf.shape.eq(dr.out_shape)
 

@@ -20,7 +20,14 @@ from .post_cbn import (
 from .post_cbn import LATENCY as CBN_LATENCY
 from .post_crelu import LATENCY as CRELU_LATENCY
 from .post_crelu import CReLU, crelu_config_layout
-from .post_maxpool import CMaxPool, check_max_groups, check_max_size, maxpool_config_layout
+from .post_maxpool import (
+    CMaxPool,
+    carry_layout,
+    check_carry,
+    check_max_groups,
+    check_max_size,
+    maxpool_config_layout,
+)
 from .post_quantize import LATENCY as QUANTIZE_LATENCY
 from .post_quantize import Quantize, quantize_config_layout, slot_layout
 from .skid_buffer import LATENCY as SKID_LATENCY
@@ -86,31 +93,39 @@ class PostChain(wiring.Component):
         Largest map ``(D, H, W)`` the pool accepts, each 1..1024.
     max_groups : int
         Largest number of interleaved slot groups per voxel for the pool, 1..256.
+    carry : tuple of three int
+        The pool's carry memories (:class:`~fcircnn.hw.post_maxpool.CMaxPool`), ``(0, 0, 0)``:
+        none.
 
     Ports
     -----
     i : In(stream.Signature(cbn_input_layout(lanes)))
     o : Out(stream.Signature(slot_layout(lanes)))
     cfg : In(post_config_layout(max_size, max_groups))
+    pool_carry : In(carry_layout(carry)), with a carry: the pool's ``carry``
     """
 
-    def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1):
+    def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1, carry=(0, 0, 0)):
         with rejecting(self):
             check_lanes(lanes)
             check_max_size(max_size)
             check_max_groups(max_groups)
+            check_carry(carry)
         self._cbn = CBNResidual(lanes)
         self._quantize = Quantize(lanes)
         self._crelu = CReLU(lanes)
         self._skid_pool = SkidBuffer(slot_layout(lanes))
-        self._pool = CMaxPool(lanes, max_size, max_groups)
+        self._pool = CMaxPool(lanes, max_size, max_groups, carry)
         self.lanes = lanes
         self.max_size = tuple(max_size)
-        super().__init__({
+        ports = {
             "i": In(stream.Signature(cbn_input_layout(lanes))),
             "o": Out(stream.Signature(slot_layout(lanes))),
             "cfg": In(post_config_layout(self.max_size, max_groups)),
-        })
+        }
+        if any(carry):
+            ports["pool_carry"] = In(carry_layout(carry))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -132,4 +147,6 @@ class PostChain(wiring.Component):
             crelu.cfg.eq(self.cfg.crelu),
             pool.cfg.eq(self.cfg.pool),
         ]
+        if any(pool.carry_depth):
+            m.d.comb += pool.carry.eq(self.pool_carry)
         return m

@@ -21,6 +21,8 @@ __all__ = [
     "MAX_MAP_SIZE",
     "MAX_WINDOW",
     "CMaxPool",
+    "carry_layout",
+    "check_carry",
     "check_max_groups",
     "check_max_size",
     "maxpool_config",
@@ -125,6 +127,40 @@ def check_max_size(max_size):
             f"max_size must have every axis in 1..{MAX_MAP_SIZE}, not {tuple(max_size)}")
 
 
+def check_carry(carry):
+    """Validate the ``carry`` parameter: three non-negative integers ``(d, h, w)``, the words
+    of each axis' carry memory, all 0 (no carry) or all positive."""
+    if (not isinstance(carry, tuple | list) or len(carry) != 3
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in carry)):
+        raise TypeError(f"carry must be three integers (d, h, w), not {carry!r}")
+    if (any(carry) and not all(n > 0 for n in carry)) or min(carry) < 0:
+        raise ValueError(f"carry must be all 0 or all positive, not {tuple(carry)}")
+
+
+def carry_layout(carry):
+    """Per-map controls of :class:`CMaxPool`'s carry memories (``carry``: their words per
+    axis). Arrays are indexed by axis (0 = d, 1 = h, 2 = w).
+
+    ``restart``
+        Strobe, while no beat of a map is in the pool: the next map's carried lines start at
+        ``base`` (read and written in the order the map's sweeps reach them).
+    ``use``
+        Per axis: the position before the map's first (the padding of a 3-wide window with
+        padding 1) is the carried line, not padding.
+    ``save``
+        Per axis: the map's last position is written to the carry memory.
+    ``base``
+        Per axis: the carry memory's word of the map's first line item.
+    """
+    width = bits_for(max(max(carry) - 1, 1))
+    return data.StructLayout({
+        "restart": 1,
+        "use": data.ArrayLayout(1, 3),
+        "save": data.ArrayLayout(1, 3),
+        "base": data.ArrayLayout(unsigned(width), 3),
+    })
+
+
 def _axis_beat_layout(lanes):
     return data.StructLayout({"data": slot_layout(lanes), "last": 1})
 
@@ -151,18 +187,39 @@ class _AxisPool(wiring.Component):
     History: the two previous lines, in two memories of ``line_max`` words written in turn by
     position parity (in registers if ``line_max == 1``). Latency 1, initiation interval 1 except
     for the cycles of virtual positions, where the input is held.
+
+    Carry (``carry_depth > 0``): with ``use`` the position before a sweep's first (position
+    -1, which a 3-wide window with padding 1 reaches) is a line read from the carry memory
+    instead of padding; with ``save`` each sweep's last position is written to it. Reads and
+    writes each walk the memory one item at a time from ``base``, loaded by ``restart``.
     """
 
-    def __init__(self, lanes, size_max, line_max):
+    def __init__(self, lanes, size_max, line_max, carry_depth=0):
         self.lanes = lanes
         self.size_max = size_max
         self.line_max = line_max
+        self.carry_depth = carry_depth
         self._size_width = bits_for(size_max)
-        super().__init__({
+        ports = {
             "i": In(stream.Signature(_axis_beat_layout(lanes))),
             "o": Out(stream.Signature(_axis_beat_layout(lanes))),
             "cfg": In(_axis_config_layout(self._size_width)),
-        })
+        }
+        if carry_depth:
+            ports |= {"restart": In(1), "use": In(1), "save": In(1),
+                      "base": In(range(carry_depth))}
+        super().__init__(ports)
+
+    def _carry(self, m, real, pos, size_m1, src_data, take_carry):
+        """The carry memory's reads (``take_carry``: a real beat at position 1 of a sweep that
+        uses the carry) and writes (a real beat at the last position of a sweep that saves
+        it); returns the read data (``None`` without a carry)."""
+        if not self.carry_depth:
+            return None
+        m.d.comb += take_carry.eq(real & self.use & (pos == 1))
+        put = real & self.save & (pos == size_m1)
+        return _carry_memory(m, slot_layout(self.lanes), self.carry_depth, self.restart,
+                             self.base, take_carry, put, src_data)
 
     def elaborate(self, platform):
         m = Module()
@@ -225,6 +282,7 @@ class _AxisPool(wiring.Component):
         s_use1 = Signal()
         s_use2 = Signal()
         s_parity = Signal()
+        s_carried = Signal()  # hist2 is the carried line (position -1)
         s_data = Signal(layout)
         hist1 = Signal(layout)  # the line at position - 1
         hist2 = Signal(layout)  # the line at position - 2
@@ -236,6 +294,8 @@ class _AxisPool(wiring.Component):
             load.eq(free & src_valid),
             self.i.ready.eq(free & ~virtual),
         ]
+        take_carry = Signal()  # the beat at position 1 reads position -1's item from the carry
+        carried = self._carry(m, load & ~virtual, pos, size_m1, src_data, take_carry)
         with m.If(free):
             m.d.sync += s_valid.eq(src_valid)
         with m.If(load):
@@ -244,7 +304,8 @@ class _AxisPool(wiring.Component):
                 s_end.eq(is_end),
                 s_last.eq(is_end & (step_end > limit) & src_last),
                 s_use1.eq((cfg.window >= 2) & (pos >= 1)),
-                s_use2.eq((cfg.window >= 3) & (pos >= 2)),
+                s_use2.eq((cfg.window >= 3) & ((pos >= 2) | take_carry)),
+                s_carried.eq(take_carry),
                 s_parity.eq(pos[0]),
             ]
             with m.If(src_last):
@@ -295,6 +356,10 @@ class _AxisPool(wiring.Component):
             self.o.valid.eq(s_valid & s_end),
             self.o.payload.last.eq(s_last),
         ]
+        if carried is not None:
+            third = Signal(layout)
+            m.d.comb += third.eq(Mux(s_carried, carried, hist2))
+            hist2 = third
         for lane in range(self.lanes):
             for part in ("re", "im"):
                 v0 = s_data[lane][part]
@@ -303,6 +368,27 @@ class _AxisPool(wiring.Component):
                 v01 = Mux(v0 > v1, v0, v1)
                 m.d.comb += self.o.payload.data[lane][part].eq(Mux(v01 > v2, v01, v2))
         return m
+
+
+def _carry_memory(m, layout, depth, restart, base, take, put, data):
+    """The carry memory of an axis stage: ``take`` reads the next item (its data the next
+    cycle, held until the next read), ``put`` writes ``data`` as the next item; ``restart``
+    sets both to ``base``. Returns the read data."""
+    style = {"ram_style": "block"} if depth > _LUTRAM_MAX_DEPTH else {}
+    m.submodules.carry = mem = Memory(shape=layout, depth=depth, init=[], attrs=style)
+    rd = mem.read_port(transparent_for=())
+    wr = mem.write_port()
+    rd_addr, wr_addr = Signal(range(depth)), Signal(range(depth))
+    with m.If(restart):
+        m.d.sync += [rd_addr.eq(base), wr_addr.eq(base)]
+    with m.Else():
+        with m.If(take):
+            m.d.sync += rd_addr.eq(rd_addr + 1)
+        with m.If(put):
+            m.d.sync += wr_addr.eq(wr_addr + 1)
+    m.d.comb += [rd.addr.eq(rd_addr), rd.en.eq(take),
+                 wr.addr.eq(wr_addr), wr.data.eq(data), wr.en.eq(put)]
+    return rd.data
 
 
 class CMaxPool(wiring.Component):
@@ -343,6 +429,16 @@ class CMaxPool(wiring.Component):
     * Every input value is an int8 slot part; -128 is treated like the padding and loses against
       everything else (the result is the same, a window always holds a real voxel). No
       multipliers.
+    * Carry (``carry`` given): the maps may be the tiles of a larger map, walked depth tiles
+      outermost, then rows of tiles, then tiles, with windows of 3, stride 2 and padding 1 on
+      the axes that ``carry.use`` (even tile sizes, so every window ends inside its tile). Each
+      axis stage keeps the last position of a tile's sweeps (``carry.save``) in its carry
+      memory at ``carry.base`` on, where the next tile along that axis finds it as its
+      position -1 (``carry.use``): the output is then the larger map's pooled tile, bit-exact
+      with :func:`fcircnn.models.spectral.cmaxpool` over the larger map
+      (:class:`~fcircnn.arch.geometry.PoolCarry` lays the memories out). ``carry`` is static
+      while a map is in flight; ``carry.restart`` is strobed before each map's first beat
+      enters, while the pool is empty.
 
     Parameters
     ----------
@@ -353,37 +449,47 @@ class CMaxPool(wiring.Component):
     max_groups : int
         Largest ``cfg.groups`` (interleaved slot groups per voxel), 1..256; multiplies the
         buffer sizes.
+    carry : tuple of three int
+        Words of the carry memory per axis ``(d, h, w)`` (:func:`check_carry`); ``(0, 0, 0)``:
+        none, and no ``carry`` port.
 
     Ports
     -----
     i : In(stream.Signature(slot_layout(lanes)))
     o : Out(stream.Signature(slot_layout(lanes)))
     cfg : In(maxpool_config_layout(max_size, max_groups))
+    carry : In(carry_layout(carry)), with a carry
     """
 
-    def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1):
+    def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1, carry=(0, 0, 0)):
         with rejecting(self):
             check_lanes(lanes)
             check_max_size(max_size)
             check_max_groups(max_groups)
+            check_carry(carry)
         self.lanes = lanes
         self.max_size = tuple(max_size)
         self.max_groups = max_groups
-        super().__init__({
+        self.carry_depth = tuple(carry)
+        ports = {
             "i": In(stream.Signature(slot_layout(lanes))),
             "o": Out(stream.Signature(slot_layout(lanes))),
             "cfg": In(maxpool_config_layout(self.max_size, max_groups)),
-        })
+        }
+        if any(carry):
+            ports["carry"] = In(carry_layout(carry))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         d_max, h_max, w_max = self.max_size
         groups = self.max_groups
         # Outputs per axis are at most n + 2p - k + 1 <= n + 2 (p <= k - 1, k <= 3).
+        cd = self.carry_depth
         stages = [
-            _AxisPool(self.lanes, w_max, groups),
-            _AxisPool(self.lanes, h_max, (w_max + 2) * groups),
-            _AxisPool(self.lanes, d_max, (h_max + 2) * (w_max + 2) * groups),
+            _AxisPool(self.lanes, w_max, groups, cd[2]),
+            _AxisPool(self.lanes, h_max, (w_max + 2) * groups, cd[1]),
+            _AxisPool(self.lanes, d_max, (h_max + 2) * (w_max + 2) * groups, cd[0]),
         ]
         for name, axis, stage in zip("whd", (2, 1, 0), stages, strict=True):
             m.submodules[f"pool_{name}"] = stage
@@ -393,6 +499,10 @@ class CMaxPool(wiring.Component):
                 stage.cfg.stride.eq(self.cfg.stride[axis]),
                 stage.cfg.padding.eq(self.cfg.padding[axis]),
             ]
+            if cd[axis]:
+                c = self.carry
+                m.d.comb += [stage.restart.eq(c.restart), stage.use.eq(c.use[axis]),
+                             stage.save.eq(c.save[axis]), stage.base.eq(c.base[axis])]
         pool_w, pool_h, pool_d = stages
         wiring.connect(m, pool_w.o, pool_h.i)
         wiring.connect(m, pool_h.o, pool_d.i)

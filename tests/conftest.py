@@ -107,11 +107,12 @@ def write_fc_accelerator(folder: Path, *, tm: int = 32, axi_ports: int = 2,
 
 #: A pool pass on two lanes (``axi_ports: 2``): p1 (3 -> 48 channels, three slot groups: a
 #: step of two lanes, then the last group alone) pools ResNet-18 conv1's way (window 3, stride
-#: 2, padding 1: a pool pass); p2, a 1x1x1 stride-2 conv, reads only the planes and rows it
+#: 2, padding 1) on a map of odd width, which keeps it out of the drain (a pool pass, its
+#: trailing padding inserted); p2, a 1x1x1 stride-2 conv, reads only the planes and rows it
 #: uses (a subsampled input); an fc layer ends it.
 POOL_LANES_NET = """
 name: pool_lanes
-input: {channels: 3, depth: 4, height: 8, width: 8}
+input: {channels: 3, depth: 4, height: 8, width: 7}
 classes: 10
 block_size: %(B)d
 layers:
@@ -209,6 +210,32 @@ def write_dfold_accelerator(folder: Path) -> Path:
     :func:`fcircnn.models.placement.folded_rows`): C3D conv1a on a ``Tn = 64, Tm = 128`` core
     in small."""
     return write_small_accelerator(folder, B=4, tn=32, tm=32)
+
+
+#: ResNet-18 conv1's pool fused into the drain (window 3, stride 2, padding 1: every tile's
+#: first window takes its first voxel from the tile before, carried in CMaxPool) on a ``Tn =
+#: Tm = 32`` core of ``2 x 4 x 4`` tiles: k1's conv map (4x10x12) spans two depth tiles, three
+#: rows of tiles (the last of two rows) and three columns, so every axis carries; its 48
+#: output channels make two m-tiles (the second of one slot group), each walked over the map
+#: in turn.
+CARRIED_NET = """
+name: carried
+input: {channels: 16, depth: 4, height: 10, width: 12}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: k1, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 3, stride: 2, padding: 1}}                    # 4x10x12 -> 2x5x6
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+def write_carried_accelerator(folder: Path, *, axi_ports: int = 2, dma_queue: int = 2) -> Path:
+    """The small accelerator with ``Tn = Tm = 32``, the depth unrolled (two lanes), on
+    :data:`CARRIED_NET` (see :func:`write_small_accelerator`)."""
+    return write_small_accelerator(folder, tn=32, tm=32, net=CARRIED_NET,
+                                   unroll=("td", "tn", "tm"), axi_ports=axi_ports,
+                                   dma_queue=dma_queue)
 
 
 def write_fused_accelerator(folder: Path, *, unroll: tuple[str, ...] = ("td", "tn", "tm"),

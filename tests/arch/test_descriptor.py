@@ -129,8 +129,10 @@ def test_field_limits_name_the_field(field, value, limit):
     ({"out_base": 0x20008}, "out_base .* 16-byte aligned"),
     ({"op": 3}, "op must be"),
     ({"flags": 0x800}, "flags"),
-    ({"flags": 0x400}, ("FLAG_MINNER needs .* one n-tile and 2 m-tiles, not op 0 with 16 "
-                        "n-tiles and 8 m-tiles")),
+    ({"flags": 0x400}, ("FLAG_MINNER needs .* one n-tile and 2 m-tiles without a carried "
+                        "pool, not op 0 with 16 n-tiles and 8 m-tiles$")),
+    ({"flags": 0x400 | FLAG_POOL, "n_tiles": 1, "m_tiles": 2, "pool_window": (3, 3, 3)},
+     "FLAG_MINNER needs .* with 1 n-tiles and 2 m-tiles and a carried pool"),
     ({"flags": 0x400, "n_tiles": 1, "m_tiles": 3}, "FLAG_MINNER needs"),
     ({"flags": 0x400, "n_tiles": 1, "m_tiles": 2, "op": 2}, "FLAG_MINNER needs"),
     ({"flags": 0x100}, "FLAG_WQUARTER needs FLAG_WSPLIT"),
@@ -184,37 +186,40 @@ def test_the_stored_map_of_folded_and_viewed_descriptors():
 
 def _flag_cases():
     """Every flag alone, with the flag it needs and with each neighbour, a bit outside the
-    defined ones, on conv, gap and pool descriptors of one to three m- and n-tiles."""
+    defined ones, the m-tiles innermost with a pool, on conv, gap and pool descriptors of one to
+    three m- and n-tiles, without a pool window and with carried (3-wide) windows."""
     rng = random.Random(5)
-    flags = [0, 0x800, 0x8000] + [1 << b for b in range(11)]
+    flags = [0, 0x800, 0x8000, FLAG_MINNER | FLAG_POOL] + [1 << b for b in range(11)]
     flags += [f | n for f, n in NEEDED_FLAGS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
     flags += [rng.randrange(1 << 11) for _ in range(40)]
-    return [(f, op, mt, nt) for f in flags for op in (OP_CONV, OP_GAP, 2)
-            for mt in (1, 2, 3) for nt in (1, 2)]
+    return [(f, op, mt, nt, pw) for f in flags for op in (OP_CONV, OP_GAP, 2)
+            for mt in (1, 2, 3) for nt in (1, 2) for pw in ((1, 1, 1), (3, 3, 3), (2, 2, 3))]
 
 
 def test_the_flag_rules_are_what_the_descriptor_accepts_in_python_and_in_amaranth():
     cases = _flag_cases()
-    for flags, op, mt, nt in cases:
+    for flags, op, mt, nt, pw in cases:
         try:
-            _example(flags=flags, op=op, m_tiles=mt, n_tiles=nt)
+            _example(flags=flags, op=op, m_tiles=mt, n_tiles=nt, pool_window=pw)
         except ValueError:
             accepted = False
         else:
             accepted = True
-        assert flags_fault(flags, op, mt, nt) is (not accepted), (hex(flags), op, mt, nt)
+        assert flags_fault(flags, op, mt, nt, pw) is (not accepted), (hex(flags), op, mt, nt, pw)
     m = Module()
     d = Signal(descriptor_layout())
     fault = Signal()
-    m.d.comb += fault.eq(flags_fault(d.flags, d.op, d.m_tiles, d.n_tiles))
+    m.d.comb += fault.eq(flags_fault(d.flags, d.op, d.m_tiles, d.n_tiles, d.pool_window))
 
     async def bench(ctx):
-        for flags, op, mt, nt in cases:
+        for flags, op, mt, nt, pw in cases:
             ctx.set(d.flags, flags)
             ctx.set(d.op, op)
             ctx.set(d.m_tiles, mt)
             ctx.set(d.n_tiles, nt)
-            assert ctx.get(fault) == flags_fault(flags, op, mt, nt), (hex(flags), op, mt, nt)
+            ctx.set(d.pool_window, list(pw))
+            assert ctx.get(fault) == flags_fault(flags, op, mt, nt, pw), (hex(flags), op, mt,
+                                                                           nt, pw)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -190,10 +190,12 @@ def _execute_conv(d, read, acc):
                                 d.out_slots, d.conv_shape)
         pool = None
         if d.flags & FLAG_POOL:
-            # Fused: the drain pools tile by tile; the tiles cut the map at window boundaries,
-            # so that is the pool of the whole map.
-            assert d.pool_window == d.pool_stride and not any(d.pool_padding)
-            assert all(t % k == 0 for t, k in zip(d.tile, d.pool_window, strict=True))
+            # Fused: the drain pools tile by tile; the tiles cut the map at stride boundaries
+            # (the carried windows take their first voxel from the tile before), so that is
+            # the pool of the whole map.
+            for k, s, p, t in zip(d.pool_window, d.pool_stride, d.pool_padding, d.tile,
+                                  strict=True):
+                assert (k, s, p) in ((1, 1, 0), (2, 2, 0), (3, 2, 1)) and t % s == 0
             pool = (d.pool_window, d.pool_stride, d.pool_padding)
         return [spectral.post_process(a, **post.part(c), res=None if res is None else res[c],
                                       relu=bool(d.flags & FLAG_CRELU), pool=pool)
@@ -633,14 +635,23 @@ def test_wrong_input_shape(acc):
     ("{window: [1, 2, 2]}", "{channels: 8, depth: 4, height: 8, width: 9}", False),  # odd
     ("{window: 2, padding: [0, 1, 1]}", "{channels: 8, depth: 4, height: 8, width: 8}", False),
     ("{window: 3, stride: 2, padding: 1}", "{channels: 8, depth: 4, height: 8, width: 8}",
-     False),
+     True),  # carried
+    ("{window: 3, stride: 2, padding: 1}", "{channels: 8, depth: 4, height: 6, width: 10}",
+     True),  # carried, edge tiles of 2
+    ("{window: 3, stride: 2, padding: 1}", "{channels: 8, depth: 4, height: 8, width: 9}",
+     False),  # odd
+    ("{window: [2, 3, 3], stride: 2, padding: [0, 1, 1]}",
+     "{channels: 8, depth: 4, height: 8, width: 8}", True),
+    ("{window: [1, 3, 3], stride: [1, 2, 2], padding: [0, 1, 1]}",
+     "{channels: 8, depth: 4, height: 8, width: 8}", False),  # a carried pool halves all axes
     ("{window: 2, stride: 1}", "{channels: 8, depth: 4, height: 8, width: 8}", False),
     ("{window: 3}", "{channels: 8, depth: 6, height: 6, width: 6}", False),  # window 3
 ])
 def test_which_pools_fuse(tmp_path, small_accelerator, pool, shape, fuses):
     """Fused (one descriptor with FLAG_POOL) exactly when window = stride, 1 or 2, no
-    padding, and even map and tiles (Td = 2, Tr = Tc = 4) on the axes with window 2; else a
-    conv descriptor and a pool pass. Both are bit-exact with the golden model from the image
+    padding, or stride 2 on every axis with window 2 or window 3 and padding 1 (carried), and
+    even map and tiles (Td = 2, Tr = Tc = 4) on the axes with stride 2; else a conv
+    descriptor and a pool pass. Both are bit-exact with the golden model from the image
     alone."""
     net = _net(f"  - {{name: p, type: conv, out_channels: 16, kernel: 1, pool: {pool}}}\n",
                shape)
@@ -651,7 +662,9 @@ def test_which_pools_fuse(tmp_path, small_accelerator, pool, shape, fuses):
     if fuses:
         (d,) = lp.descriptors
         assert d.op == OP_CONV and d.flags & FLAG_POOL and d.out_shape == lp.layer.out_shape
-        assert d.pool_window == d.pool_stride == lp.layer.pool.window
+        pool = lp.layer.pool
+        assert (d.pool_window, d.pool_stride, d.pool_padding) == (pool.window, pool.stride,
+                                                                   pool.padding)
         assert not any(r.name == "p.conv" for r in image.plan.regions)
     else:
         conv, pool_pass = lp.descriptors

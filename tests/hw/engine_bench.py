@@ -11,7 +11,13 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from fcircnn.arch.descriptor import FLAG_MINNER, OP_POOL, LayerDescriptor, reuses_inputs
+from fcircnn.arch.descriptor import (
+    FLAG_MINNER,
+    OP_POOL,
+    LayerDescriptor,
+    carried_axes,
+    reuses_inputs,
+)
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
 from fcircnn.arch.walk import Box, conv_reads
 from fcircnn.gen.compiler import plan_network
@@ -108,7 +114,9 @@ def minner_cases() -> list[Case]:
     (``...-minner``)."""
     out = []
     for c in (*conv_cases(), *four_port_cases()):
-        if reuses_inputs(c.desc.op, c.desc.m_tiles, c.desc.n_tiles):
+        d = c.desc
+        if reuses_inputs(d.op, d.m_tiles, d.n_tiles,
+                         any(carried_axes(d.op, d.flags, d.pool_window))):
             flags = c.desc.flags ^ FLAG_MINNER
             sign = "+" if flags & FLAG_MINNER else "-"
             out.append(replace(c, name=f"{c.name}{sign}minner",

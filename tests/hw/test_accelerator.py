@@ -96,7 +96,7 @@ def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(co
     # descriptor's address, before starting it; the unchanged list then runs bit-exact.
     image = compiled[1]
     flags = (image.descriptors[1].flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
-    assert flags_fault(flags, image.descriptors[1].op, 1, 1)
+    assert flags_fault(flags, image.descriptors[1].op, 1, 1, image.descriptors[1].pool_window)
     doc = run_image(compiled[0], compiled[2], "bad-descriptor",
                     bad_descriptor={"index": 1, "flags": flags})
     fault = doc["fault_run"]

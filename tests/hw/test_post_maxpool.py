@@ -178,6 +178,9 @@ def test_maxpool_rate_without_padding():
     ({"max_size": (4, 4, 2000)}, ValueError, r"max_size must have every axis in 1\.\.1024"),
     ({"max_groups": 0}, ValueError, r"max_groups must be in 1\.\.256, not 0"),
     ({"max_groups": 2.5}, TypeError, "max_groups must be an integer"),
+    ({"carry": (4, 4)}, TypeError, r"carry must be three integers \(d, h, w\)"),
+    ({"carry": (4, 0, 4)}, ValueError, r"carry must be all 0 or all positive, not \(4, 0, 4\)"),
+    ({"carry": (-1, -1, -1)}, ValueError, "carry must be all 0 or all positive"),
 ])
 def test_bad_parameters(kwargs, exc, match):
     with pytest.raises(exc, match=match):
@@ -216,3 +219,119 @@ def test_maxpool_cocotb(simulator):
     run_cocotb(CMaxPool(2, (4, 8, 8), 2), "post_maxpool", "fcircnn.sim.tb_post_maxpool",
                simulator, parameters={"lanes": 2, "max_size": [4, 8, 8], "max_groups": 2,
                                       "seed": 11})
+
+
+# ------------------------------------------------------------------------------------------
+# Carried windows: the tiles of a larger map, each pooled as its own map
+# ------------------------------------------------------------------------------------------
+
+def _tiles(shape, tile):
+    """The tiles of ``shape`` in the drain's walk order (depth, then rows, then columns):
+    ``(index, origin, extent)`` per tile, ``index = (td, th, tw)``."""
+    axes = [[(i, lo, min(t, n - lo)) for i, lo in enumerate(range(0, n, t))]
+            for n, t in zip(shape, tile, strict=True)]
+    for d in axes[0]:
+        for h in axes[1]:
+            for w in axes[2]:
+                yield tuple(zip(d, h, w, strict=True))
+
+
+def rtl_carried_pool(maps, tile, window, groups, carry, *, seed, p_idle=0.3, p_stall=0.3):
+    """Stream ``maps`` (``(re, im)`` of ``(groups*lanes, D, H, W)``) tile by tile through a
+    :class:`CMaxPool` with carry memories laid out by ``carry``
+    (:class:`~fcircnn.arch.geometry.PoolCarry`), each tile's map configured, its carried axes
+    used past the map's low edge and saved, with random idle input and output stall cycles;
+    a tile starts once the previous one has left. Returns the pooled map ``(re, im)``."""
+    import random
+
+    from amaranth.sim import Simulator
+
+    from fcircnn.sim.runner import pack, unpack
+
+    rng = random.Random(seed)
+    lanes = maps[0].shape[0] // groups
+    shape = maps[0].shape[1:]
+    stride = (2, 2, 2)
+    padding = tuple(int(k == 3) for k in window)
+    out_shape = tuple(n // 2 for n in shape)
+    got = [np.zeros((groups * lanes, *out_shape), np.int64) for _ in range(2)]
+    max_size = tuple(max(t, 1) for t in tile)
+    dut = CMaxPool(lanes, max_size, groups, carry.depth)
+    carried = [k == 3 for k in window]
+
+    async def bench(ctx):
+        for (td, th, tw), origin, ext in _tiles(shape, tile):
+            cfg = maxpool_config(max_size, ext, window, stride, padding, groups=groups,
+                                 max_groups=groups)
+            ctx.set(dut.cfg.as_value(), pack(dut.cfg.shape(), cfg))
+            use = [int(c and i > 0) for c, i in zip(carried, (td, th, tw), strict=True)]
+            base = [carry.base(a, th, tw) for a in range(3)]
+            ctrl = {"restart": 1, "use": use, "save": [int(c) for c in carried], "base": base}
+            ctx.set(dut.carry.as_value(), pack(dut.carry.shape(), ctrl))
+            await ctx.tick()
+            ctx.set(dut.carry.restart, 0)
+            box = tuple(slice(o, o + e) for o, e in zip(origin, ext, strict=True))
+            beats = to_beats({None: map_to_beats(tuple(p[(slice(None), *box)] for p in maps),
+                                                 lanes)})
+            pooled = tuple(e // 2 for e in ext)
+            n_out = int(np.prod(pooled)) * groups
+            out, sent = [], 0
+            while len(out) < n_out:
+                if sent < len(beats) and rng.random() >= p_idle:
+                    ctx.set(dut.i.payload.as_value(), pack(dut.i.payload.shape(), beats[sent]))
+                    ctx.set(dut.i.valid, 1)
+                else:
+                    ctx.set(dut.i.valid, 0)
+                ready = rng.random() >= p_stall
+                ctx.set(dut.o.ready, ready)
+                _, _, i_ready, o_valid, payload = await ctx.tick().sample(
+                    dut.i.ready, dut.o.valid, dut.o.payload.as_value())
+                if ctx.get(dut.i.valid) and i_ready:
+                    sent += 1
+                if ready and o_valid:
+                    out.append(unpack(dut.o.payload.shape(), payload))
+            ctx.set(dut.i.valid, 0)
+            assert sent == len(beats), f"tile {(td, th, tw)}: {sent} of {len(beats)} beats in"
+            pair = beats_to_map(from_beats(out), pooled)
+            lo = tuple(o // 2 for o in origin)
+            for k in range(2):
+                got[k][(slice(None), *(slice(a, a + p) for a, p in zip(lo, pooled,
+                                                                        strict=True)))] = pair[k]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return tuple(got)
+
+
+def _carry_of(tile, groups, shape):
+    """The carry layout of a core with ``tile`` and ``groups`` slot groups per voxel for maps
+    of ``shape``."""
+    from types import SimpleNamespace
+
+    from fcircnn.arch.geometry import EngineGeometry, pool_carry
+
+    core = SimpleNamespace(td=tile[0], tr=tile[1], tc=tile[2], tm=16 * groups)
+    geo = EngineGeometry((1, 1, 1), (1, 1, 1), 1, (1, 1, 1), False, True, shape[1:])
+    return pool_carry(core, geo)
+
+
+@pytest.mark.parametrize(("shape", "tile", "window", "groups"), [
+    pytest.param((8, 12, 12), (4, 4, 4), (3, 3, 3), 1, id="resnet-3x3x3-tiles"),
+    pytest.param((6, 10, 12), (4, 4, 6), (3, 3, 3), 2, id="edge-tiles-two-groups"),
+    pytest.param((4, 8, 8), (2, 4, 4), (2, 3, 3), 2, id="depth-2-wide"),
+    pytest.param((4, 8, 12), (4, 8, 4), (3, 2, 3), 1, id="rows-2-wide"),
+    pytest.param((4, 4, 4), (4, 4, 4), (3, 3, 3), 3, id="one-tile"),
+])
+def test_carried_windows_match_the_whole_map(shape, tile, window, groups):
+    # Every tile pooled as its own map, its first window's first voxel carried from the tile
+    # before along each 3-wide axis: the whole map's pool, bit for bit, under back-pressure.
+    lanes = 2
+    rng = np.random.default_rng(sum(shape) + groups)
+    maps = (slot_cases(rng, (groups * lanes, *shape)), slot_cases(rng, (groups * lanes, *shape)))
+    carry = _carry_of(tile, groups, shape)  # a word per slot group, whatever its lanes
+    got = rtl_carried_pool(maps, tile, window, groups, carry, seed=groups)
+    ref = ref_maxpool(maps, window, (2, 2, 2), tuple(int(k == 3) for k in window))
+    for k in range(2):
+        np.testing.assert_array_equal(got[k], ref[k])
