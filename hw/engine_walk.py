@@ -255,7 +255,7 @@ class TileWalk:
 
     def out_box(self, box, base, *, write: bool, halved=None):
         """Drive ``box`` with this tile's output (or residual) box: ``groups_m`` groups;
-        ``halved`` (three 1-bit values): axes whose extent a fused 2-wide pool halves."""
+        ``halved`` (three 1-bit values): axes whose extent a fused stride-2 pool halves."""
         d = self.desc
         offset = self.mt_out + self.out_acc[0] + self.out_acc[1] + self.out_acc[2]
         stmts = [box.addr.eq(base + offset), box.stride_g.eq(d.out_stride[0]),
