@@ -84,6 +84,8 @@ raises ``ValueError`` naming the field and its limit.
 
 from __future__ import annotations
 
+import functools
+import operator
 import struct
 from dataclasses import astuple, dataclass, fields
 from typing import TYPE_CHECKING
@@ -217,17 +219,9 @@ def flags_fault(flags, op, m_tiles, n_tiles, pool_window):
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
-    carried = _any(carried_axes(op, flags, pool_window))
+    carried = functools.reduce(operator.or_, carried_axes(op, flags, pool_window))
     return fault | (((flags & FLAG_MINNER) != 0)
                     & (reuses_inputs(op, m_tiles, n_tiles, carried) == 0))
-
-
-def _any(values):
-    """The or of ``values`` (ints or Amaranth values)."""
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out
 
 
 def weight_parts(flags: int) -> int:
