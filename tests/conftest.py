@@ -168,13 +168,13 @@ def write_trim_accelerator(folder: Path) -> Path:
 #: innermost (``FLAG_MINNER``: one input box for both).
 QUARTER_NET = """
 name: quarters
-input: {channels: 3, depth: 4, height: 16, width: 16}
+input: {channels: 3, depth: 4, height: 8, width: 8}
 classes: 10
 block_size: %(B)d
 layers:
   - {name: q0, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
   - {name: q1, type: conv, out_channels: 128, kernel: 3, stride: 2, padding: 1, cbn: true,
-     crelu: true}                                                 # 4x16x16 -> 2x8x8
+     crelu: true}                                                 # 4x8x8 -> 2x4x4
   - {name: qd, type: conv, out_channels: 128, kernel: 1, stride: 2, input: q0, cbn: true}
   - {name: q2, type: conv, out_channels: 128, kernel: 3, padding: 1, cbn: true, crelu: true,
      input: q1, residual: qd}
