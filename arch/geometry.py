@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "BEAT_BYTES",
     "CARRIED_WINDOW",
+    "LUTRAM_MAX_DEPTH",
     "MAX_CHANNEL_TILE",
     "MAX_KERNEL",
     "MAX_MAP_SIZE",
@@ -50,7 +51,6 @@ __all__ = [
 
 #: Channels of one slot group: the 8 complex slots of a 128-bit beat (NC/8DHW8).
 SLOT_GROUP_CHANNELS = 16
-#: Slots per 128-bit beat.
 #: Slots in one 128-bit beat (one slot group: 8 complex int8 slots) and its bytes.
 SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
 BEAT_BYTES = 2 * SLOTS_PER_BEAT
@@ -68,6 +68,10 @@ MAX_MAP_SIZE = 65535
 MAX_CHANNEL_TILE = 1024
 #: ``Td``, ``Tr``, ``Tc``: the descriptor's 8-bit tile fields.
 MAX_TILE = 255
+#: Deepest memory the designs leave to LUT RAM (RAM256X1S, four LUTs a bit); deeper ones are
+#: marked ``ram_style = "block"`` and mapped to block RAM (:mod:`fcircnn.gen.synth`, "Deep
+#: memories"), as the estimator counts them.
+LUTRAM_MAX_DEPTH = 256
 
 
 def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:

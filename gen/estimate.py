@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import Any
 
 from fcircnn.arch.geometry import (
+    LUTRAM_MAX_DEPTH,
     CoreGeometry,
     EngineGeometry,
     engine_geometry,
@@ -160,7 +161,6 @@ _BRAM_BYTE = 9
 _LUTRAM_COST = 16
 _LUTRAM_SP = ((32, 16, 16, 8), (64, 8, 1, 1), (128, 4, 1, 2), (256, 2, 1, 4))
 _LUTRAM_SDP = ((32, 14, 14, 8), (64, 7, 7, 8))
-_LUTRAM_MAX_DEPTH = 256
 # memory_libmap's weights of the soft read multiplexer and write demultiplexer per bit.
 _FACTOR_MUX = 0.5
 _FACTOR_DEMUX = 0.5
@@ -312,7 +312,7 @@ def map_memory(width: int, depth: int, *, block: bool = True, single_port: bool 
                 best_cost = total
                 best = (MemoryMapping(ramb36=cells) if cost == _RAMB36[0]
                         else MemoryMapping(ramb18=cells))
-    if not block and depth <= _LUTRAM_MAX_DEPTH:
+    if not block and depth <= LUTRAM_MAX_DEPTH:
         for words, bits, cell_bits, luts in _LUTRAM_SP if single_port else _LUTRAM_SDP:
             total, _ = _libmap_cost(width, depth, words, bits, _LUTRAM_COST, _LUTRAM_COST,
                                     bits, groups)
@@ -477,7 +477,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     pool_mems = [map_memory(128, n, block=False, single_port=True)
                  for n in pool_lines for _ in range(2)] * c.pool_lanes
     # The carry memories of a carried pool (one per axis stage; deep ones are block RAM).
-    pool_mems += [map_memory(128, n, block=n > _LUTRAM_MAX_DEPTH) for n in c.carry if n]
+    pool_mems += [map_memory(128, n, block=n > LUTRAM_MAX_DEPTH) for n in c.carry if n]
     size_bits = sum(max(1, n).bit_length() for n in c.pool_size)
     comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
         "one": 1, "size_bits": size_bits, "residual": int(c.residual),

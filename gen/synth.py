@@ -38,9 +38,10 @@ Deep memories
 attribute that is deeper than 256 words to its cheapest option, a 64K x 1 LUT RAM
 (``lutrams_xcu.txt``, ``ABITS 16``), which ``lutrams_xc5v_map.v`` cannot build ("invalid
 OPTION_ABITS/WIDTH combination", synthesis fails; CMaxPool's plane buffers at C3D size hit
-this). Before memory mapping, every memory deeper than :data:`_LUTRAM_MAX_DEPTH` words whose RTL
-did not choose a style therefore gets ``ram_style = "block"``, which is also what Vivado infers
-for such a memory. Shallower memories are mapped by Yosys' own cost model, unchanged.
+this). Before memory mapping, every memory deeper than
+:data:`~fcircnn.arch.geometry.LUTRAM_MAX_DEPTH` words whose RTL did not choose a style therefore
+gets ``ram_style = "block"``, which is also what Vivado infers for such a memory. Shallower
+memories are mapped by Yosys' own cost model, unchanged.
 
 Logic levels
 ------------
@@ -80,6 +81,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fcircnn.arch.geometry import LUTRAM_MAX_DEPTH
 
 __all__ = [
     "MEMORY_LUTS",
@@ -279,10 +282,6 @@ _COMB_OUTPUTS = {"O", "CO", "O5", "O6", "Q", "Q31", "SPO", "DPO", "DOA", "DOB", 
                  "DOE", "DOF", "DOG", "DOH"}
 #: Read-address inputs of LUT RAMs and SRLs (their data and write inputs are clocked).
 _READ_ADDRESS = re.compile(r"ADDR[A-H]|DPRA\d?|A\d?")
-
-
-#: Deepest memory left to Yosys' LUT RAM mapping (RAM256X1S); see "Deep memories" above.
-_LUTRAM_MAX_DEPTH = 256
 
 
 def _comb_weight(cell_type: str) -> int | None:
@@ -542,7 +541,7 @@ def synthesize(
                 f"synth_xilinx {opts} -run coarse:map_memory",
                 # Workaround (module docstring, "Deep memories"): block RAM for memories deeper
                 # than the deepest LUT RAM the techmap can build, unless the RTL chose a style.
-                (f"setattr -set ram_style \"block\" t:$mem_v2 r:SIZE>{_LUTRAM_MAX_DEPTH} %i "
+                (f"setattr -set ram_style \"block\" t:$mem_v2 r:SIZE>{LUTRAM_MAX_DEPTH} %i "
                 "a:ram_style %d a:ram_block %d a:rom_style %d a:logic_block %d"),
                 f"synth_xilinx {opts} -run map_memory:map_luts",
                 # map_luts with the classic ABC (see module docstring), then the rest as usual

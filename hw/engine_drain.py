@@ -317,14 +317,7 @@ class EngineDrain(wiring.Component):
         otags = fifo.SyncFIFOBuffered(width=q_tag.shape().size, depth=16)
         m.submodules.otags = otags
         o_tag = data.View(q_tag.shape(), otags.r_data)
-        dv = Signal(range(Td + 1))
-        dg = Signal(range(G + 1))
-        dh = Signal(16)
-        dw = Signal(16)
-        dvox = Signal(range(Tr * Tc + 1))
-        dvox_row = Signal(range(Tr * Tc + 1))
-        dv_base = Signal(range(Td * Tr * Tc + 1))  # dv*Tr*Tc: partial sums of depth dv (one lane)
-        p_row = Signal(range(Tr * Tc + 1))  # fused pool: pooled row * Tc
+        w = self._walk_registers(dr)
         q_end = Signal()  # the beat in stage B completes a pool window (always, without pool)
         pool_busy = Signal()  # fused pool: a tile's last beat is in the post chain
         pool, pooled_drain = self._psum_pool(m, fused, halved)
@@ -340,17 +333,16 @@ class EngineDrain(wiring.Component):
             m.d.sync += q_valid.eq(0)
         self._post_input(m, q_v, q_g, q_pooled, None if pool is None else pool.pooled)
         self._post_config(m, d, cmaxpool, pool_cfg_size, pool_cfg_groups)
-        # The read of a pooled window's word (row sh, column sw of the window; 0 otherwise).
-        sh, sw = Signal(), Signal()
+        # The read of a pooled window's word (0 outside a pooled drain).
         sub = Signal(range(Tc + 2))
-        m.d.comb += sub.eq(Mux(sh, Tc, 0) + sw)
+        m.d.comb += sub.eq(Mux(w.sh, Tc, 0) + w.sw)
         # The parameter memory's read port is enabled with the other reads only (its enable
         # would otherwise default to 1 and, while the post chain stalls a beat of one group,
         # replace that beat's records with the next group's).
-        m.d.comb += [self.records.en.eq(0), self.records.addr.eq(Mux(dr.mt[0], G, 0) + dg),
-                     self.ps_addr.eq((dvox if L == Td else dv_base + dvox) + sub)]
+        m.d.comb += [self.records.en.eq(0), self.records.addr.eq(Mux(dr.mt[0], G, 0) + w.dg),
+                     self.ps_addr.eq((w.dvox if L == Td else w.dv_base + w.dvox) + sub)]
         if has_res:
-            m.d.comb += self.res_addr.eq(dvox)
+            m.d.comb += self.res_addr.eq(w.dvox)
         m.d.comb += self.mt.eq(dr.mt)
         # Tags of the beats that leave the post chain: every beat, or with a fused pool the
         # beats completing a window (the pool emits its voxel as they pass).
@@ -363,11 +355,9 @@ class EngineDrain(wiring.Component):
                 m.d.sync += pool_busy.eq(1)
             with m.Elif(self.out_i.valid & self.out_i.ready & o_tag.last):
                 m.d.sync += pool_busy.eq(0)
+        q = _Stage(valid=q_valid, v=q_v, g=q_g, end=q_end, tag=q_tag, pooled=q_pooled,
+                   adv=d_adv)
 
-        d_last_g = dg == dr.groups_m - 1
-        d_last_v = dv == dr.ext[0] - 1
-        d_last_w = dw == dr.ext[2] - 1
-        d_last_h = dh == dr.ext[1] - 1
         with m.FSM(name="drain"):
             with m.State("IDLE"):
                 with m.If(ctl.start & (ctl.new_desc.op != OP_POOL)):
@@ -379,66 +369,23 @@ class EngineDrain(wiring.Component):
                 with m.If(ctl.failed | dr.done):
                     m.next = "IDLE"
                 with m.Elif(ready):
-                    m.d.sync += [dv.eq(0), dg.eq(0), dh.eq(0), dw.eq(0), dvox.eq(0),
-                                 dvox_row.eq(0), dv_base.eq(0), p_row.eq(0)]
+                    m.d.sync += [w.dv.eq(0), w.dg.eq(0), w.dh.eq(0), w.dw.eq(0), w.dvox.eq(0),
+                                 w.dvox_row.eq(0), w.dv_base.eq(0), w.p_row.eq(0)]
                     if geo.fused_pool:
                         # CMaxPool's map: this tile (the previous one has left it).
                         m.d.sync += [pool_cfg_size[a].eq(Mux(cmaxpool, dr.ext[a], 1))
                                      for a in range(3)]
                         m.d.sync += pool_cfg_groups.eq(Mux(cmaxpool, dr.groups_m, 1))
                     self._carry_start(m, d, dr, cmaxpool)
-                    m.d.sync += [sh.eq(0), sw.eq(0), q_pooled.eq(0)]
+                    m.d.sync += [w.sh.eq(0), w.sw.eq(0), q_pooled.eq(0)]
                     m.next = "RUN"
                     if pool is not None:
                         with m.If(pooled_drain):
                             m.next = "SIGNS"
             with m.State("RUN"):
-                with m.If(d_adv):
-                    m.d.comb += [self.ps_en.eq(1), self.records.en.eq(1)]
-                    if has_res:
-                        m.d.comb += self.res_en.eq(1)
-                    # The tile's last beat; with a fused pool it completes the last window
-                    # (pool_fuses: the tile's extents are multiples of the windows).
-                    done_tile = d_last_g & d_last_v & d_last_w & d_last_h
-                    # Output voxel of the beat: with a fused pool the pooled one (the beat
-                    # completing its window writes it), else the beat's own.
-                    odd = [dv[0], dh[0], dw[0]]
-                    m.d.sync += [q_valid.eq(1), q_v.eq(dv), q_g.eq(dg),
-                                 q_end.eq((~halved[0] | odd[0]) & (~halved[1] | odd[1])
-                                          & (~halved[2] | odd[2])),
-                                 q_tag.lane.eq(Mux(halved[0], dv >> 1, dv)), q_tag.group.eq(dg),
-                                 q_tag.addr.eq(Mux(fused, p_row + Mux(halved[2], dw >> 1, dw),
-                                                   dvox)),
-                                 q_tag.last.eq(done_tile), q_tag.groups.eq(dr.groups_m)]
-                    m.d.sync += [q_tag[f].eq(Mux(halved[a], dr.ext[a] >> 1, dr.ext[a]))
-                                 for a, f in enumerate("dhw")]
-                    # Raster order: group fastest, then w, then h, then the lane (depth).
-                    with m.If(~d_last_g):
-                        m.d.sync += dg.eq(dg + 1)
-                    with m.Else():
-                        m.d.sync += dg.eq(0)
-                        with m.If(~d_last_w):
-                            m.d.sync += [dw.eq(dw + 1), dvox.eq(dvox + 1)]
-                        with m.Else():
-                            m.d.sync += dw.eq(0)
-                            with m.If(~d_last_h):
-                                m.d.sync += [dh.eq(dh + 1), dvox_row.eq(dvox_row + Tc),
-                                             dvox.eq(dvox_row + Tc)]
-                                with m.If(~halved[1] | odd[1]):
-                                    m.d.sync += p_row.eq(p_row + Tc)
-                            with m.Else():
-                                m.d.sync += [dh.eq(0), dvox.eq(0), dvox_row.eq(0), p_row.eq(0)]
-                                with m.If(~d_last_v):
-                                    m.d.sync += [dv.eq(dv + 1), dv_base.eq(dv_base + Tr * Tc)]
-                                with m.Else():
-                                    m.next = "RELEASE"
+                self._run_beat(m, w, q, fused, halved)
             if pool is not None:
-                self._pooled_states(m, _Walk(dr=dr, dv=dv, dg=dg, dh=dh, dw=dw, dvox=dvox,
-                                             dvox_row=dvox_row, dv_base=dv_base, p_row=p_row,
-                                             sh=sh, sw=sw),
-                                    _Stage(valid=q_valid, v=q_v, g=q_g, end=q_end, tag=q_tag,
-                                           pooled=q_pooled, adv=d_adv),
-                                    pool, halved)
+                self._pooled_states(m, w, q, pool, halved)
             with m.State("RELEASE"):
                 # The last words were read last cycle (held in the read registers): free the
                 # tiles once the last beat has entered the post chain.
@@ -450,6 +397,70 @@ class EngineDrain(wiring.Component):
                     m.next = "WAIT"
         self._output(m, o_tag, otags)
         return m
+
+    def _walk_registers(self, dr: TileWalk) -> _Walk:
+        """The drain's walk registers over the tile ``dr`` is at."""
+        core = self.core
+        Td, Tr, Tc, G = core.td, core.tr, core.tc, core.out_groups
+        return _Walk(
+            dr=dr, dv=Signal(range(Td + 1), name="dv"), dg=Signal(range(G + 1), name="dg"),
+            dh=Signal(16, name="dh"), dw=Signal(16, name="dw"),
+            dvox=Signal(range(Tr * Tc + 1), name="dvox"),
+            dvox_row=Signal(range(Tr * Tc + 1), name="dvox_row"),
+            # dv*Tr*Tc: the partial sums of depth dv (one lane)
+            dv_base=Signal(range(Td * Tr * Tc + 1), name="dv_base"),
+            p_row=Signal(range(Tr * Tc + 1), name="p_row"),  # fused pool: pooled row * Tc
+            # the read of a pooled window's word (row sh, column sw of the window)
+            sh=Signal(name="sh"), sw=Signal(name="sw"))
+
+    def _run_beat(self, m, w: _Walk, q: _Stage, fused, halved):
+        """The ``RUN`` state's beat (when stage B advances): the partial-sum word, records
+        and residual slots of the walk's beat are read into stage B with its output tag, and
+        the walk steps in raster order (slot group fastest, then column, row, depth lane), to
+        ``RELEASE`` after the tile's last beat. With a fused pool the tag is the pooled voxel's
+        and only the beat completing its window (``q.end``) writes it."""
+        Tr, Tc = self.core.tr, self.core.tc
+        dr = w.dr
+        last_g = w.dg == dr.groups_m - 1
+        last_v = w.dv == dr.ext[0] - 1
+        last_w = w.dw == dr.ext[2] - 1
+        last_h = w.dh == dr.ext[1] - 1
+        with m.If(q.adv):
+            m.d.comb += [self.ps_en.eq(1), self.records.en.eq(1)]
+            if self.res_depth is not None:
+                m.d.comb += self.res_en.eq(1)
+            # pool_fuses: a tile's extents are multiples of the windows, so its last beat
+            # completes its last window.
+            odd = [w.dv[0], w.dh[0], w.dw[0]]
+            m.d.sync += [q.valid.eq(1), q.v.eq(w.dv), q.g.eq(w.dg),
+                         q.end.eq((~halved[0] | odd[0]) & (~halved[1] | odd[1])
+                                  & (~halved[2] | odd[2])),
+                         q.tag.lane.eq(Mux(halved[0], w.dv >> 1, w.dv)), q.tag.group.eq(w.dg),
+                         q.tag.addr.eq(Mux(fused, w.p_row + Mux(halved[2], w.dw >> 1, w.dw),
+                                           w.dvox)),
+                         q.tag.last.eq(last_g & last_v & last_w & last_h),
+                         q.tag.groups.eq(dr.groups_m)]
+            m.d.sync += [q.tag[f].eq(Mux(halved[a], dr.ext[a] >> 1, dr.ext[a]))
+                         for a, f in enumerate("dhw")]
+            with m.If(~last_g):
+                m.d.sync += w.dg.eq(w.dg + 1)
+            with m.Else():
+                m.d.sync += w.dg.eq(0)
+                with m.If(~last_w):
+                    m.d.sync += [w.dw.eq(w.dw + 1), w.dvox.eq(w.dvox + 1)]
+                with m.Else():
+                    m.d.sync += w.dw.eq(0)
+                    with m.If(~last_h):
+                        m.d.sync += [w.dh.eq(w.dh + 1), w.dvox_row.eq(w.dvox_row + Tc),
+                                     w.dvox.eq(w.dvox_row + Tc)]
+                        with m.If(~halved[1] | odd[1]):
+                            m.d.sync += w.p_row.eq(w.p_row + Tc)
+                    with m.Else():
+                        m.d.sync += [w.dh.eq(0), w.dvox.eq(0), w.dvox_row.eq(0), w.p_row.eq(0)]
+                        with m.If(~last_v):
+                            m.d.sync += [w.dv.eq(w.dv + 1), w.dv_base.eq(w.dv_base + Tr * Tc)]
+                        with m.Else():
+                            m.next = "RELEASE"
 
     def _carry_start(self, m, d, dr, cmaxpool):
         """Statements of a tile's start setting CMaxPool's carry controls for it (on a core

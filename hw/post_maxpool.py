@@ -6,6 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
+from fcircnn.arch.geometry import LUTRAM_MAX_DEPTH
 from fcircnn.arch.geometry import MAX_POOL_MAP as MAX_MAP_SIZE
 from fcircnn.arch.geometry import MAX_POOL_WINDOW as MAX_WINDOW
 
@@ -32,8 +33,6 @@ __all__ = [
 #: Cycles from the beat completing a window to its output beat: one per axis stage, one for
 #: the output register slice.
 LATENCY = 3 + SKID_LATENCY
-#: Deepest line buffer left to LUT RAM; deeper ones are marked ``ram_style = "block"``.
-_LUTRAM_MAX_DEPTH = 256
 #: Largest elaboration-time number of interleaved slot groups.
 MAX_GROUPS = 256
 
@@ -333,7 +332,7 @@ class _AxisPool(wiring.Component):
             rd = []
             for parity in range(2):
                 # Deep line buffers go to block RAM (what Vivado infers; Yosys needs it said).
-                style = {"ram_style": "block"} if self.line_max > _LUTRAM_MAX_DEPTH else {}
+                style = {"ram_style": "block"} if self.line_max > LUTRAM_MAX_DEPTH else {}
                 m.submodules[f"line{parity}"] = mem = Memory(
                     shape=layout, depth=self.line_max, init=[], attrs=style)
                 wr = mem.write_port()
@@ -374,7 +373,7 @@ def _carry_memory(m, layout, depth, restart, base, take, put, data):
     """The carry memory of an axis stage: ``take`` reads the next item (its data the next
     cycle, held until the next read), ``put`` writes ``data`` as the next item; ``restart``
     sets both to ``base``. Returns the read data."""
-    style = {"ram_style": "block"} if depth > _LUTRAM_MAX_DEPTH else {}
+    style = {"ram_style": "block"} if depth > LUTRAM_MAX_DEPTH else {}
     m.submodules.carry = mem = Memory(shape=layout, depth=depth, init=[], attrs=style)
     rd = mem.read_port(transparent_for=())
     wr = mem.write_port()
