@@ -214,18 +214,18 @@ def write_dfold_accelerator(folder: Path) -> Path:
 
 #: ResNet-18 conv1's pool fused into the drain (window 3, stride 2, padding 1: every tile's
 #: first window takes its first voxel from the tile before, carried in CMaxPool) on a ``Tn =
-#: Tm = 32`` core of ``2 x 4 x 4`` tiles: k1's conv map (4x10x12) spans two depth tiles, three
-#: rows of tiles (the last of two rows) and three columns, so every axis carries; its 48
+#: Tm = 32`` core of ``2 x 4 x 4`` tiles: k1's conv map (4x10x8) spans two depth tiles, three
+#: rows of tiles (the last of two rows) and two columns, so every axis carries; its 48
 #: output channels make two m-tiles (the second of one slot group), each walked over the map
 #: in turn.
 CARRIED_NET = """
 name: carried
-input: {channels: 16, depth: 4, height: 10, width: 12}
+input: {channels: 16, depth: 4, height: 10, width: 8}
 classes: 10
 block_size: %(B)d
 layers:
   - {name: k1, type: conv, out_channels: 48, kernel: 3, padding: 1, cbn: true, crelu: true,
-     pool: {window: 3, stride: 2, padding: 1}}                    # 4x10x12 -> 2x5x6
+     pool: {window: 3, stride: 2, padding: 1}}                    # 4x10x8 -> 2x5x4
   - {name: fc, type: fc, out_channels: 10}
 """
 
