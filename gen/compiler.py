@@ -491,7 +491,6 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                            f"not {base!r}")
     net = acc.network
     originals = net.resolved
-    B = acc.block_size
     fits = [_check_fit(acc, layer) for layer in originals]
     layers = [acc.engine_layer(layer) for layer in originals]  # as the engine runs them
     geos = _core_geometry(acc, geometry)
@@ -501,54 +500,15 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     pool_pass = [layer.pool is not None and not _fuses(layer, core, geos[index])
                  for layer, (core, index) in zip(layers, fits, strict=True)]
 
-    regions: list[Region] = []
-    cursor = base
-
-    def add(name: str, size: int, kind: str, description: str) -> Region:
-        nonlocal cursor
-        region = Region(name, cursor, size, kind, description)
-        regions.append(region)
-        cursor = _round_up(cursor + max(size, 1), ALIGN)
-        return region
-
+    alloc = _Allocator(base)
     n_desc = len(layers) + sum(pool_pass)
-    desc = add("descriptors", n_desc * DESCRIPTOR_BYTES, "descriptors",
-               f"{n_desc} descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
-    cycles = add("cycles", n_desc * CYCLE_BYTES, "cycles",
-                 f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 DMA-stall)")
-    first = layers[0]
-    in_slots = _slots(first.padded_in_channels)
-    folded = (" (depth taps and row copies folded into channels)"
-              if acc.folded_rows(originals[0]) > 1 else
-              " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
-    maps = {None: add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
-                      f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}")}
-    per_layer = []
-    for layer, orig, (core, _), separate in zip(layers, originals, fits, pool_pass,
-                                                strict=True):
-        m_tiles = -(-layer.padded_out_channels // core.tm)
-        n_tiles = -(-layer.padded_in_channels // core.tn)
-        taps = layer.kernel_volume
-        wbytes = m_tiles * n_tiles * CoreGeometry.of(core, B).weight_tile_beats(taps) * 16
-        w = add(f"{layer.name}.weights", wbytes, "weights",
-                f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "
-                f"(core {core.name})")
-        records = m_tiles * core.tm // 2
-        p = add(f"{layer.name}.post", records * POST_RECORD_BYTES, "post",
-                f"{_slots(layer.padded_out_channels)} post records of {POST_RECORD_BYTES} "
-                f"bytes (+ zero records to {m_tiles} whole output-channel tiles)")
-        # The maps the layer stores are the network's (a depth fold writes them back).
-        out_slots = _slots(orig.padded_out_channels)
-        mid = None
-        if separate:
-            mid = add(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape), "conv",
-                      f"conv output before the pool, {out_slots} slots x "
-                      f"{_fmt(orig.conv_shape)} NC/8DHW8")
-        o = add(f"{layer.name}.output", ncdhw8_size(out_slots, *orig.out_shape), "output",
-                f"output {out_slots} slots x {'x'.join(map(str, orig.out_shape))} NC/8DHW8")
-        maps[layer.name] = o
-        per_layer.append((w, p, mid, o, m_tiles, n_tiles))
-    end = cursor
+    desc = alloc.add("descriptors", n_desc * DESCRIPTOR_BYTES, "descriptors",
+                     f"{n_desc} descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
+    cycles = alloc.add("cycles", n_desc * CYCLE_BYTES, "cycles",
+                       f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 "
+                       "DMA-stall)")
+    maps, per_layer = _map_regions(acc, alloc, originals, layers, fits, pool_pass)
+    end = alloc.cursor
     limit = 1 << acc.address_width
     if end > limit:
         raise CompileError(f"image [{base:#x}, {end:#x}) passes the {acc.address_width}-bit "
@@ -557,66 +517,161 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     limits = DmaLimits.from_config(acc)
     plans = []
     k = 0  # descriptor index
-    for i, (layer, (core, core_index), (w, p, mid, o, m_tiles, n_tiles)) in enumerate(
-            zip(layers, fits, per_layer, strict=True)):
-        pool = layer.pool if pool_pass[i] else None  # the pool pass's
-        fused = layer.pool is not None and not pool_pass[i]
-        out_slots = _slots(layer.padded_out_channels)
-        depths = acc.folded_depths(originals[i])
-        flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
-                 | (FLAG_RESIDUAL if layer.residual is not None else 0)
-                 | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0))
-        ones, zeros = (1, 1, 1), (0, 0, 0)
-        fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
-
-        def link(index: int, last: bool) -> dict:
-            return {"cycles_addr": cycles.base + index * CYCLE_BYTES,
-                    "next_desc": 0 if last else desc.base + (index + 1) * DESCRIPTOR_BYTES}
-
-        last_layer = i == len(layers) - 1
+    for i, (layer, (core, core_index), own) in enumerate(zip(layers, fits, per_layer,
+                                                             strict=True)):
+        link = _Links(desc.base, cycles.base, k, i == len(layers) - 1)
         try:
-            conv_last = last_layer and pool is None
-            d = LayerDescriptor(
-                layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
-                flags=flags | (FLAG_LAST if conv_last else 0),
-                in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
-                out_slots=out_slots, conv_shape=layer.conv_shape,
-                out_shape=layer.out_shape if fused else layer.conv_shape,
-                kernel=layer.kernel, stride=layer.stride, padding=layer.padding,
-                pool_window=fused_pool.window, pool_stride=fused_pool.stride,
-                pool_padding=fused_pool.padding,
-                in_base=maps[layer.input].base, out_base=(mid or o).base,
-                res_base=0 if layer.residual is None else maps[layer.residual].base,
-                weight_base=w.base, post_base=p.base, weight_bytes=w.size, m_tiles=m_tiles,
-                n_tiles=n_tiles, **link(k, conv_last),
-                **_derived(layer, core, B, fused=fused, depths=depths,
-                           **_subsampled(originals[i])),
-            )
-            d = replace(d, flags=d.flags | port_split(acc, d, core))
-            d.check_address_width(acc.address_width)
-            descs = [d]
-            if pool is not None:  # on the stored map (the network's, also when folded)
-                orig, slots = originals[i], _slots(originals[i].padded_out_channels)
-                pd = LayerDescriptor(
-                    layer=i, core=core_index, op=OP_POOL,
-                    flags=FLAG_POOL | (FLAG_LAST if last_layer else 0),
-                    in_slots=slots, in_shape=orig.conv_shape, out_slots=slots,
-                    conv_shape=orig.conv_shape, out_shape=orig.out_shape, kernel=ones,
-                    stride=ones, padding=zeros, pool_window=pool.window,
-                    pool_stride=pool.stride, pool_padding=pool.padding, in_base=mid.base,
-                    out_base=o.base, res_base=0, weight_base=0, post_base=0, weight_bytes=0,
-                    m_tiles=1, n_tiles=1, **link(k + 1, last_layer),
-                    in_stride=_strides(orig.conv_shape), out_stride=_strides(orig.out_shape),
-                )
-                pd.check_address_width(acc.address_width)
-                descs.append(pd)
-            for blob_base, blob_size in ((w.base, w.size), (p.base, p.size)):
-                plan_block(blob_base, blob_size, limits=limits)
+            descs = _layer_descriptors(acc, i, layer, originals[i], core, core_index, own,
+                                       maps, link, pool_pass[i])
+            for blob in (own.weights, own.post):
+                plan_block(blob.base, blob.size, limits=limits)
         except ValueError as exc:
             raise CompileError(f"layer {layer.name!r}: descriptor: {exc}") from None
         k += len(descs)
-        plans.append(LayerPlan(originals[i], core, core_index, d, tuple(descs), layer))
-    return NetworkPlan(base, end, acc.address_width, tuple(regions), tuple(plans))
+        plans.append(LayerPlan(originals[i], core, core_index, descs[0], descs, layer))
+    return NetworkPlan(base, end, acc.address_width, tuple(alloc.regions), tuple(plans))
+
+
+class _Allocator:
+    """Regions laid out one after another from ``base``, each at a multiple of :data:`ALIGN`."""
+
+    def __init__(self, base: int):
+        self.cursor = base
+        self.regions: list[Region] = []
+
+    def add(self, name: str, size: int, kind: str, description: str) -> Region:
+        region = Region(name, self.cursor, size, kind, description)
+        self.regions.append(region)
+        self.cursor = _round_up(self.cursor + max(size, 1), ALIGN)
+        return region
+
+
+@dataclass(frozen=True)
+class _LayerRegions:
+    """One layer's regions: weights, post records, the conv map before a pool pass (or
+    ``None``) and the output map; and its channel tiles."""
+
+    weights: Region
+    post: Region
+    conv: Region | None
+    output: Region
+    m_tiles: int
+    n_tiles: int
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Where a layer's descriptors chain: the descriptor list's and cycle entries' bases, the
+    index of the layer's first descriptor, whether the layer is the network's last."""
+
+    desc_base: int
+    cycles_base: int
+    first: int
+    last_layer: bool
+
+    def fields(self, offset: int, last: bool) -> dict:
+        """``cycles_addr`` and ``next_desc`` of the layer's descriptor ``offset``."""
+        index = self.first + offset
+        return {"cycles_addr": self.cycles_base + index * CYCLE_BYTES,
+                "next_desc": 0 if last else self.desc_base + (index + 1) * DESCRIPTOR_BYTES}
+
+
+def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
+    """The input map's region and every layer's (:class:`_LayerRegions`), in layer order:
+    ``(maps, per_layer)``, ``maps`` the map region of each layer's output by name (``None``:
+    the network input)."""
+    B = acc.block_size
+    first = layers[0]
+    in_slots = _slots(first.padded_in_channels)
+    folded = (" (depth taps and row copies folded into channels)"
+              if acc.folded_rows(originals[0]) > 1 else
+              " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
+    maps = {None: alloc.add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
+                            f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8"
+                            f"{folded}")}
+    per_layer = []
+    for layer, orig, (core, _), separate in zip(layers, originals, fits, pool_pass,
+                                                strict=True):
+        m_tiles = -(-layer.padded_out_channels // core.tm)
+        n_tiles = -(-layer.padded_in_channels // core.tn)
+        taps = layer.kernel_volume
+        wbytes = m_tiles * n_tiles * CoreGeometry.of(core, B).weight_tile_beats(taps) * 16
+        w = alloc.add(f"{layer.name}.weights", wbytes, "weights",
+                      f"{m_tiles}x{n_tiles} tiles of {core.tm}x{core.tn} ch, {taps} taps "
+                      f"(core {core.name})")
+        records = m_tiles * core.tm // 2
+        p = alloc.add(f"{layer.name}.post", records * POST_RECORD_BYTES, "post",
+                      f"{_slots(layer.padded_out_channels)} post records of "
+                      f"{POST_RECORD_BYTES} bytes (+ zero records to {m_tiles} whole "
+                      "output-channel tiles)")
+        # The maps the layer stores are the network's (a depth fold writes them back).
+        out_slots = _slots(orig.padded_out_channels)
+        mid = None
+        if separate:
+            mid = alloc.add(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape),
+                            "conv", f"conv output before the pool, {out_slots} slots x "
+                            f"{_fmt(orig.conv_shape)} NC/8DHW8")
+        o = alloc.add(f"{layer.name}.output", ncdhw8_size(out_slots, *orig.out_shape),
+                      "output", f"output {out_slots} slots x "
+                      f"{'x'.join(map(str, orig.out_shape))} NC/8DHW8")
+        maps[layer.name] = o
+        per_layer.append(_LayerRegions(w, p, mid, o, m_tiles, n_tiles))
+    return maps, per_layer
+
+
+def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, separate):
+    """Layer ``i``'s descriptors: its conv/fc/gap descriptor (``layer``, as the engine runs
+    it; with its port splits, :func:`port_split`) and, where its pool does not fuse
+    (``separate``), the pool pass on the stored map (``orig``'s, also when folded).
+
+    Raises
+    ------
+    ValueError
+        If a field does not fit the descriptor or the address width.
+    """
+    B = acc.block_size
+    pool = layer.pool if separate else None  # the pool pass's
+    fused = layer.pool is not None and not separate
+    depths = acc.folded_depths(orig)
+    flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
+             | (FLAG_RESIDUAL if layer.residual is not None else 0)
+             | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0))
+    ones, zeros = (1, 1, 1), (0, 0, 0)
+    fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
+    conv_last = link.last_layer and pool is None
+    d = LayerDescriptor(
+        layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
+        flags=flags | (FLAG_LAST if conv_last else 0),
+        in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
+        out_slots=_slots(layer.padded_out_channels), conv_shape=layer.conv_shape,
+        out_shape=layer.out_shape if fused else layer.conv_shape,
+        kernel=layer.kernel, stride=layer.stride, padding=layer.padding,
+        pool_window=fused_pool.window, pool_stride=fused_pool.stride,
+        pool_padding=fused_pool.padding,
+        in_base=maps[layer.input].base, out_base=(own.conv or own.output).base,
+        res_base=0 if layer.residual is None else maps[layer.residual].base,
+        weight_base=own.weights.base, post_base=own.post.base, weight_bytes=own.weights.size,
+        m_tiles=own.m_tiles, n_tiles=own.n_tiles, **link.fields(0, conv_last),
+        **_derived(layer, core, B, fused=fused, depths=depths, **_subsampled(orig)),
+    )
+    d = replace(d, flags=d.flags | port_split(acc, d, core))
+    d.check_address_width(acc.address_width)
+    if pool is None:
+        return (d,)
+    slots = _slots(orig.padded_out_channels)
+    pd = LayerDescriptor(
+        layer=i, core=core_index, op=OP_POOL,
+        flags=FLAG_POOL | (FLAG_LAST if link.last_layer else 0),
+        in_slots=slots, in_shape=orig.conv_shape, out_slots=slots,
+        conv_shape=orig.conv_shape, out_shape=orig.out_shape, kernel=ones,
+        stride=ones, padding=zeros, pool_window=pool.window,
+        pool_stride=pool.stride, pool_padding=pool.padding, in_base=own.conv.base,
+        out_base=own.output.base, res_base=0, weight_base=0, post_base=0, weight_bytes=0,
+        m_tiles=1, n_tiles=1, **link.fields(1, link.last_layer),
+        in_stride=_strides(orig.conv_shape), out_stride=_strides(orig.out_shape),
+    )
+    pd.check_address_width(acc.address_width)
+    return (d, pd)
 
 
 def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
