@@ -618,6 +618,10 @@ class _Conv:
     # ---- one tile -------------------------------------------------------------------------
     def tile(self, s: list, groups: int, ax: tuple[_Axis, _Axis, _Axis], first_of_mt: bool,
              mt: int = 0):
+        """One tile of ``groups`` output slot groups over the axes ``ax``: per n-tile its
+        passes' reads (post records on the m-tile's first tile, residual box, input box,
+        weight tile) and compute, then its drain and store, advancing the walkers' state
+        ``s``. ``mt``: the tile's m-tile (``first_of_mt``: its first tile)."""
         d, t, mem = self.d, self.t, self.mem
         # FLAG_MINNER: a tile's later m-tile reuses the input box its first one read; the
         # last releases it.
@@ -631,11 +635,6 @@ class _Conv:
         out_rows = groups * ext_d * ext_h
         out_beats = out_rows * ext_w
         out_whole = ext_w == d.conv_shape[2]
-        # What the store writes: the tile, or with a fused pool the pooled tile.
-        st_d, st_h, st_w = (e >> h for e, h in zip((ext_d, ext_h, ext_w), self.halved,
-                                                   strict=True))
-        st_rows = groups * st_d * st_h
-        st_beats = st_rows * st_w
         # Td lanes (td unrolled) take the tile's depths in parallel; one lane steps through them.
         compute = (1 if self.lanes > 1 else ext_d) * ext_h * ext_w * self.taps
         ld = s[_LD]
@@ -668,56 +667,8 @@ class _Conv:
                     s[_W1L] += 1
             # phase 2: input box, once compute released the box two back (weights: the pass
             # two back)
-            g_in = self.in_groups[nt]
             free = s[_CR2] + 1
-            free_in = s[_BR2] + 1
-
-            def in_read(who, dec, dest, gate, groups, ax=(ad, ah, aw)):
-                ad, ah, aw = ax
-                rows, bus_rows = groups * ad.total * ah.total, groups * ad.length * ah.length
-                gaps = bus_rows if not whole_rows else max(1, groups * (
-                    ad.length if ah.length != d.in_shape[1] else 1))
-                acc[2] += bus_rows * aw.length * _BEAT
-                return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
-                                  gaps, lead=_leading_zeros(ad, ah, aw))
-
-            if reuse:
-                # every loader of a part steps over it (one decision cycle)
-                ld += 1
-                for who in (("w", "i1", "w1") if self.i_quarter else
-                            (self.i1_who,) if self.i_split else ()):
-                    s[self.walker[who]] += 1
-                in_ready = _NEG
-            elif self.i_quarter:
-                # a quarter on each loader (the weight loader's and port 3's settled on the
-                # pass as port 2's are), all once the last box committed
-                q = g_in // 4
-                gate = max(free_in, s[_IC])
-                ld, last = in_read("in", ld, "input", gate, q)
-                lasts = [last]
-                for who, kind in (("w", "input_quarter1"), ("i1", "input_half"),
-                                  ("w1", "input_quarter3")):
-                    settled = s[self.walker[who]] + (1 if self.queues else 2)
-                    s[self.walker[who]], last = in_read(who, settled, kind, gate, q)
-                    lasts.append(last)
-                s[_IC] = max(lasts) + 1
-                in_ready = s[_IC]
-            elif self.i_split:
-                # lower half on the input loader, upper half on the weight loader or port 2's
-                # (two cycles after its step, its box then settled), both once the last box
-                # committed
-                half = g_in // 2
-                gate = max(free_in, s[_IC])
-                ld, last = in_read("in", ld, "input", gate, half)
-                who = self.i1_who
-                settled = s[self.walker[who]] + (1 if self.queues else 2)
-                s[self.walker[who]], last1 = in_read(who, settled, "input_half", gate,
-                                                     g_in - half)
-                s[_IC] = max(last, last1) + 1
-                in_ready = s[_IC]
-            else:
-                ld, last = in_read("in", ld, "input", free_in, g_in)
-                in_ready = last + 1
+            ld, in_ready = self._input_box(s, ld, self.in_groups[nt], reuse, ax, whole_rows)
             # phase 3: weight tile (what-if: on an engine of its own, paced by its last status)
             if self.split:
                 ld, w_ready = self._split_weights(s, ld, free)
@@ -745,9 +696,72 @@ class _Conv:
             s[_CPW] = end + 1
         s[_LD] = ld
         s[_PRM] = prm
-        # drain
+        self._drain_and_store(s, groups, ax, out_beats, max(prm, res_ready))
+
+    def _input_box(self, s: list, ld: int, g_in: int, reuse: bool, ax, whole_rows: bool):
+        """Phase 2 of a pass: its input box of ``g_in`` slot groups, once compute released the
+        box two back; whole on the input loader, in halves or quarters over the loaders, or
+        not at all when the pass reuses its tile's box (``FLAG_MINNER``). ``(ld, in_ready)``:
+        the input loader's next decision cycle and when the box is in the buffer."""
+        d, acc = self.d, self.acc
+        free_in = s[_BR2] + 1
+
+        def in_read(who, dec, dest, gate, groups, ax=ax):
+            ad, ah, aw = ax
+            rows, bus_rows = groups * ad.total * ah.total, groups * ad.length * ah.length
+            gaps = bus_rows if not whole_rows else max(1, groups * (
+                ad.length if ah.length != d.in_shape[1] else 1))
+            acc[2] += bus_rows * aw.length * _BEAT
+            return self._read(s, who, dec, dest, gate, rows * aw.total, rows, bus_rows,
+                              gaps, lead=_leading_zeros(ad, ah, aw))
+
+        if reuse:
+            # every loader of a part steps over it (one decision cycle)
+            for who in (("w", "i1", "w1") if self.i_quarter else
+                        (self.i1_who,) if self.i_split else ()):
+                s[self.walker[who]] += 1
+            return ld + 1, _NEG
+        if self.i_quarter:
+            # a quarter on each loader (the weight loader's and port 3's settled on the pass
+            # as port 2's are), all once the last box committed
+            q = g_in // 4
+            gate = max(free_in, s[_IC])
+            ld, last = in_read("in", ld, "input", gate, q)
+            lasts = [last]
+            for who, kind in (("w", "input_quarter1"), ("i1", "input_half"),
+                              ("w1", "input_quarter3")):
+                settled = s[self.walker[who]] + (1 if self.queues else 2)
+                s[self.walker[who]], last = in_read(who, settled, kind, gate, q)
+                lasts.append(last)
+            s[_IC] = max(lasts) + 1
+            return ld, s[_IC]
+        if self.i_split:
+            # lower half on the input loader, upper half on the weight loader or port 2's (two
+            # cycles after its step, its box then settled), both once the last box committed
+            half = g_in // 2
+            gate = max(free_in, s[_IC])
+            ld, last = in_read("in", ld, "input", gate, half)
+            who = self.i1_who
+            settled = s[self.walker[who]] + (1 if self.queues else 2)
+            s[self.walker[who]], last1 = in_read(who, settled, "input_half", gate, g_in - half)
+            s[_IC] = max(last, last1) + 1
+            return ld, s[_IC]
+        ld, last = in_read("in", ld, "input", free_in, g_in)
+        return ld, last + 1
+
+    def _drain_and_store(self, s: list, groups: int, ax, out_beats: int, inputs: int) -> None:
+        """A tile's drain, once its sums are committed and its records and residual box
+        (``inputs``: the later of the two) are in, then its store (with a fused pool, of the
+        pooled tile; ``FLAG_DFOLD``: two boxes)."""
+        t, mem, acc = self.t, self.mem, self.acc
+        ext_d, ext_h, ext_w = (a.ext for a in ax)
+        # What the store writes: the tile, or with a fused pool the pooled tile.
+        st_d, st_h, st_w = (e >> h for e, h in zip((ext_d, ext_h, ext_w), self.halved,
+                                                   strict=True))
+        st_rows = groups * st_d * st_h
+        st_beats = st_rows * st_w
         commit = s[_CR1] + self.pe_latency + 1 + t.psum_commit
-        ready = max(s[_DRW], commit, prm, res_ready)
+        ready = max(s[_DRW], commit, inputs)
         if self.psum_pool:
             # the signs (a group a cycle), then per pooled voxel its window's words (a read a
             # cycle) and its word's beats (every lane of the word, a group a cycle)
