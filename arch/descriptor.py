@@ -196,13 +196,14 @@ def carried_axes(op, flags, pool_window):
     return [fused & (pool_window[a] == 3) for a in range(3)]
 
 
-def reuses_inputs(op, m_tiles, n_tiles, carried):
-    """Whether a descriptor of ``op`` with ``m_tiles`` and ``n_tiles`` may walk its m-tiles
-    innermost and keep each input box across them (:data:`FLAG_MINNER`): a conv or gap of one
-    n-tile and :data:`MINNER_M_TILES` m-tiles whose pool, if fused, does not carry windows
-    across tiles (``carried``: any of :func:`carried_axes`; the carry memories hold one
-    m-tile's lines). On ints a ``bool``; on Amaranth values (the engine's check,
-    :func:`flags_fault`) a 1-bit value."""
+def reuses_inputs(op, m_tiles, n_tiles, flags, pool_window):
+    """Whether a descriptor of ``op`` with ``m_tiles``, ``n_tiles``, ``flags`` and
+    ``pool_window`` may walk its m-tiles innermost and keep each input box across them
+    (:data:`FLAG_MINNER`): a conv or gap of one n-tile and :data:`MINNER_M_TILES` m-tiles whose
+    pool, if fused, carries no window across tiles (none of :func:`carried_axes`; the carry
+    memories hold one m-tile's lines). On ints a ``bool``; on Amaranth values (the engine's
+    check, :func:`flags_fault`) a 1-bit value."""
+    carried = functools.reduce(operator.or_, carried_axes(op, flags, pool_window))
     return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES) & (carried == 0)
 
 
@@ -219,9 +220,8 @@ def flags_fault(flags, op, m_tiles, n_tiles, pool_window):
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
-    carried = functools.reduce(operator.or_, carried_axes(op, flags, pool_window))
     return fault | (((flags & FLAG_MINNER) != 0)
-                    & (reuses_inputs(op, m_tiles, n_tiles, carried) == 0))
+                    & (reuses_inputs(op, m_tiles, n_tiles, flags, pool_window) == 0))
 
 
 def weight_parts(flags: int) -> int:
@@ -395,9 +395,9 @@ class LayerDescriptor:
         for flag, needed in NEEDED_FLAGS.items():
             if self.flags & flag and not self.flags & needed:
                 raise ValueError(f"{_FLAG_NAMES[flag]} needs {_FLAG_NAMES[needed]}")
-        carried = any(carried_axes(self.op, self.flags, self.pool_window))
         if self.flags & FLAG_MINNER and not reuses_inputs(self.op, self.m_tiles, self.n_tiles,
-                                                          carried):
+                                                          self.flags, self.pool_window):
+            carried = any(carried_axes(self.op, self.flags, self.pool_window))
             raise ValueError(f"FLAG_MINNER needs a conv descriptor of one n-tile and "
                              f"{MINNER_M_TILES} m-tiles without a carried pool, not op "
                              f"{self.op} with {self.n_tiles} n-tiles and {self.m_tiles} "

@@ -117,7 +117,6 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
-    carried_axes,
     reuses_inputs,
     weight_parts,
 )
@@ -729,8 +728,7 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
           and quarters_inputs(d, cg) else 0)
     splits = {0, w, i, w | i, q, q | i if q else 0, iq, iq | w if iq else 0,
               iq | q if iq else 0}
-    if reuses_inputs(d.op, d.m_tiles, d.n_tiles,
-                     any(carried_axes(d.op, d.flags, d.pool_window))):
+    if reuses_inputs(d.op, d.m_tiles, d.n_tiles, d.flags, d.pool_window):
         splits |= {flags | FLAG_MINNER for flags in splits}
     candidates = sorted(splits - {0})
     if not candidates:

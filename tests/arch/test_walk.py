@@ -17,7 +17,6 @@ from fcircnn.arch.descriptor import (
     FLAG_RESIDUAL,
     FLAG_WSPLIT,
     OP_POOL,
-    carried_axes,
     reuses_inputs,
 )
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry
@@ -114,9 +113,8 @@ def test_reads_come_in_the_loaders_order_with_every_weight_tile_per_tile(desc, c
     assert order.startswith("p") and "rp" not in order  # records before the residual
 
 
-MINNER = [c for c in CONV if reuses_inputs(c[0].op, c[0].m_tiles, c[0].n_tiles,
-                                            any(carried_axes(c[0].op, c[0].flags,
-                                                             c[0].pool_window)))]
+MINNER = [c for c in CONV if reuses_inputs(c[0].op, c[0].m_tiles, c[0].n_tiles, c[0].flags,
+                                            c[0].pool_window)]
 
 
 def _reuses_box(desc, tile) -> bool:

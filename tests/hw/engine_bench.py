@@ -15,7 +15,6 @@ from fcircnn.arch.descriptor import (
     FLAG_MINNER,
     OP_POOL,
     LayerDescriptor,
-    carried_axes,
     reuses_inputs,
 )
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
@@ -115,8 +114,7 @@ def minner_cases() -> list[Case]:
     out = []
     for c in (*conv_cases(), *four_port_cases()):
         d = c.desc
-        if reuses_inputs(d.op, d.m_tiles, d.n_tiles,
-                         any(carried_axes(d.op, d.flags, d.pool_window))):
+        if reuses_inputs(d.op, d.m_tiles, d.n_tiles, d.flags, d.pool_window):
             flags = c.desc.flags ^ FLAG_MINNER
             sign = "+" if flags & FLAG_MINNER else "-"
             out.append(replace(c, name=f"{c.name}{sign}minner",
