@@ -293,9 +293,8 @@ def pool_fuses(layer: Any, core: Any) -> bool:
     pool = layer.pool
     if pool is None or layer.kind != "conv" or layer.residual is not None:
         return False
-    axes = list(zip(pool.window, pool.stride, pool.padding, strict=True))
-    carried = any(a == CARRIED_WINDOW for a in axes)
-    allowed = ((2, 2, 0), CARRIED_WINDOW) if carried else _TILE_WINDOWS
+    axes = _pool_axes(pool)
+    allowed = ((2, 2, 0), CARRIED_WINDOW) if CARRIED_WINDOW in axes else _TILE_WINDOWS
     tile = (core.td, core.tr, core.tc)
     for axis, n, t in zip(axes, layer.conv_shape, tile, strict=True):
         if axis not in allowed:
@@ -308,9 +307,12 @@ def pool_fuses(layer: Any, core: Any) -> bool:
 def pool_carries(layer: Any, core: Any) -> bool:
     """Whether ``layer``'s pool is fused into the drain of ``core`` (:func:`pool_fuses`) with
     windows that overlap across tiles (an axis of :data:`CARRIED_WINDOW`)."""
-    return pool_fuses(layer, core) and any(
-        a == CARRIED_WINDOW for a in zip(layer.pool.window, layer.pool.stride,
-                                         layer.pool.padding, strict=True))
+    return pool_fuses(layer, core) and CARRIED_WINDOW in _pool_axes(layer.pool)
+
+
+def _pool_axes(pool: Any) -> list[tuple[int, int, int]]:
+    """Per axis, the ``(window, stride, padding)`` of ``pool``."""
+    return list(zip(pool.window, pool.stride, pool.padding, strict=True))
 
 
 @dataclass(frozen=True)

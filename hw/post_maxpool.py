@@ -331,10 +331,8 @@ class _AxisPool(wiring.Component):
         else:
             rd = []
             for parity in range(2):
-                # Deep line buffers go to block RAM (what Vivado infers; Yosys needs it said).
-                style = {"ram_style": "block"} if self.line_max > LUTRAM_MAX_DEPTH else {}
                 m.submodules[f"line{parity}"] = mem = Memory(
-                    shape=layout, depth=self.line_max, init=[], attrs=style)
+                    shape=layout, depth=self.line_max, init=[], attrs=_style(self.line_max))
                 wr = mem.write_port()
                 rp = mem.read_port(transparent_for=())
                 m.d.comb += [
@@ -369,12 +367,17 @@ class _AxisPool(wiring.Component):
         return m
 
 
+def _style(depth):
+    """A memory's attributes: deeper than :data:`~fcircnn.arch.geometry.LUTRAM_MAX_DEPTH`,
+    block RAM (what Vivado infers; Yosys needs it said)."""
+    return {"ram_style": "block"} if depth > LUTRAM_MAX_DEPTH else {}
+
+
 def _carry_memory(m, layout, depth, restart, base, take, put, data):
     """The carry memory of an axis stage: ``take`` reads the next item (its data the next
     cycle, held until the next read), ``put`` writes ``data`` as the next item; ``restart``
     sets both to ``base``. Returns the read data."""
-    style = {"ram_style": "block"} if depth > LUTRAM_MAX_DEPTH else {}
-    m.submodules.carry = mem = Memory(shape=layout, depth=depth, init=[], attrs=style)
+    m.submodules.carry = mem = Memory(shape=layout, depth=depth, init=[], attrs=_style(depth))
     rd = mem.read_port(transparent_for=())
     wr = mem.write_port()
     rd_addr, wr_addr = Signal(range(depth)), Signal(range(depth))
