@@ -105,6 +105,7 @@ __all__ = [
     "FLAG_MINNER",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
+    "FLAG_ROWLANES",
     "FLAG_WQUARTER",
     "FLAG_WSPLIT",
     "MINNER_M_TILES",
@@ -118,6 +119,8 @@ __all__ = [
     "field_offset",
     "flags_fault",
     "reuses_inputs",
+    "row_groups_of",
+    "row_lanes_fault",
     "stored_map",
     "weight_parts",
 ]
@@ -174,9 +177,21 @@ FLAG_IQUARTER = 1 << 9
 #: whole input) and two m-tiles (the parameter memory's two halves then hold both m-tiles'
 #: post records for the whole layer, loaded on the first tile).
 FLAG_MINNER = 1 << 10
+#: The core's depth lanes take rows of the tile as well (*row lanes*): the layer's whole
+#: output depth is one tile ``tile[0]`` deep, fewer depths than the core's ``L`` lanes
+#: (ResNet-18's stages 3 and 4: 2 and 1 deep on 4 lanes), and its ``R = L / tile[0]`` row
+#: groups (:func:`row_groups_of`) split each tile's rows: lane ``v`` computes output depth
+#: ``v mod tile[0]`` at rows ``(v div tile[0]) * Rh ..`` of the tile, ``Rh = ceil(tile[1] /
+#: R)`` (:func:`fcircnn.arch.geometry.lane_rows`), so a tile takes ``min(Rh, ext_h) * ext_w``
+#: beats per tap instead of ``ext_h * ext_w``. The walk, the boxes and the maps do not
+#: change; the input buffer stores each lane's rows, the drain maps each lane's sums back.
+#: Only on a conv descriptor without :data:`FLAG_POOL` or :data:`FLAG_DFOLD`, of one depth
+#: tile, ``tile[0]`` a power of two (the engine also needs ``tile[0] < L``, ``L`` a power of
+#: two, and a core built for it: :func:`fcircnn.arch.geometry.row_groups`).
+FLAG_ROWLANES = 1 << 11
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0x7FF
+_FLAGS_MASK = 0xFFF
 
 
 #: Each flag's name, for error messages.
@@ -207,19 +222,37 @@ def reuses_inputs(op, m_tiles, n_tiles, flags, pool_window):
     return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES) & (carried == 0)
 
 
+def row_lanes_fault(flags, op, tile_d, tiles_d):
+    """Whether :data:`FLAG_ROWLANES` is set where a descriptor cannot have it, whatever the
+    core: on a pool pass or gap, with :data:`FLAG_POOL` or :data:`FLAG_DFOLD`, or on a
+    descriptor of more than one depth tile or a tile depth that is not a power of two. On ints
+    a ``bool``; on Amaranth values a 1-bit value."""
+    bad = ((op != OP_CONV) | ((flags & (FLAG_POOL | FLAG_DFOLD)) != 0) | (tiles_d != 1)
+           | ((tile_d & (tile_d - 1)) != 0) | (tile_d == 0))
+    return ((flags & FLAG_ROWLANES) != 0) & bad
+
+
+def row_groups_of(flags: int, tile_d: int, lanes: int) -> int:
+    """The row groups ``R`` of a descriptor with ``flags`` and tile depth ``tile_d`` on a
+    core of ``lanes`` depth lanes (:data:`FLAG_ROWLANES`): ``lanes / tile_d``, else 1."""
+    return lanes // tile_d if flags & FLAG_ROWLANES else 1
+
+
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
 
-def flags_fault(flags, op, m_tiles, n_tiles, pool_window):
+def flags_fault(flags, op, m_tiles, n_tiles, pool_window, tile_d, tiles_d):
     """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
-    outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs, or
-    :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold. On ints a ``bool``; on
-    Amaranth values a 1-bit value (the accelerator refuses such a descriptor with
+    outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs,
+    :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold, or :data:`FLAG_ROWLANES`
+    where :func:`row_lanes_fault` holds. On ints a ``bool``; on Amaranth values a 1-bit value
+    (the accelerator refuses such a descriptor with
     :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
+    fault = fault | row_lanes_fault(flags, op, tile_d, tiles_d)
     return fault | (((flags & FLAG_MINNER) != 0)
                     & (reuses_inputs(op, m_tiles, n_tiles, flags, pool_window) == 0))
 
@@ -402,6 +435,11 @@ class LayerDescriptor:
                              f"{MINNER_M_TILES} m-tiles without a carried pool, not op "
                              f"{self.op} with {self.n_tiles} n-tiles and {self.m_tiles} "
                              f"m-tiles" + (" and a carried pool" if carried else ""))
+        if row_lanes_fault(self.flags, self.op, self.tile[0], self.tiles[0]):
+            raise ValueError(f"FLAG_ROWLANES needs a conv descriptor without FLAG_POOL or "
+                             f"FLAG_DFOLD, of one depth tile of a power-of-two depth, not op "
+                             f"{self.op}, flags {self.flags:#x}, tile depth {self.tile[0]} "
+                             f"and {self.tiles[0]} depth tiles")
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

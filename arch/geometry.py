@@ -107,6 +107,35 @@ def box_span(tile: int, stride: int, kernel: int) -> int:
     return (tile - 1) * stride + kernel
 
 
+def row_groups(lanes: int, depth: int, rows: int) -> int:
+    """The row groups ``R`` a conv tile of ``depth`` output depths and ``rows`` rows runs in
+    on a core of ``lanes`` depth lanes (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`):
+    ``lanes / depth`` where ``lanes`` and ``depth`` are powers of two, ``depth < lanes`` and
+    the tile has more than one row, else 1 (the lanes are the tile's depths). ResNet-18's
+    stage 3 (2 x 7 x 7) on 4 lanes: 2; stage 4 (1 x 4 x 4): 4."""
+    def power_of_two(n: int) -> bool:
+        return n > 0 and n & (n - 1) == 0
+
+    if not (power_of_two(lanes) and power_of_two(depth)) or depth >= lanes or rows <= 1:
+        return 1
+    return lanes // depth
+
+
+def lane_rows(rows: int, groups: int) -> int:
+    """Rows of a tile of ``rows`` rows that each of its ``groups`` row groups computes
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`): ``ceil(rows / groups)``; group ``u``
+    takes rows ``u * lane_rows ..`` (the last group the rest)."""
+    return -(-rows // groups)
+
+
+def row_lane(lanes: int, groups: int, v: int) -> tuple[int, int]:
+    """``(depth, row group)`` of depth lane ``v`` of ``lanes`` with ``groups`` row groups
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`): the tile's ``lanes / groups`` depths
+    vary fastest, ``(v mod (lanes / groups), v div (lanes / groups))``."""
+    depth = lanes // groups
+    return v % depth, v // depth
+
+
 def core_lanes(core: Any) -> int:
     """PE-array lanes (output depths computed in parallel) of ``core``: ``td`` if the core
     unrolls the ``td`` loop, else 1 (the compute walker then steps through the tile's depth)."""
@@ -209,7 +238,10 @@ class EngineGeometry:
     pools in the drain (:func:`pool_fuses`), which sizes CMaxPool for the core's output tile
     with its ``Tm/16`` slot groups interleaved; ``carry_map``: the largest conv map ``(H, W)``
     of a layer whose fused pool carries windows across tiles (:func:`pool_carries`; ``(0,
-    0)`` if none), which sizes CMaxPool's carry memories (:func:`pool_carry`).
+    0)`` if none), which sizes CMaxPool's carry memories (:func:`pool_carry`); ``row_lanes``:
+    whether a layer runs with its tile rows in the depth lanes
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`), which builds the input buffer's per-lane
+    row offsets and the drain's lane-to-row map.
     """
 
     kernel: tuple[int, int, int]
@@ -219,6 +251,7 @@ class EngineGeometry:
     residual: bool
     fused_pool: bool = False
     carry_map: tuple[int, int] = (0, 0)
+    row_lanes: bool = False
 
     @classmethod
     def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
@@ -233,7 +266,8 @@ class EngineGeometry:
 
         return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
                    top("pool_size"), any(g.residual for g in geometries),
-                   any(g.fused_pool for g in geometries), top("carry_map"))
+                   any(g.fused_pool for g in geometries), top("carry_map"),
+                   any(g.row_lanes for g in geometries))
 
 
 @dataclass(frozen=True)
@@ -367,7 +401,7 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
     """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
     the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
-    fused, carry_map = False, (0, 0)
+    fused, carry_map, row_lanes = False, (0, 0), False
     for original in accelerator.network.resolved:
         if accelerator.core_for(original).name != core.name:
             continue
@@ -384,5 +418,6 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
         elif layer.pool is not None:
             pool = [max(a, b) for a, b in zip(pool, layer.conv_shape, strict=True)]
         residual |= layer.residual is not None
+        row_lanes |= accelerator.row_groups(original) > 1
     return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused,
-                          carry_map)
+                          carry_map, row_lanes)

@@ -85,7 +85,10 @@ class Case:
 #: residual conv, gap and FC layer read in quarters over the four ports (``FLAG_IQUARTER``);
 #: ``carried``: ResNet-18 conv1's 3x3x3 stride-2 pool fused into the drain, its windows carried
 #: across tiles on every axis (two ports, a queue of two; the test of
-#: ``tests/hw/test_accelerator_carried_pool.py``).
+#: ``tests/hw/test_accelerator_carried_pool.py``); ``rows``: ResNet-18's stages 3 and 4 in small
+#: on four depth lanes, each conv shallower than the lanes running rows of its tiles in the idle
+#: ones (``FLAG_ROWLANES``: two and four row groups, two ports, a queue of two; the test of
+#: ``tests/hw/test_accelerator_rows.py``). ``trim`` runs its 1-deep layers in two row groups.
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -109,6 +112,7 @@ CASES: tuple[Case, ...] = (
          verilator_opt=None, axi_ports=4, dma_queue=2),
     Case("quarters", "write_quarters_accelerator"),
     Case("carried", "write_carried_accelerator", seed=13),
+    Case("rows", "write_rows_accelerator", seed=41),
 )
 
 

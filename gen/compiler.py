@@ -111,6 +111,7 @@ from fcircnn.arch.descriptor import (
     FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_ROWLANES,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_CONV,
@@ -634,7 +635,8 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
     depths = acc.folded_depths(orig)
     flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
              | (FLAG_RESIDUAL if layer.residual is not None else 0)
-             | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0))
+             | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0)
+             | (FLAG_ROWLANES if acc.row_groups(orig) > 1 else 0))
     ones, zeros = (1, 1, 1), (0, 0, 0)
     fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
     conv_last = link.last_layer and pool is None

@@ -90,8 +90,9 @@ from fcircnn.arch.descriptor import (
     FLAG_WSPLIT,
     OP_POOL,
     LayerDescriptor,
+    row_groups_of,
 )
-from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.geometry import CoreGeometry, lane_rows
 from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE, PortMap
 from fcircnn.arch.walk import axis_tiles, halved_axes, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
@@ -558,6 +559,8 @@ class _Conv:
         cg = CoreGeometry.of(core, B)
         self.in_groups = input_groups(d, cg)
         self.lanes = cg.lanes
+        # FLAG_ROWLANES: each lane computes Rh rows of a tile (else the tile's rows).
+        self.lane_rows = lane_rows(d.tile[1], row_groups_of(d.flags, d.tile[0], cg.lanes))
         self.w_beats = d.weight_tile_bytes // _BEAT
         self.split = bool(d.flags & FLAG_WSPLIT)
         self.quarter = bool(d.flags & FLAG_WQUARTER)
@@ -635,8 +638,10 @@ class _Conv:
         out_rows = groups * ext_d * ext_h
         out_beats = out_rows * ext_w
         out_whole = ext_w == d.conv_shape[2]
-        # Td lanes (td unrolled) take the tile's depths in parallel; one lane steps through them.
-        compute = (1 if self.lanes > 1 else ext_d) * ext_h * ext_w * self.taps
+        # Td lanes (td unrolled) take the tile's depths in parallel (with row lanes also its row
+        # groups, each lane min(Rh, ext_h) rows); one lane steps through them.
+        rows = min(self.lane_rows, ext_h)
+        compute = (1 if self.lanes > 1 else ext_d) * rows * ext_w * self.taps
         ld = s[_LD]
         prm = s[_PRM]
         res_ready = _NEG

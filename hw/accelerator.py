@@ -3,7 +3,15 @@ one layer engine per core, with Vivado-style flat ports."""
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetInserter, ResetSignal, Signal
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Module,
+    ResetInserter,
+    ResetSignal,
+    Signal,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -21,6 +29,7 @@ from .axi4 import AXI4Signature
 from .axi_dma import AxiDma
 from .axi_dma_box import Status, box_layout, linear_box
 from .common import rejecting
+from .engine_walk import RowLanes
 from .layer_engine import LayerEngine
 from .regfile import AXI4LiteSignature, ControlRegisters
 
@@ -76,8 +85,10 @@ class Accelerator(wiring.Component):
       with ``FLAG_LAST`` or ``next_desc = 0``; then ``done``.
     * Errors end the run with CTRL.error, ERROR_CODE (:data:`ERROR_CODES`) and ERROR_ADDR: DMA
       errors of the fetch, of the engine's transfers (after every transfer in flight has
-      completed) or of the cycle write, and a descriptor naming a core that does not exist or
-      an unknown op (ERROR_ADDR = the descriptor's address). The engines are held in reset
+      completed) or of the cycle write, and a descriptor naming a core that does not exist, an
+      unknown op, flags that do not go together (:func:`~fcircnn.arch.descriptor.flags_fault`)
+      or row lanes its core cannot run (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`)
+      (ERROR_ADDR = the descriptor's address). The engines are held in reset
       while idle, so the next start begins clean.
     * Layers run one after the other, in list order.
 
@@ -252,9 +263,12 @@ class Accelerator(wiring.Component):
                     with m.Else():
                         m.next = "DISPATCH"
             with m.State("DISPATCH"):
+                rows = [(desc.core == k) & RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
+                        for k, e in enumerate(engines)]
                 with m.If((desc.core >= n) | (desc.op > OP_POOL)
                           | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
-                                        desc.pool_window)):
+                                        desc.pool_window, desc.tile[0], desc.tiles[0])
+                          | Cat(*rows).any()):
                     m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
                     m.next = "ERROR"
                 with m.Else():

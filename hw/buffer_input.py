@@ -13,14 +13,23 @@ from fcircnn.arch.geometry import (
     box_span,
     engine_geometry,
     input_buffer_geometry,
+    row_lane,
 )
 from fcircnn.arch.ports import PortMap, input_halves, input_quarters
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_block_size, check_positive, first_of, mul_small, rejecting
+from .common import (
+    check_block_size,
+    check_positive,
+    first_of,
+    mul_const,
+    mul_small,
+    rejecting,
+)
 from .complex_mul_pair import ACT_WIDTH, complex_layout
+from .engine_walk import RowLanes
 
 __all__ = ["InputBuffer", "input_box_layout"]
 
@@ -92,6 +101,13 @@ class InputBuffer(wiring.Component):
       on ``i2`` (``box2``), the third on ``i1`` (``box1``), the fourth on ``i3`` (``box3``),
       each with its groups counted from the quarter's first; it commits once all four
       ``last`` beats are written.
+    * Row lanes (built ``row_lanes``, used while ``row_shift > 0``: a descriptor with
+      :data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`, ``R = 2**row_shift`` row groups of
+      ``Td / R`` depths): lane ``v`` is depth ``v mod (Td/R)`` of row group ``u = v div
+      (Td/R)`` and stores tile plane ``p`` as its plane ``p - (v mod (Td/R))*stride_d`` and
+      box row ``h`` as its row ``h - u*row_step`` (``row_step``: the input rows between two
+      row groups' first output rows, ``Rh * sr``), if ``>= 0``; the compute reads every lane
+      at its own rows' coordinates. Both are registered like ``stride_d``.
     * ``conflict`` (sticky) rises if either side breaks the handshake; never otherwise.
 
     Parameters
@@ -108,6 +124,8 @@ class InputBuffer(wiring.Component):
     quarterable : bool
         Also build the streams ``i2`` and ``i3``, their boxes and the ``quarter`` input (needs
         ``splittable`` and a multiple of four slot groups).
+    row_lanes : bool
+        Build the inputs ``row_shift`` and ``row_step`` (needs ``Td`` a power of two > 1).
 
     Ports
     -----
@@ -119,12 +137,14 @@ class InputBuffer(wiring.Component):
     split : In(1) (only if ``splittable``)
     i2, i3 : In(stream.Signature(read_beat_layout())); box2, box3 : In(input_box_layout(...));
     quarter : In(1) (only if ``quarterable``)
+    row_shift : In(range(log2(Td) + 1)); row_step : In(range(Hin + 1)) (only if ``row_lanes``)
     r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
     conflict : Out(1)
     """
 
     def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1,
-                 splittable: bool = False, quarterable: bool = False):
+                 splittable: bool = False, quarterable: bool = False,
+                 row_lanes: bool = False):
         with rejecting(self):
             for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
                 check_positive(name, value, 1024)
@@ -143,7 +163,11 @@ class InputBuffer(wiring.Component):
                 if not splittable:
                     raise ValueError("quarterable needs splittable")
                 input_quarters(-(-Tn // 16))
-        self.splittable, self.quarterable = splittable, quarterable
+            if not isinstance(row_lanes, bool):
+                raise TypeError(f"row_lanes must be a bool, not {row_lanes!r}")
+            if row_lanes and (Td < 2 or Td & (Td - 1)):
+                raise ValueError(f"row_lanes needs Td a power of two > 1, not {Td}")
+        self.splittable, self.quarterable, self.row_lanes = splittable, quarterable, row_lanes
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)
@@ -172,6 +196,9 @@ class InputBuffer(wiring.Component):
             members |= {"i2": In(stream.Signature(read_beat_layout())), "box2": In(box),
                         "i3": In(stream.Signature(read_beat_layout())), "box3": In(box),
                         "quarter": In(1)}
+        if row_lanes:
+            members |= {"row_shift": In(range(Td.bit_length())),
+                        "row_step": In(range(self.height + 1))}
         super().__init__(members)
 
     @classmethod
@@ -179,10 +206,12 @@ class InputBuffer(wiring.Component):
            splittable: bool = False, quarterable: bool = False) -> InputBuffer:
         """The input buffer of a core's engine built for ``geometry``
         (:func:`~fcircnn.arch.geometry.input_buffer_geometry`: ``Td`` lanes of ``Kd``
-        planes, or one lane of the tile's whole depth span)."""
+        planes, or one lane of the tile's whole depth span; row lanes where the geometry has
+        them and the lanes run them, :meth:`~fcircnn.hw.engine_walk.RowLanes.enabled`)."""
         ib = input_buffer_geometry(core, geometry)
         return cls(core.tn, ib.lanes, core.tr, core.tc, B=core.B, kernel=ib.kernel,
-                   stride=ib.stride, splittable=splittable, quarterable=quarterable)
+                   stride=ib.stride, splittable=splittable, quarterable=quarterable,
+                   row_lanes=RowLanes.enabled(ib.lanes, geometry.row_lanes))
 
     @classmethod
     def from_config(cls, accelerator, core) -> InputBuffer:
@@ -204,6 +233,28 @@ class InputBuffer(wiring.Component):
         ``stride_d`` (default: the buffer's largest, ``stride[0]``)."""
         kd, sd = self.kernel[0], self.stride[0] if stride_d is None else stride_d
         return [(v, d - v * sd) for v in range(self.Td) if 0 <= d - v * sd < kd]
+
+    def _row_offsets(self, m):
+        """Per lane its depth in the row group (``lane_off``, replacing ``v * stride_d``), its
+        row group's first box row (``row_off``) and that row's first word (``row_words``),
+        registered from ``row_shift``, ``row_step`` and ``stride_d``."""
+        Td, sd_max = self.Td, self.stride[0]
+        self.row_off, self.row_words = [], []
+        for v in range(Td):
+            row_off = Signal(range(Td * self.height + 1), name=f"row_off{v}")
+            row_words = Signal(range(Td * self.plane + 1), name=f"row_words{v}")
+            with m.Switch(self.row_shift):
+                for s in range(1, Td.bit_length()):
+                    dv, u = row_lane(Td, 1 << s, v)
+                    with m.Case(s):
+                        m.d.sync += [self.lane_off[v].eq(mul_small(Const(dv), self.stride_d,
+                                                                   sd_max)),
+                                     row_off.eq(mul_const(self.row_step, u))]
+                with m.Default():
+                    m.d.sync += row_off.eq(0)
+            m.d.sync += row_words.eq(mul_const(row_off, self.width))
+            self.row_off.append(row_off)
+            self.row_words.append(row_words)
 
     def _stream(self, m, i, box, ready, suffix):
         """The write side of one load stream, two stages: box-order counters compute each
@@ -231,6 +282,8 @@ class InputBuffer(wiring.Component):
             kd = Signal(range(-v * self.stride[0], self.tile_depth + 1), name=f"kd{v}{suffix}")
             m.d.comb += kd.eq(d - self.lane_off[v])
             hit = (kd >= 0) & (kd < kd_max)
+            if self.row_lanes:  # its row group's rows from the first (h >= u * row_step)
+                hit &= h >= self.row_off[v]
             # kd * (Hin*Win) from a table of constants: no multiplier.
             plane_base = Signal(range(self.depth), name=f"plane_base{v}{suffix}")
             with m.Switch(kd[:kd_bits]):
@@ -239,7 +292,8 @@ class InputBuffer(wiring.Component):
                         m.d.comb += plane_base.eq(k * self.plane)
             w_addr = Signal(range(self.depth), name=f"w_addr{v}{suffix}")
             with m.If(take):
-                m.d.sync += w_addr.eq(plane_base + hw)
+                m.d.sync += w_addr.eq(plane_base + hw - self.row_words[v] if self.row_lanes
+                                      else plane_base + hw)
             lanes.append((w_addr, hit))
         with m.If(take):
             last_w, last_h, last_d = w == box.w - 1, h == box.h - 1, d == box.d - 1
@@ -327,6 +381,8 @@ class InputBuffer(wiring.Component):
             lane_off = Signal(range(v * sd_max + 1), name=f"lane_off{v}", init=v * sd_max)
             m.d.sync += lane_off.eq(mul_small(Const(v), self.stride_d, sd_max))
             self.lane_off.append(lane_off)
+        if self.row_lanes:
+            self._row_offsets(m)
         # The commit moves with the last write; no beat is taken in the cycle it is pending,
         # so the half it fills is still ``w_ready`` when the registered write lands.
         readies = self._commit(m, store)

@@ -12,7 +12,7 @@ from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
 
 from .buffer_psum import psum_in_layout
 from .common import check_positive, mul_small, rejecting
-from .engine_walk import TileWalk, control_signature
+from .engine_walk import RowLanes, TileWalk, control_signature
 from .pe_array import in_layout, out_layout
 
 __all__ = ["EngineCompute"]
@@ -27,7 +27,11 @@ class EngineCompute(wiring.Component):
     ``(d, r, c, tap)``. Taps run ``kc`` fastest, then ``kr``, ``kd``; voxels ``c``, then ``r``
     (then the depth with one lane). The sums of every voxel go to ``psum_i`` tagged with the
     voxel's address, whether they add to the stored partial sums (``nt > 0``) and whether they
-    complete the tile (the last ``nt``).
+    complete the tile (the last ``nt``). With row lanes
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`, :class:`~fcircnn.hw.engine_walk.RowLanes`)
+    the lanes also take rows of the tile: a pass steps through ``min(Rh, ext_h)`` rows, every
+    lane reading its own rows at the same buffer address (the input buffer stores each lane's
+    rows from its first).
 
     Contract
     --------
@@ -85,6 +89,7 @@ class EngineCompute(wiring.Component):
         cp = TileWalk(m, "cp", d, core, geo.stride, with_nt=True)
         with m.If(ctl.start):
             cp.reset(ctl.new_desc)
+        rl = RowLanes(m, ctl, L, geo.row_lanes, "cp")
 
         K = [d.kernel[a] for a in range(3)]
         win, plane, depth = self.in_width, self.in_plane, self.in_depth
@@ -130,6 +135,8 @@ class EngineCompute(wiring.Component):
         last_tap = (kc == K[2] - 1) & (kr == K[1] - 1) & (kd == K[0] - 1)
         last_c = c == cp.ext[2] - 1
         last_r = r == cp.ext[1] - 1
+        if RowLanes.enabled(L, geo.row_lanes):  # rl.rows = tile[1] >= ext[1] without them
+            last_r = last_r | (r == rl.rows - 1)
         last_v = (cv == cp.ext[0] - 1) if L == 1 else Const(1)
         m.d.comb += [self.in_addr.eq(dep_base + row_base + col_base + tap_off),
                      self.w_addr.eq(tap),

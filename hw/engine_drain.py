@@ -18,7 +18,7 @@ from .buffer_psum import psum_layout
 from .common import check_positive, mul_const, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 from .engine_loader import POST_RECORD_BITS, params_signature
-from .engine_walk import TileWalk, control_signature, fused_pool_axes
+from .engine_walk import RowLanes, TileWalk, control_signature, fused_pool_axes
 from .post_cbn import cbn_input_layout
 from .post_chain import post_config_layout
 from .post_maxpool import carry_layout
@@ -43,6 +43,10 @@ class _Walk:
     p_row: Signal
     sh: Signal
     sw: Signal
+    do: Signal | None = None
+    u_row: Signal | None = None
+    u_vox: Signal | None = None
+    rows: Signal | None = None
 
 
 @dataclass
@@ -56,6 +60,7 @@ class _Stage:
     tag: Signal
     pooled: Signal
     adv: Signal
+    o: Signal | None = None
 
 
 def post_chain_size(core: CoreGeometry, geometry: EngineGeometry) -> tuple[tuple, int]:
@@ -84,7 +89,13 @@ class EngineDrain(wiring.Component):
     then per pooled voxel its window's words (one a cycle, once the previous voxel's last beat
     has left stage B) and its pooled word's beats (slot group fastest, then the depth lanes
     of the word), so only a quarter of the beats pass the post chain and CMaxPool is bypassed.
-    Otherwise the pool is bypassed. A fused pool with 3-wide windows (stride 2, padding 1:
+    Otherwise the pool is bypassed. With row lanes (:data:`~fcircnn.arch.descriptor.
+    FLAG_ROWLANES`, :class:`~fcircnn.hw.engine_walk.RowLanes`) lane ``v``'s sums at its
+    voxel ``(r, c)`` are output depth ``v mod tile[0]`` at row ``u * Rh + r`` of the tile
+    (``u`` its row group): the walk's lanes step through their depths, then row groups, each
+    lane over the rows of the tile it has (none past the tile's last row), reading the
+    residual and writing the output buffer at that depth and row. A fused pool with 3-wide
+    windows (stride 2, padding 1:
     :func:`~fcircnn.arch.descriptor.carried_axes`) also pools each tile as its own map, its
     windows at the tile's low edges taking their first voxel from the tiles before through
     CMaxPool's carry memories (``post_carry``, laid out by
@@ -149,10 +160,10 @@ class EngineDrain(wiring.Component):
                       "res_release": Out(1), "res_valid": In(1), "res_act": In(act)}
         super().__init__(ports)
 
-    def _post_input(self, m, q_v, q_g, q_pooled, pooled):
+    def _post_input(self, m, q_v, q_g, q_pooled, pooled, q_o=None):
         """Drive ``post_i.payload`` from the partial sums (``pooled``'s word if ``q_pooled``),
         records and residual slots of the beat in stage B (depth lane ``q_v``, slot group
-        ``q_g``)."""
+        ``q_g``; with row lanes ``q_o``, the lane's output depth, picks the residual's)."""
         core = self.core
         Td, G, L = core.td, core.out_groups, core.lanes
         records = data.View(data.ArrayLayout(unsigned(POST_RECORD_BITS), SLOTS_PER_BEAT),
@@ -173,10 +184,17 @@ class EngineDrain(wiring.Component):
                                 lv = v if L == Td else 0  # one lane: the word of depth v
                                 m.d.comb += [acc_re.eq(word[lv][g * 8 + lane].re),
                                              acc_im.eq(word[lv][g * 8 + lane].im)]
-                                if self.res_depth is not None and src == 0:
+                                if self.res_depth is not None and src == 0 and q_o is None:
                                     m.d.comb += [
                                         res_re.eq(self.res_act[v][g * 8 + lane].re),
                                         res_im.eq(self.res_act[v][g * 8 + lane].im)]
+            if self.res_depth is not None and q_o is not None:
+                with m.Switch(q_o * G + q_g):
+                    for v in range(Td):
+                        for g in range(G):
+                            with m.Case(v * G + g):
+                                m.d.comb += [res_re.eq(self.res_act[v][g * 8 + lane].re),
+                                             res_im.eq(self.res_act[v][g * 8 + lane].im)]
             m.d.comb += [
                 pl.acc.re.eq(acc_re), pl.acc.im.eq(acc_im),
                 pl.res.re.eq(res_re), pl.res.im.eq(res_im),
@@ -317,7 +335,10 @@ class EngineDrain(wiring.Component):
         otags = fifo.SyncFIFOBuffered(width=q_tag.shape().size, depth=16)
         m.submodules.otags = otags
         o_tag = data.View(q_tag.shape(), otags.r_data)
-        w = self._walk_registers(dr)
+        rl = (RowLanes(m, ctl, L, geo.row_lanes, "dr")
+              if RowLanes.enabled(L, geo.row_lanes) else None)
+        w = self._walk_registers(dr, rl)
+        q_o = None if rl is None else Signal(range(max(Td, 2)), name="q_o")
         q_end = Signal()  # the beat in stage B completes a pool window (always, without pool)
         pool_busy = Signal()  # fused pool: a tile's last beat is in the post chain
         pool, pooled_drain = self._psum_pool(m, fused, halved)
@@ -331,7 +352,7 @@ class EngineDrain(wiring.Component):
         m.d.comb += d_adv.eq((~q_valid | post_i.ready) & otags.w_rdy)
         with m.If(d_adv):
             m.d.sync += q_valid.eq(0)
-        self._post_input(m, q_v, q_g, q_pooled, None if pool is None else pool.pooled)
+        self._post_input(m, q_v, q_g, q_pooled, None if pool is None else pool.pooled, q_o)
         self._post_config(m, d, cmaxpool, pool_cfg_size, pool_cfg_groups)
         # The read of a pooled window's word (0 outside a pooled drain).
         sub = Signal(range(Tc + 2))
@@ -342,7 +363,7 @@ class EngineDrain(wiring.Component):
         m.d.comb += [self.records.en.eq(0), self.records.addr.eq(Mux(dr.mt[0], G, 0) + w.dg),
                      self.ps_addr.eq((w.dvox if L == Td else w.dv_base + w.dvox) + sub)]
         if has_res:
-            m.d.comb += self.res_addr.eq(w.dvox)
+            m.d.comb += self.res_addr.eq(w.dvox if rl is None else w.dvox + w.u_vox)
         m.d.comb += self.mt.eq(dr.mt)
         # Tags of the beats that leave the post chain: every beat, or with a fused pool the
         # beats completing a window (the pool emits its voxel as they pass).
@@ -356,7 +377,7 @@ class EngineDrain(wiring.Component):
             with m.Elif(self.out_i.valid & self.out_i.ready & o_tag.last):
                 m.d.sync += pool_busy.eq(0)
         q = _Stage(valid=q_valid, v=q_v, g=q_g, end=q_end, tag=q_tag, pooled=q_pooled,
-                   adv=d_adv)
+                   adv=d_adv, o=q_o)
 
         with m.FSM(name="drain"):
             with m.State("IDLE"):
@@ -369,8 +390,7 @@ class EngineDrain(wiring.Component):
                 with m.If(ctl.failed | dr.done):
                     m.next = "IDLE"
                 with m.Elif(ready):
-                    m.d.sync += [w.dv.eq(0), w.dg.eq(0), w.dh.eq(0), w.dw.eq(0), w.dvox.eq(0),
-                                 w.dvox_row.eq(0), w.dv_base.eq(0), w.p_row.eq(0)]
+                    m.d.sync += self._tile_start(w)
                     if geo.fused_pool:
                         # CMaxPool's map: this tile (the previous one has left it).
                         m.d.sync += [pool_cfg_size[a].eq(Mux(cmaxpool, dr.ext[a], 1))
@@ -398,11 +418,15 @@ class EngineDrain(wiring.Component):
         self._output(m, o_tag, otags)
         return m
 
-    def _walk_registers(self, dr: TileWalk) -> _Walk:
-        """The drain's walk registers over the tile ``dr`` is at."""
+    def _walk_registers(self, dr: TileWalk, rl: RowLanes | None) -> _Walk:
+        """The drain's walk registers over the tile ``dr`` is at; with row lanes ``rl`` also
+        the lane's output depth and its row group's first row and voxel."""
         core = self.core
         Td, Tr, Tc, G = core.td, core.tr, core.tc, core.out_groups
-        return _Walk(
+        rows = {} if rl is None else dict(
+            do=Signal(range(Td + 1), name="do"), u_row=Signal(range(2 * Tr + 1), name="u_row"),
+            u_vox=Signal(range(2 * Tr * Tc + 1), name="u_vox"), rows=rl.rows)
+        return _Walk(**rows,
             dr=dr, dv=Signal(range(Td + 1), name="dv"), dg=Signal(range(G + 1), name="dg"),
             dh=Signal(16, name="dh"), dw=Signal(16, name="dw"),
             dvox=Signal(range(Tr * Tc + 1), name="dvox"),
@@ -413,18 +437,35 @@ class EngineDrain(wiring.Component):
             # the read of a pooled window's word (row sh, column sw of the window)
             sh=Signal(name="sh"), sw=Signal(name="sw"))
 
+    @staticmethod
+    def _tile_start(w: _Walk) -> list:
+        """The walk registers' values at a tile's first beat."""
+        regs = [w.dv, w.dg, w.dh, w.dw, w.dvox, w.dvox_row, w.dv_base, w.p_row]
+        regs += [] if w.do is None else [w.do, w.u_row, w.u_vox]
+        return [r.eq(0) for r in regs]
+
     def _run_beat(self, m, w: _Walk, q: _Stage, fused, halved):
         """The ``RUN`` state's beat (when stage B advances): the partial-sum word, records
         and residual slots of the walk's beat are read into stage B with its output tag, and
         the walk steps in raster order (slot group fastest, then column, row, depth lane), to
         ``RELEASE`` after the tile's last beat. With a fused pool the tag is the pooled voxel's
-        and only the beat completing its window (``q.end``) writes it."""
+        and only the beat completing its window (``q.end``) writes it. With row lanes a lane
+        has the rows of its row group up to the tile's last (``u_row + dh``), the lanes its
+        depths then row groups up to the group holding the tile's last row."""
         Tr, Tc = self.core.tr, self.core.tc
         dr = w.dr
+        rows = w.do is not None
+        # Without row lanes: the lane is the output depth, every lane has the tile's rows.
+        do, u_vox = (w.do, w.u_vox) if rows else (w.dv, 0)
         last_g = w.dg == dr.groups_m - 1
-        last_v = w.dv == dr.ext[0] - 1
         last_w = w.dw == dr.ext[2] - 1
-        last_h = w.dh == dr.ext[1] - 1
+        if rows:  # (rl.rows = tile[1] >= ext[1] and u_row = 0 without row lanes)
+            last_d = w.do == dr.ext[0] - 1
+            last_v = last_d & (w.u_row + w.rows >= dr.ext[1])
+            last_h = (w.u_row + w.dh == dr.ext[1] - 1) | (w.dh == w.rows - 1)
+        else:
+            last_v = w.dv == dr.ext[0] - 1
+            last_h = w.dh == dr.ext[1] - 1
         with m.If(q.adv):
             m.d.comb += [self.ps_en.eq(1), self.records.en.eq(1)]
             if self.res_depth is not None:
@@ -435,11 +476,13 @@ class EngineDrain(wiring.Component):
             m.d.sync += [q.valid.eq(1), q.v.eq(w.dv), q.g.eq(w.dg),
                          q.end.eq((~halved[0] | odd[0]) & (~halved[1] | odd[1])
                                   & (~halved[2] | odd[2])),
-                         q.tag.lane.eq(Mux(halved[0], w.dv >> 1, w.dv)), q.tag.group.eq(w.dg),
+                         q.tag.lane.eq(Mux(halved[0], do >> 1, do)), q.tag.group.eq(w.dg),
                          q.tag.addr.eq(Mux(fused, w.p_row + Mux(halved[2], w.dw >> 1, w.dw),
-                                           w.dvox)),
+                                           w.dvox + u_vox)),
                          q.tag.last.eq(last_g & last_v & last_w & last_h),
                          q.tag.groups.eq(dr.groups_m)]
+            if rows:
+                m.d.sync += q.o.eq(w.do)
             m.d.sync += [q.tag[f].eq(Mux(halved[a], dr.ext[a] >> 1, dr.ext[a]))
                          for a, f in enumerate("dhw")]
             with m.If(~last_g):
@@ -459,8 +502,20 @@ class EngineDrain(wiring.Component):
                         m.d.sync += [w.dh.eq(0), w.dvox.eq(0), w.dvox_row.eq(0), w.p_row.eq(0)]
                         with m.If(~last_v):
                             m.d.sync += [w.dv.eq(w.dv + 1), w.dv_base.eq(w.dv_base + Tr * Tc)]
+                            if rows:
+                                self._next_lane(m, w, last_d, Tc)
                         with m.Else():
                             m.next = "RELEASE"
+
+    @staticmethod
+    def _next_lane(m, w: _Walk, last_d, Tc: int):
+        """Row lanes: the next lane's output depth, and after the group's last depth the next
+        row group's first row and voxel (``Tc`` voxels a row)."""
+        with m.If(~last_d):
+            m.d.sync += w.do.eq(w.do + 1)
+        with m.Else():
+            m.d.sync += [w.do.eq(0), w.u_row.eq(w.u_row + w.rows),
+                         w.u_vox.eq(w.u_vox + mul_const(w.rows, Tc))]
 
     def _carry_start(self, m, d, dr, cmaxpool):
         """Statements of a tile's start setting CMaxPool's carry controls for it (on a core

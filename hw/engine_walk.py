@@ -13,13 +13,19 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from fcircnn.arch.descriptor import FLAG_MINNER, FLAG_POOL, OP_POOL, descriptor_layout
-from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.descriptor import (
+    FLAG_MINNER,
+    FLAG_POOL,
+    FLAG_ROWLANES,
+    OP_POOL,
+    descriptor_layout,
+)
+from fcircnn.arch.geometry import MAX_TILE, CoreGeometry
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .common import mul_small
 
-__all__ = ["TileWalk", "control_signature", "fail_signature", "fused_pool_axes"]
+__all__ = ["RowLanes", "TileWalk", "control_signature", "fail_signature", "fused_pool_axes"]
 
 
 def control_signature() -> wiring.Signature:
@@ -49,6 +55,54 @@ def fused_pool_axes(m: Module, d, fused_pool: bool) -> tuple[Signal, list[Signal
         m.d.comb += fused.eq((d.op != OP_POOL) & (d.flags & FLAG_POOL).bool())
         m.d.comb += [halved[a].eq(fused & (d.pool_stride[a] == 2)) for a in range(3)]
     return fused, halved
+
+
+class RowLanes:
+    """The row lanes of the layer a walker runs (:data:`~fcircnn.arch.descriptor.
+    FLAG_ROWLANES`), registered at ``ctl.start`` from the new descriptor: ``shift``, log2 of
+    its row groups ``R = L / tile[0]`` (0 without row lanes), and ``rows``, the rows of a
+    tile each lane computes (``Rh = ceil(tile[1] / R)``: :func:`~fcircnn.arch.geometry.
+    lane_rows`; ``tile[1]`` without). Lane ``v`` computes depth ``v mod tile[0]`` and rows
+    ``(v >> (log2 L - shift)) * Rh ..`` of each tile. On a core of one lane, ``L`` not a
+    power of two, or not ``built`` for row lanes, ``shift`` is the constant 0 (the
+    accelerator refuses the flag there)."""
+
+    def __init__(self, m: Module, ctl, lanes: int, built: bool, name: str):
+        self.lanes = lanes
+        self.log_lanes = lanes.bit_length() - 1
+        self.shift = Signal(range(self.log_lanes + 1), name=f"{name}_row_shift")
+        self.rows = Signal(range(MAX_TILE + 1), name=f"{name}_lane_rows")
+        d = ctl.new_desc
+        if not self.enabled(lanes, built):
+            return
+        with m.If(ctl.start):
+            m.d.sync += [self.rows.eq(d.tile[1]), self.shift.eq(0)]
+            with m.If((d.flags & FLAG_ROWLANES).bool()):
+                with m.Switch(d.tile[0]):
+                    for s in range(1, self.log_lanes + 1):
+                        with m.Case(lanes >> s):
+                            m.d.sync += [self.shift.eq(s),
+                                         self.rows.eq((d.tile[1] + (1 << s) - 1) >> s)]
+
+    @staticmethod
+    def fault(desc, lanes: int, built: bool):
+        """Whether descriptor ``desc`` (Amaranth values) has row lanes a core of ``lanes``
+        depth lanes cannot run: not :meth:`enabled`, or a tile depth other than ``lanes /
+        R`` for a power of two ``R > 1``."""
+        on = (desc.flags & FLAG_ROWLANES).bool()
+        if not RowLanes.enabled(lanes, built):
+            return on
+        depths = [desc.tile[0] == lanes >> s for s in range(1, lanes.bit_length())]
+        ok = depths[0]
+        for depth in depths[1:]:
+            ok = ok | depth
+        return on & ~ok
+
+    @staticmethod
+    def enabled(lanes: int, built: bool) -> bool:
+        """Whether a core of ``lanes`` depth lanes built with row lanes (``built``:
+        :attr:`~fcircnn.arch.geometry.EngineGeometry.row_lanes`) runs them."""
+        return built and lanes > 1 and lanes & (lanes - 1) == 0
 
 
 class TileWalk:

@@ -38,13 +38,14 @@ from .buffer_input import InputBuffer
 from .buffer_output import OutputBuffer
 from .buffer_psum import PartialSumBuffer
 from .buffer_weight import WeightBuffer
-from .common import check_block_size, check_positive, rejecting
+from .common import check_block_size, check_positive, mul_small, rejecting
 from .engine_compute import EngineCompute
 from .engine_control import EngineControl
 from .engine_drain import EngineDrain, post_chain_size
 from .engine_loader import EngineLoader, params_signature
 from .engine_pool import EnginePoolPass
 from .engine_store import EngineStore
+from .engine_walk import RowLanes
 from .pe_array import PEArray
 from .post_chain import PostChain
 from .post_maxpool import CMaxPool
@@ -364,6 +365,12 @@ class LayerEngine(wiring.Component):
         # Loader -> input, weight, residual buffers and the post-parameter memory.
         wiring.connect(m, ld.in_o, inbuf.i)
         m.d.comb += [inbuf.box.eq(ld.in_box), inbuf.stride_d.eq(ld.in_stride_d)]
+        if inbuf.row_lanes:
+            rl = RowLanes(m, ctl.ctl, self.lanes, self.geometry.row_lanes, "ib")
+            d = ctl.ctl.desc
+            m.d.comb += [inbuf.row_shift.eq(rl.shift),
+                         inbuf.row_step.eq(mul_small(rl.rows, d.stride[1],
+                                                     self.geometry.stride[1]))]
         wiring.connect(m, wl.w_o, wbuf.i)
         if self.splits:
             wiring.connect(m, whalf.w1_o, wbuf.i1)

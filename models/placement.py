@@ -10,8 +10,9 @@ output depths into output channels when it leaves half the output lanes idle
 its core's buffers already hold such a kernel (:func:`folds_fc_input`); a 1x1x1 strided conv
 reads only the planes and rows it uses (:func:`subsample_steps`); a conv whose kernel has taps
 that read padding only drops them (:func:`trims_taps`); a gap layer on a map one plane deep reads
-it as planes of one channel tile (:func:`views_gap`); :func:`engine_layer` is the layer as the
-engine runs it.
+it as planes of one channel tile (:func:`views_gap`); a conv shallower than its core's depth lanes
+runs rows of its tiles in the idle lanes (:func:`row_groups`); :func:`engine_layer` is the
+layer as the engine runs it.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
@@ -20,8 +21,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fcircnn.arch import geometry
 from fcircnn.arch.descriptor import DFOLD_DEPTHS
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, CoreGeometry, core_lanes
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, CoreGeometry, core_lanes, pool_fuses
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import splits_input_slots
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
            "folded_rows", "folds_fc_input", "folds_input", "placement_problems",
-           "row_fold_tile_cycles", "subsample_steps", "trims_taps", "views_gap"]
+           "row_fold_tile_cycles", "row_groups", "subsample_steps", "trims_taps", "views_gap"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
@@ -246,6 +248,23 @@ def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     if trims_taps(layer):
         return layer.trim_taps()
     return layer.view_gap_input(core_for(acc, layer).tn) if views_gap(acc, layer) else layer
+
+
+def row_groups(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+    """The row groups of ``layer`` as the engine runs it
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`, :func:`fcircnn.arch.geometry.row_groups`
+    of its core's depth lanes and its tile's depth and rows): a conv (not fc or gap) whose
+    depth leaves its core's lanes idle, whose pool does not run in the drain and whose depth
+    is not folded (:func:`folded_depths`); 1 otherwise or with ``row_lanes: false``.
+    ResNet-18's stage 4 on a ``Td = 4`` core: 4, each lane one row of the 4 x 4 map."""
+    if not acc.row_lanes or layer.kind != "conv" or folded_depths(acc, layer) > 1:
+        return 1
+    core = core_for(acc, layer)
+    run = engine_layer(acc, layer)
+    if pool_fuses(run, core):
+        return 1
+    depth, rows, _ = CoreGeometry.of(core, acc.block_size).layer_tile(run.conv_shape)
+    return geometry.row_groups(core_lanes(core), depth, rows)
 
 
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:

@@ -397,6 +397,9 @@ class AcceleratorConfig(_Strict):
         Let such a first layer fold row-shifted copies of its input into input channels as
         well when they take the PE array fewer steps (:meth:`folded_rows`); default on. The
         host then writes that many copies of every depth copy.
+    row_lanes : bool
+        Let a conv shallower than its core's unrolled depth lanes run rows of each tile in
+        the idle lanes (:meth:`row_groups`; ResNet-18's stages 3 and 4); default on.
     network : NetworkConfig
         The loaded network (available once bound by :func:`load_accelerator`).
     path : pathlib.Path or None
@@ -415,6 +418,7 @@ class AcceleratorConfig(_Strict):
     cores: Annotated[tuple[CoreConfig, ...], BeforeValidator(_to_tuple), Field(min_length=1)]
     fold_input_taps: bool = True
     fold_input_rows: bool = True
+    row_lanes: bool = True
 
     _network: NetworkConfig | None = PrivateAttr(default=None)
     _path: Path | None = PrivateAttr(default=None)
@@ -469,6 +473,10 @@ class AcceleratorConfig(_Strict):
     def folded_rows(self, layer: ResolvedLayer) -> int:
         """Row copies of ``layer`` as it runs (:func:`~.placement.folded_rows`)."""
         return placement.folded_rows(self, layer)
+
+    def row_groups(self, layer: ResolvedLayer) -> int:
+        """Row groups of ``layer`` as it runs (:func:`~.placement.row_groups`)."""
+        return placement.row_groups(self, layer)
 
     def folds_fc_input(self, layer: ResolvedLayer) -> bool:
         """Whether fc ``layer`` reads its 1x1x1 input as a map

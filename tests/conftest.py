@@ -37,22 +37,24 @@ clock_mhz: 200
 block_size: %(B)d
 address_width: 32
 cores:
-  - {name: main, tn: %(tn)d, tm: %(tm)d, td: 2, tr: 4, tc: 4, unroll: [%(unroll)s],
+  - {name: main, tn: %(tn)d, tm: %(tm)d, td: %(td)d, tr: 4, tc: 4, unroll: [%(unroll)s],
      max_kernel: [3, 3, 3]}
 """
 
 
 def write_small_accelerator(folder: Path, *, B: int = 8, tn: int = 16, tm: int = 16,
-                            net: str = SMALL_NET, unroll: tuple[str, ...] = ("tn", "tm"),
-                            axi_ports: int = 1, dma_queue: int = 1) -> Path:
+                            td: int = 2, net: str = SMALL_NET,
+                            unroll: tuple[str, ...] = ("tn", "tm"), axi_ports: int = 1,
+                            dma_queue: int = 1) -> Path:
     """Write ``net.yaml`` (``net`` with ``%(B)d`` filled in) and ``acc.yaml`` into ``folder``
-    (created if missing): the core unrolling ``unroll``, with ``axi_ports`` AXI ports and
-    ``dma_queue`` read commands in flight; return the accelerator file's path."""
+    (created if missing): the core of ``td`` output depths unrolling ``unroll``, with
+    ``axi_ports`` AXI ports and ``dma_queue`` read commands in flight; return the accelerator
+    file's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.yaml").write_text(net % {"B": B})
     path = folder / "acc.yaml"
-    text = SMALL_ACC % {"B": B, "tn": tn, "tm": tm, "unroll": ", ".join(unroll)}
+    text = SMALL_ACC % {"B": B, "tn": tn, "tm": tm, "td": td, "unroll": ", ".join(unroll)}
     text += f"axi_ports: {axi_ports}\n" if axi_ports != 1 else ""
     text += f"dma_queue: {dma_queue}\n" if dma_queue != 1 else ""
     path.write_text(text)
@@ -188,6 +190,38 @@ def write_quarters_accelerator(folder: Path) -> Path:
     and a command queue of two (the ResNet-18 best's memory system) on :data:`QUARTER_NET`."""
     return write_small_accelerator(folder, tn=64, tm=64, net=QUARTER_NET,
                                    unroll=("td", "tn", "tm"), axi_ports=4, dma_queue=2)
+
+
+#: ResNet-18's stages 3 and 4 in small on four depth lanes (``Td = 4``, ``Tr = Tc = 4``), each
+#: conv shallower than the lanes, so its tiles' rows run in the idle lanes
+#: (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`): a1 (2x6x5, stride 2 in depth) in two
+#: row groups of two rows, its second row of tiles two rows (the second group idle); a2 (3x3x3,
+#: stride 2, two m-tiles) and its 1x1x1 stride-2 shortcut ad (subsampled input) 1x3x3 in four
+#: groups of one row (the fourth idle); a3 (two n-tiles, its kernel trimmed to 1x3x3) adds
+#: ad's map as its residual; an fc layer reads a3's map.
+ROWS_NET = """
+name: rows
+input: {channels: 16, depth: 4, height: 6, width: 5}
+classes: 10
+block_size: %(B)d
+layers:
+  - {name: a1, type: conv, out_channels: 16, kernel: 3, stride: [2, 1, 1], padding: 1,
+     cbn: true, crelu: true}                                      # 4x6x5 -> 2x6x5
+  - {name: a2, type: conv, out_channels: 32, kernel: 3, stride: 2, padding: 1, cbn: true,
+     crelu: true}                                                 # 2x6x5 -> 1x3x3
+  - {name: ad, type: conv, out_channels: 32, kernel: 1, stride: 2, input: a1, cbn: true}
+  - {name: a3, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true,
+     input: a2, residual: ad}
+  - {name: fc, type: fc, out_channels: 10}
+"""
+
+
+def write_rows_accelerator(folder: Path, *, axi_ports: int = 2, dma_queue: int = 2) -> Path:
+    """The small accelerator with ``Tn = Tm = 16`` and four depth lanes (``Td = 4``, the depth
+    unrolled) on :data:`ROWS_NET` (see :func:`write_small_accelerator`)."""
+    return write_small_accelerator(folder, tn=16, tm=16, td=4, net=ROWS_NET,
+                                   unroll=("td", "tn", "tm"), axi_ports=axi_ports,
+                                   dma_queue=dma_queue)
 
 
 def compile_saved(folder: Path, writer, seed: int):

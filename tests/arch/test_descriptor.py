@@ -16,6 +16,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_MINNER,
     FLAG_POOL,
+    FLAG_ROWLANES,
     NEEDED_FLAGS,
     OP_CONV,
     OP_GAP,
@@ -186,40 +187,48 @@ def test_the_stored_map_of_folded_and_viewed_descriptors():
 
 def _flag_cases():
     """Every flag alone, with the flag it needs and with each neighbour, a bit outside the
-    defined ones, the m-tiles innermost with a pool, on conv, gap and pool descriptors of one to
-    three m- and n-tiles, without a pool window and with carried (3-wide) windows."""
+    defined ones, the m-tiles innermost with a pool, the row lanes with a pool and a depth fold,
+    on conv, gap and pool descriptors of one to three m- and n-tiles, without a pool window and
+    with carried (3-wide) windows, on one depth tile of 2 or 3 depths and two tiles of 2."""
     rng = random.Random(5)
-    flags = [0, 0x800, 0x8000, FLAG_MINNER | FLAG_POOL] + [1 << b for b in range(11)]
+    flags = [0, 0x1000, 0x8000, FLAG_MINNER | FLAG_POOL, FLAG_ROWLANES | FLAG_POOL,
+             FLAG_ROWLANES | FLAG_DFOLD, FLAG_ROWLANES | FLAG_MINNER] + [1 << b for b in range(12)]
     flags += [f | n for f, n in NEEDED_FLAGS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
-    flags += [rng.randrange(1 << 11) for _ in range(40)]
-    return [(f, op, mt, nt, pw) for f in flags for op in (OP_CONV, OP_GAP, 2)
-            for mt in (1, 2, 3) for nt in (1, 2) for pw in ((1, 1, 1), (3, 3, 3), (2, 2, 3))]
+    flags += [rng.randrange(1 << 12) for _ in range(40)]
+    return [(f, op, mt, nt, pw, td, tds) for f in flags for op in (OP_CONV, OP_GAP, 2)
+            for mt in (1, 2, 3) for nt in (1, 2) for pw in ((1, 1, 1), (3, 3, 3), (2, 2, 3))
+            for td, tds in ((2, 1), (3, 1), (2, 2))]
 
 
 def test_the_flag_rules_are_what_the_descriptor_accepts_in_python_and_in_amaranth():
     cases = _flag_cases()
-    for flags, op, mt, nt, pw in cases:
+    for flags, op, mt, nt, pw, td, tds in cases:
         try:
-            _example(flags=flags, op=op, m_tiles=mt, n_tiles=nt, pool_window=pw)
+            _example(flags=flags, op=op, m_tiles=mt, n_tiles=nt, pool_window=pw,
+                     tile=(td, 4, 4), tiles=(tds, 7, 7))
         except ValueError:
             accepted = False
         else:
             accepted = True
-        assert flags_fault(flags, op, mt, nt, pw) is (not accepted), (hex(flags), op, mt, nt, pw)
+        assert flags_fault(flags, op, mt, nt, pw, td, tds) is (not accepted), (
+            hex(flags), op, mt, nt, pw, td, tds)
     m = Module()
     d = Signal(descriptor_layout())
     fault = Signal()
-    m.d.comb += fault.eq(flags_fault(d.flags, d.op, d.m_tiles, d.n_tiles, d.pool_window))
+    m.d.comb += fault.eq(flags_fault(d.flags, d.op, d.m_tiles, d.n_tiles, d.pool_window,
+                                     d.tile[0], d.tiles[0]))
 
     async def bench(ctx):
-        for flags, op, mt, nt, pw in cases:
+        for case in cases:
+            flags, op, mt, nt, pw, td, tds = case
             ctx.set(d.flags, flags)
             ctx.set(d.op, op)
             ctx.set(d.m_tiles, mt)
             ctx.set(d.n_tiles, nt)
             ctx.set(d.pool_window, list(pw))
-            assert ctx.get(fault) == flags_fault(flags, op, mt, nt, pw), (hex(flags), op, mt,
-                                                                           nt, pw)
+            ctx.set(d.tile, [td, 4, 4])
+            ctx.set(d.tiles, [tds, 7, 7])
+            assert ctx.get(fault) == flags_fault(*case), case
 
     sim = Simulator(m)
     sim.add_testbench(bench)

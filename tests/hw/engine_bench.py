@@ -69,12 +69,19 @@ def _dfold_accelerator() -> Path:
     return _conftest().write_dfold_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-dfold-")))
 
 
+def _rows_accelerator() -> Path:
+    """The ``Td = 4`` test accelerator whose convs run rows in their idle depth lanes
+    (``FLAG_ROWLANES``), written to a temporary folder."""
+    return _conftest().write_rows_accelerator(Path(tempfile.mkdtemp(prefix="fcircnn-rows-")))
+
+
 @cache
 def cases() -> tuple[Case, ...]:
-    """Every descriptor of ``configs/two_core.yaml`` and of the fused-pool test core, and the
-    depth- and row-folded first layer of the small network on a ``Tn = Tm = 32`` core."""
+    """Every descriptor of ``configs/two_core.yaml``, of the fused-pool test core and of the
+    row-lanes test core, and the depth- and row-folded first layer of the small network on a
+    ``Tn = Tm = 32`` core."""
     return _cases((("two_core", CONFIGS / "two_core.yaml"), ("fused", _fused_accelerator()),
-                   ("dfold", _dfold_accelerator())))
+                   ("dfold", _dfold_accelerator()), ("rows", _rows_accelerator())))
 
 
 @cache

@@ -137,11 +137,12 @@ def test_ping_pong_overlaps_load_and_compute():
     assert not ev["conflict"]
 
 
-def run_split(dut, tiles, reads, *, parts, seed):
+def run_split(dut, tiles, reads, *, parts, seed, config=None):
     """Load ``tiles`` ((box, beats) of the whole box) in ``parts`` (1, 2 or 4) parts of the
     slot groups at once, on ``i`` (the whole box, or its lower half or first quarter), ``i1``
     (the upper half, or the third quarter), ``i2`` and ``i3`` (the second and fourth
-    quarters), each stream pausing at random; read as :func:`run_buffer`."""
+    quarters), each stream pausing at random; read as :func:`run_buffer`. ``config``: values
+    of the buffer's configuration inputs, set before the first beat."""
     import random
 
     rng = random.Random(seed)
@@ -184,6 +185,8 @@ def run_split(dut, tiles, reads, *, parts, seed):
         ctx.set(dut.split, int(parts > 1))
         if dut.quarterable:
             ctx.set(dut.quarter, int(parts == 4))
+        for name, value in (config or {}).items():
+            ctx.set(getattr(dut, name), value)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -250,6 +253,62 @@ def test_a_split_buffer_needs_an_even_number_of_slot_groups():
         InputBuffer(16, 2, 2, 2, splittable=True)
     with pytest.raises(TypeError, match="splittable must be a bool"):
         InputBuffer(32, 2, 2, 2, splittable=1)
+
+
+@pytest.mark.parametrize(("shift", "stride", "ext_h", "parts"), [
+    (1, (1, 1, 1), 4, 1),   # two row groups of two depths, whole tile
+    (1, (2, 2, 1), 3, 2),   # strided, an odd tile: the second group has one row; split load
+    (2, (1, 2, 1), 3, 1),   # four groups of one depth: the fourth has no row
+    (2, (2, 1, 1), 1, 2),   # an edge tile of one row: only the first group has it
+])
+def test_row_lanes_store_each_lanes_rows_from_its_first(shift, stride, ext_h, parts):
+    # FLAG_ROWLANES: lane v is depth v mod (Td/R) of row group v div (Td/R); every lane read at
+    # one address gives its own depth's and rows' voxel (rows past the box: not checked).
+    Td, Tr, Tc, Tn = 4, 4, 3, 32
+    rng = np.random.default_rng(shift * 10 + ext_h)
+    buf = InputBuffer(Tn, Td, Tr, Tc, kernel=3, stride=stride, splittable=True, row_lanes=True)
+    groups = 1 << shift
+    depths, rows = Td // groups, -(-ext_h // groups)
+    box = [conv_input_range(0, n, 3, st, 1) for n, st in zip((depths, ext_h, Tc), stride,
+                                                             strict=True)]
+    tiles, maps = [], []
+    for _ in range(2):
+        p, beats = padded_box(rng, Tn // 2, (5, 9, 7), box)
+        maps.append(p)
+        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
+                      beats))
+    sd, sr, sc = stride
+    reads, coords = [], []
+    for a in range(3):
+        for b in range(3):
+            for c in range(3):
+                for r in range(min(rows, ext_h)):
+                    for q in range(Tc):
+                        reads.append(a * buf.plane + (r * sr + b) * buf.width + q * sc + c)
+                        coords.append((a, r * sr + b, q * sc + c))
+    config = {"stride_d": sd, "row_shift": shift, "row_step": rows * sr}
+    got, ev = run_split(buf, tiles, [reads] * 2, parts=parts, seed=shift + ext_h,
+                        config=config)
+    assert not ev["conflict"]
+    for t in range(2):
+        re, im = maps[t]
+        for value, (a, h, w) in zip(got[t], coords, strict=True):
+            for v in range(Td):
+                dv, u = v % depths, v // depths
+                d, hh = dv * sd + a, u * rows * sr + h
+                if hh >= box[1][1]:
+                    continue
+                for slot in range(Tn // 2):
+                    got_slot = value[v][slot]
+                    assert (got_slot.re, got_slot.im) == (re[slot, d, hh, w],
+                                                          im[slot, d, hh, w]), (t, v, a, h, w)
+
+
+def test_row_lanes_need_a_power_of_two_of_lanes():
+    with pytest.raises(ValueError, match="row_lanes needs Td a power of two > 1"):
+        InputBuffer(16, 3, 2, 2, row_lanes=True)
+    with pytest.raises(TypeError, match="row_lanes must be a bool"):
+        InputBuffer(16, 2, 2, 2, row_lanes=1)
 
 
 def test_small_tn_selects_sub_group():

@@ -14,8 +14,8 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import conv_cases, minner_cases, start
 
-from fcircnn.arch.descriptor import FLAG_MINNER
-from fcircnn.arch.geometry import box_span
+from fcircnn.arch.descriptor import FLAG_MINNER, row_groups_of
+from fcircnn.arch.geometry import box_span, lane_rows
 from fcircnn.arch.walk import conv_passes
 from fcircnn.hw.engine_compute import EngineCompute
 
@@ -35,16 +35,18 @@ def input_words(case):
 
 def ref_beats(case):
     """Per PE beat of the layer: ``(in_addr, w_addr, in_sub, first, last)``; per voxel:
-    ``(addr, accumulate, last)``."""
+    ``(addr, accumulate, last)``. With row lanes a pass steps through the rows of one row
+    group, ``min(Rh, ext_h)`` (each lane reads its own rows at those addresses)."""
     d, core = case.desc, case.core
     _, plane, width = input_words(case)
     kd, kr, kc = d.kernel
     sd, sr, sc = d.stride
     lanes = core.lanes
+    rows = lane_rows(d.tile[1], row_groups_of(d.flags, d.tile[0], lanes))
     beats, tags = [], []
     for tile, nt in conv_passes(d, core):
         depths = range(tile.ext[0]) if lanes == 1 else [0]
-        voxels = [(v, r, c) for v in depths for r in range(tile.ext[1])
+        voxels = [(v, r, c) for v in depths for r in range(min(rows, tile.ext[1]))
                   for c in range(tile.ext[2])]
         for n, (v, r, c) in enumerate(voxels):
             taps = [(a, b, e) for a in range(kd) for b in range(kr) for e in range(kc)]

@@ -17,7 +17,8 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import conv_cases, minner_cases, start
 
-from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.descriptor import row_groups_of
+from fcircnn.arch.geometry import CoreGeometry, lane_rows, row_lane
 from fcircnn.arch.walk import conv_tiles, halved_axes
 from fcircnn.hw.engine_drain import EngineDrain
 
@@ -77,6 +78,9 @@ def ref_out(case):
             out += ref_pooled(case, t, tile, halved)
             continue
         ed, eh, ew = tile.ext
+        if row_groups_of(d.flags, d.tile[0], core.lanes) > 1:
+            out += ref_row_lanes(case, t, tile)
+            continue
         beats = [(v, h, w, g) for v in range(ed) for h in range(eh) for w in range(ew)
                  for g in range(tile.groups)]
         ends = [i for i, (v, h, w, g) in enumerate(beats)
@@ -94,6 +98,29 @@ def ref_out(case):
                      for s in range(8)]
             out.append((lane, g, addr, int(i == len(beats) - 1), slots))
     return out, shapes
+
+
+def ref_row_lanes(case, t, tile):
+    """The output-buffer writes of tile ``t`` of a descriptor with row lanes: per lane (its
+    depth, then its row group) its rows of the tile (none past the tile's last), columns and
+    slot groups; lane ``v``'s sums at its own voxel ``(r, c)``, written at its depth and row
+    ``u * Rh + r`` (the residual read there)."""
+    d, core = case.desc, case.core
+    groups = row_groups_of(d.flags, d.tile[0], core.lanes)
+    rows = lane_rows(d.tile[1], groups)
+    eh, ew = tile.ext[1:]
+    beats = [(v, *row_lane(core.lanes, groups, v), r, w, g) for v in range(core.lanes)
+             for r in range(rows) for w in range(ew) for g in range(tile.groups)]
+    beats = [b for b in beats if b[2] * rows + b[3] < eh]
+    out = []
+    for i, (v, dv, u, r, w, g) in enumerate(beats):
+        word, addr = r * core.tc + w, (u * rows + r) * core.tc + w
+        slots = [fake_chain(acc(t, word, v, g * 8 + s), acc_im(t, word, v, g * 8 + s),
+                            mult(tile.mt & 1, g, s),
+                            res(t, addr, dv, g * 8 + s) if d.flags & 4 else 0)
+                 for s in range(8)]
+        out.append((dv, g, addr, int(i == len(beats) - 1), slots))
+    return out
 
 
 def ref_pooled(case, t, tile, halved):
