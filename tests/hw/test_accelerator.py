@@ -19,7 +19,13 @@ import pytest
 from conftest import compile_saved
 from engine_bench import weight_bytes
 
-from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_IQUARTER, FLAG_ISPLIT, flags_fault
+from fcircnn.arch.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_IQUARTER,
+    FLAG_ISPLIT,
+    FLAG_ROWLANES,
+    flags_fault,
+)
 from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
@@ -89,21 +95,31 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, run
     _check(doc, image)  # the next start runs the whole list again, bit-exact
 
 
+@pytest.mark.parametrize("index", [1, 3], ids=["iquarter-without-isplit", "rowlanes-on-one-lane"])
 def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
-                                                                              run_image):
-    # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
-    # writes and LayerDescriptor refuses): the engine stops with ERROR_BAD_DESCRIPTOR at that
-    # descriptor's address, before starting it; the unchanged list then runs bit-exact.
+                                                                              run_image, index):
+    # Descriptor 1 (c2) with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
+    # writes and LayerDescriptor refuses; flags_fault); descriptor 3 (c3, one depth tile of
+    # 2) with FLAG_ROWLANES, which the descriptor allows but this core of one lane cannot run
+    # (RowLanes.fault): the engine stops with ERROR_BAD_DESCRIPTOR at that descriptor's
+    # address, before starting it; the unchanged list then runs bit-exact.
     image = compiled[1]
-    flags = (image.descriptors[1].flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
-    assert flags_fault(flags, image.descriptors[1].op, 1, 1, image.descriptors[1].pool_window)
-    doc = run_image(compiled[0], compiled[2], "bad-descriptor",
-                    bad_descriptor={"index": 1, "flags": flags})
+    d = image.descriptors[index]
+    if index == 1:
+        flags = (d.flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
+        assert flags_fault(flags, d.op, 1, 1, d.pool_window, d.tile[0], d.tiles[0])
+    else:
+        flags = d.flags | FLAG_ROWLANES
+        assert not flags_fault(flags, d.op, 1, 1, d.pool_window, d.tile[0], d.tiles[0])
+    doc = run_image(compiled[0], compiled[2], f"bad-descriptor-{index}",
+                    bad_descriptor={"index": index, "flags": flags})
     fault = doc["fault_run"]
     assert fault["status"] == "error" and fault["interrupt"]
-    assert (fault["error_code"], fault["error_addr"]) == (ERROR_BAD_DESCRIPTOR,
-                                                          image.desc_ptr + DESCRIPTOR_BYTES)
-    assert [la["finished"] for la in fault["layers"][:2]] == [True, False]
+    assert (fault["error_code"], fault["error_addr"]) == (
+        ERROR_BAD_DESCRIPTOR, image.desc_ptr + index * DESCRIPTOR_BYTES)
+    # Descriptors finished per layer (c2: its conv and its pool pass).
+    finished = {la["name"]: la["finished"] for la in fault["layers"]}
+    assert (finished["c1"], finished["c2"], finished["c3"]) == (1, 2 if index == 3 else 0, 0)
     _check(doc, image)
 
 

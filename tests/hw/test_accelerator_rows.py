@@ -17,6 +17,7 @@ import math
 
 import pytest
 from conftest import compile_saved, write_rows_accelerator
+from engine_bench import check_run
 
 from fcircnn.arch.descriptor import FLAG_ROWLANES, row_groups_of
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry, lane_rows
@@ -63,11 +64,7 @@ def test_the_compiler_gives_the_shallow_convs_row_lanes(compiled, tmp_path):
 def test_row_lanes_are_bit_exact_under_backpressure(compiled, run_image):
     acc, image, root = compiled
     doc = run_image(acc, root, "rows", backpressure=0.3, latency=4, seed=43)
-    assert doc["status"] == "done" and doc["passed"], doc.get("message")
-    assert [layer["name"] for layer in doc["layers"]] == [
-        lp.layer.name for lp in image.plan.layers]
-    for layer in doc["layers"]:
-        assert layer["passed"] and layer["mismatches"] == 0, layer
+    check_run(doc, image)
     # The engine's PE-busy count is the walk's with row lanes: fewer beats than the tiles'
     # rows would take.
     busy = {layer["name"]: layer["pe_busy"] for layer in doc["layers"]}

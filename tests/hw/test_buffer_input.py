@@ -201,6 +201,18 @@ def run_split(dut, tiles, reads, *, parts, seed, config=None):
     return out, events
 
 
+def random_tiles(rng, buf, box, shape, n):
+    """``n`` random maps of ``shape`` and the box ``box`` of each as ``buf`` loads it:
+    ``(tiles, maps)``, a tile being ``(box config, beats)``, a map its padded ``(re, im)``."""
+    tiles, maps = [], []
+    for _ in range(n):
+        p, beats = padded_box(rng, buf.Tn // 2, shape, box)
+        maps.append(p)
+        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
+                      beats))
+    return tiles, maps
+
+
 def load_in_parts(Tn, Td, parts, *, quarterable=False):
     """Three random boxes loaded in ``parts`` into a split (and ``quarterable``) buffer and
     read back as the PE array reads them, against the padded map."""
@@ -208,12 +220,7 @@ def load_in_parts(Tn, Td, parts, *, quarterable=False):
     buf = InputBuffer(Tn, Td, 2, 3, kernel=3, stride=1, splittable=True,
                       quarterable=quarterable)
     box = [conv_input_range(0, n, 3, 1, 1) for n in (Td, 2, 3)]
-    tiles, maps = [], []
-    for _ in range(3):
-        p, beats = padded_box(rng, Tn // 2, (5, 4, 4), box)
-        maps.append(p)
-        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
-                      beats))
+    tiles, maps = random_tiles(rng, buf, box, (5, 4, 4), 3)
     reads, coords = conv_reads(buf, (Td, 2, 3))
     got, ev = run_split(buf, tiles, [reads] * 3, parts=parts, seed=Tn * Td + parts)
     for t in range(3):
@@ -271,12 +278,7 @@ def test_row_lanes_store_each_lanes_rows_from_its_first(shift, stride, ext_h, pa
     depths, rows = Td // groups, -(-ext_h // groups)
     box = [conv_input_range(0, n, 3, st, 1) for n, st in zip((depths, ext_h, Tc), stride,
                                                              strict=True)]
-    tiles, maps = [], []
-    for _ in range(2):
-        p, beats = padded_box(rng, Tn // 2, (5, 9, 7), box)
-        maps.append(p)
-        tiles.append(({"groups": buf.groups, "d": box[0][1], "h": box[1][1], "w": box[2][1]},
-                      beats))
+    tiles, maps = random_tiles(rng, buf, box, (5, 9, 7), 2)
     sd, sr, sc = stride
     reads, coords = [], []
     for a in range(3):
