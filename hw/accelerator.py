@@ -168,6 +168,19 @@ class Accelerator(wiring.Component):
         m.d.comb += self.interrupt.eq(regs.interrupt)
         return regs, dmas
 
+    @staticmethod
+    def _refused(desc, engines):
+        """Whether the sequencer refuses descriptor ``desc`` (``ERROR_BAD_DESCRIPTOR``): a
+        core that does not exist, an unknown op, flags that do not go together
+        (:func:`~fcircnn.arch.descriptor.flags_fault`) or row lanes its core cannot run
+        (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`)."""
+        rows = [(desc.core == k) & RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
+                for k, e in enumerate(engines)]
+        return ((desc.core >= len(engines)) | (desc.op > OP_POOL)
+                | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
+                              desc.pool_window, desc.tile[0], desc.tiles[0])
+                | Cat(*rows).any())
+
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
@@ -263,12 +276,7 @@ class Accelerator(wiring.Component):
                     with m.Else():
                         m.next = "DISPATCH"
             with m.State("DISPATCH"):
-                rows = [(desc.core == k) & RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
-                        for k, e in enumerate(engines)]
-                with m.If((desc.core >= n) | (desc.op > OP_POOL)
-                          | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
-                                        desc.pool_window, desc.tile[0], desc.tiles[0])
-                          | Cat(*rows).any()):
+                with m.If(self._refused(desc, engines)):
                     m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
                     m.next = "ERROR"
                 with m.Else():
