@@ -95,32 +95,69 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, run
     _check(doc, image)  # the next start runs the whole list again, bit-exact
 
 
-@pytest.mark.parametrize("index", [1, 3], ids=["iquarter-without-isplit", "rowlanes-on-one-lane"])
 def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
-                                                                              run_image, index):
-    # Descriptor 1 (c2) with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
-    # writes and LayerDescriptor refuses; flags_fault); descriptor 3 (c3, one depth tile of
-    # 2) with FLAG_ROWLANES, which the descriptor allows but this core of one lane cannot run
-    # (RowLanes.fault): the engine stops with ERROR_BAD_DESCRIPTOR at that descriptor's
-    # address, before starting it; the unchanged list then runs bit-exact.
+                                                                              run_image):
+    # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
+    # writes and LayerDescriptor refuses): the engine stops with ERROR_BAD_DESCRIPTOR at that
+    # descriptor's address, before starting it; the unchanged list then runs bit-exact.
     image = compiled[1]
-    d = image.descriptors[index]
-    if index == 1:
-        flags = (d.flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
-        assert flags_fault(flags, d.op, 1, 1, d.pool_window, d.tile[0], d.tiles[0])
-    else:
-        flags = d.flags | FLAG_ROWLANES
-        assert not flags_fault(flags, d.op, 1, 1, d.pool_window, d.tile[0], d.tiles[0])
-    doc = run_image(compiled[0], compiled[2], f"bad-descriptor-{index}",
-                    bad_descriptor={"index": index, "flags": flags})
+    d = image.descriptors[1]
+    flags = (d.flags | FLAG_IQUARTER) & ~FLAG_ISPLIT
+    assert flags_fault(flags, d.op, 1, 1, d.pool_window, d.tile[0], d.tiles[0])
+    doc = run_image(compiled[0], compiled[2], "bad-descriptor",
+                    bad_descriptor={"index": 1, "flags": flags})
     fault = doc["fault_run"]
     assert fault["status"] == "error" and fault["interrupt"]
-    assert (fault["error_code"], fault["error_addr"]) == (
-        ERROR_BAD_DESCRIPTOR, image.desc_ptr + index * DESCRIPTOR_BYTES)
-    # Descriptors finished per layer (c2: its conv and its pool pass).
-    finished = {la["name"]: la["finished"] for la in fault["layers"]}
-    assert (finished["c1"], finished["c2"], finished["c3"]) == (1, 2 if index == 3 else 0, 0)
+    assert (fault["error_code"], fault["error_addr"]) == (ERROR_BAD_DESCRIPTOR,
+                                                          image.desc_ptr + DESCRIPTOR_BYTES)
+    assert [la["finished"] for la in fault["layers"][:2]] == [True, False]
     _check(doc, image)
+
+
+def test_the_sequencer_refuses_row_lanes_a_core_cannot_run(tmp_path, small_accelerator):
+    # The rule the sequencer's DISPATCH applies (Accelerator._refused), on the small core (one
+    # lane: no row lanes) and the rows test core (four lanes, row lanes built): FLAG_ROWLANES
+    # only where the tile depth is 4 / R for R = 2 or 4; a core that does not exist, always.
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+    from conftest import write_rows_accelerator
+
+    from fcircnn.arch.descriptor import descriptor_layout
+    from fcircnn.hw.accelerator import Accelerator
+    from fcircnn.hw.common import never_elaborated
+    from fcircnn.hw.layer_engine import LayerEngine
+    from fcircnn.models.config import load_accelerator
+
+    engines = []
+    for writer, folder in ((small_accelerator, "small"), (write_rows_accelerator, "rows")):
+        acc = load_accelerator(writer(tmp_path / folder))
+        engines.append(LayerEngine.from_config(acc, acc.cores[0]))
+    assert [e.lanes for e in engines] == [1, 4] and engines[1].geometry.row_lanes
+    m = Module()
+    desc = Signal(descriptor_layout())
+    refused = Signal()
+    m.d.comb += refused.eq(Accelerator._refused(desc, engines))
+    # (core, flags, tile depth): refused?
+    cases = [((0, 0, 2), False), ((0, FLAG_ROWLANES, 2), True), ((0, FLAG_ROWLANES, 1), True),
+             ((1, 0, 4), False), ((1, FLAG_ROWLANES, 2), False), ((1, FLAG_ROWLANES, 1), False),
+             ((1, FLAG_ROWLANES, 4), True), ((1, FLAG_ROWLANES, 3), True),
+             ((2, 0, 2), True)]
+
+    async def bench(ctx):
+        ctx.set(desc.m_tiles, 1)
+        ctx.set(desc.n_tiles, 1)
+        ctx.set(desc.pool_window, [1, 1, 1])
+        ctx.set(desc.tiles, [1, 2, 2])
+        for (core, flags, depth), expected in cases:
+            ctx.set(desc.core, core)
+            ctx.set(desc.flags, flags)
+            ctx.set(desc.tile, [depth, 4, 4])
+            assert ctx.get(refused) == expected, (core, hex(flags), depth)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    never_elaborated(*engines)  # built for their parameters only
 
 
 def test_icarus_runs_the_top_level_bit_exact(compiled, run_image, tmp_path):
