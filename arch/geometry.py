@@ -43,9 +43,13 @@ __all__ = [
     "core_lanes",
     "engine_geometry",
     "input_buffer_geometry",
+    "lane_rows",
+    "lanes_take_rows",
     "pool_carries",
     "pool_carry",
     "pool_fuses",
+    "row_groups",
+    "row_lane",
     "weight_image_beats",
 ]
 
@@ -107,16 +111,21 @@ def box_span(tile: int, stride: int, kernel: int) -> int:
     return (tile - 1) * stride + kernel
 
 
+def lanes_take_rows(lanes: int) -> bool:
+    """Whether a core of ``lanes`` depth lanes can run row lanes
+    (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`): ``lanes`` a power of two above 1 (the
+    row groups, ``lanes`` over a power-of-two tile depth, are then powers of two too)."""
+    return lanes > 1 and lanes & (lanes - 1) == 0
+
+
 def row_groups(lanes: int, depth: int, rows: int) -> int:
     """The row groups ``R`` a conv tile of ``depth`` output depths and ``rows`` rows runs in
     on a core of ``lanes`` depth lanes (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`):
-    ``lanes / depth`` where ``lanes`` and ``depth`` are powers of two, ``depth < lanes`` and
-    the tile has more than one row, else 1 (the lanes are the tile's depths). ResNet-18's
-    stage 3 (2 x 7 x 7) on 4 lanes: 2; stage 4 (1 x 4 x 4): 4."""
-    def power_of_two(n: int) -> bool:
-        return n > 0 and n & (n - 1) == 0
-
-    if not (power_of_two(lanes) and power_of_two(depth)) or depth >= lanes or rows <= 1:
+    ``lanes / depth`` where the core :func:`lanes_take_rows`, ``depth`` is a power of two
+    below ``lanes`` and the tile has more than one row, else 1 (the lanes are the tile's
+    depths). ResNet-18's stage 3 (2 x 7 x 7) on 4 lanes: 2; stage 4 (1 x 4 x 4): 4."""
+    if (not lanes_take_rows(lanes) or depth < 1 or depth & (depth - 1) or depth >= lanes
+            or rows <= 1):
         return 1
     return lanes // depth
 

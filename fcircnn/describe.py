@@ -103,9 +103,10 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
             lines.append(f"  {r.name} computes {depths} output depths a pass in its core's idle "
                          f"output lanes: {run.out_channels} channels at depth "
                          f"{run.conv_shape[0]}")
-    for r in (r for r in acc.network.resolved if acc.row_groups(r) > 1):
-        lines.append(f"  {r.name} runs its tiles' rows in its core's idle depth lanes: "
-                     f"{acc.row_groups(r)} row groups (row_lanes)")
+    for r in acc.network.resolved:
+        if (groups := acc.row_groups(r)) > 1:
+            lines.append(f"  {r.name} runs its tiles' rows in its core's idle depth lanes: "
+                         f"{groups} row groups (row_lanes)")
     for r in (r for r in acc.network.resolved if acc.folds_fc_input(r)):
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} reads its 1x1x1 input as a {fmt3(run.in_shape)} map of "

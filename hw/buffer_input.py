@@ -13,6 +13,7 @@ from fcircnn.arch.geometry import (
     box_span,
     engine_geometry,
     input_buffer_geometry,
+    lanes_take_rows,
     row_lane,
 )
 from fcircnn.arch.ports import PortMap, input_halves, input_quarters
@@ -165,7 +166,7 @@ class InputBuffer(wiring.Component):
                 input_quarters(-(-Tn // 16))
             if not isinstance(row_lanes, bool):
                 raise TypeError(f"row_lanes must be a bool, not {row_lanes!r}")
-            if row_lanes and (Td < 2 or Td & (Td - 1)):
+            if row_lanes and not lanes_take_rows(Td):
                 raise ValueError(f"row_lanes needs Td a power of two > 1, not {Td}")
         self.splittable, self.quarterable, self.row_lanes = splittable, quarterable, row_lanes
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B

@@ -20,7 +20,7 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
     descriptor_layout,
 )
-from fcircnn.arch.geometry import MAX_TILE, CoreGeometry
+from fcircnn.arch.geometry import MAX_TILE, CoreGeometry, lanes_take_rows
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .common import mul_small
@@ -101,8 +101,9 @@ class RowLanes:
     @staticmethod
     def enabled(lanes: int, built: bool) -> bool:
         """Whether a core of ``lanes`` depth lanes built with row lanes (``built``:
-        :attr:`~fcircnn.arch.geometry.EngineGeometry.row_lanes`) runs them."""
-        return built and lanes > 1 and lanes & (lanes - 1) == 0
+        :attr:`~fcircnn.arch.geometry.EngineGeometry.row_lanes`) runs them
+        (:func:`~fcircnn.arch.geometry.lanes_take_rows`)."""
+        return built and lanes_take_rows(lanes)
 
 
 class TileWalk:
