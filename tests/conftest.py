@@ -162,10 +162,11 @@ def write_trim_accelerator(folder: Path) -> Path:
                                    unroll=("td", "tn", "tm"), axi_ports=4, dma_queue=2)
 
 
-#: ResNet-18's first stage-2 block in small, on the committed best's channel tile (``Tn = Tm =
-#: 64``, four input slot groups): after q0, q1 (3x3x3, stride 2, 64 -> 128 channels) and qd
-#: (its 1x1x1 stride-2 shortcut) wait for input boxes twice their tile's extent, q2 adds qd's
-#: map as its residual; the compiler reads input boxes in quarters over the four ports
+#: ResNet-18's first stage-2 block in small, on the committed best's input channel tile (``Tn =
+#: 64``: four input slot groups) and half its output tile (``Tm = 32``: half the PE array to
+#: build and simulate, two m-tiles a layer): after q0, q1 (3x3x3, stride 2) and qd (its 1x1x1
+#: stride-2 shortcut) wait for input boxes twice their tile's extent, q2 adds qd's map as its
+#: residual; the compiler reads input boxes in quarters over the four ports
 #: (``FLAG_IQUARTER``), q2's beside its residual boxes on port 3, and walks q1's two m-tiles
 #: innermost (``FLAG_MINNER``: one input box for both).
 QUARTER_NET = """
@@ -175,10 +176,10 @@ classes: 10
 block_size: %(B)d
 layers:
   - {name: q0, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true}
-  - {name: q1, type: conv, out_channels: 128, kernel: 3, stride: 2, padding: 1, cbn: true,
+  - {name: q1, type: conv, out_channels: 64, kernel: 3, stride: 2, padding: 1, cbn: true,
      crelu: true}                                                 # 4x8x8 -> 2x4x4
-  - {name: qd, type: conv, out_channels: 128, kernel: 1, stride: 2, input: q0, cbn: true}
-  - {name: q2, type: conv, out_channels: 128, kernel: 3, padding: 1, cbn: true, crelu: true,
+  - {name: qd, type: conv, out_channels: 64, kernel: 1, stride: 2, input: q0, cbn: true}
+  - {name: q2, type: conv, out_channels: 64, kernel: 3, padding: 1, cbn: true, crelu: true,
      input: q1, residual: qd}
   - {name: gap, type: gap}
   - {name: fc, type: fc, out_channels: 10}
@@ -186,9 +187,10 @@ layers:
 
 
 def write_quarters_accelerator(folder: Path) -> Path:
-    """The small accelerator with ``Tn = Tm = 64``, the depth loop unrolled, four AXI ports
-    and a command queue of two (the ResNet-18 best's memory system) on :data:`QUARTER_NET`."""
-    return write_small_accelerator(folder, tn=64, tm=64, net=QUARTER_NET,
+    """The small accelerator with ``Tn = 64``, ``Tm = 32``, the depth loop unrolled, four AXI
+    ports and a command queue of two (the ResNet-18 best's memory system) on
+    :data:`QUARTER_NET`."""
+    return write_small_accelerator(folder, tn=64, tm=32, net=QUARTER_NET,
                                    unroll=("td", "tn", "tm"), axi_ports=4, dma_queue=2)
 
 

@@ -19,7 +19,10 @@ m-tiles innermost (``FLAG_MINNER``: each input box read once for both) and split
 boxes (``FLAG_ISPLIT``: its two input slot groups, the lower read by the
 input loader on ``m_axi``, the upper by the weight loader on ``m_axi1`` before the weight tile,
 both filling the input buffer at once); f2 keeps whole tiles and boxes (its last n-tile has one
-slot group: its boxes cannot split).
+slot group: its boxes cannot split). A read error on ``m_axi1`` (the first half of an fc weight
+tile) ends the run with its address, and the next start runs the layer again.
+
+The one-lane core's runs are slow tests (see ``compiled``); its plan is checked here.
 """
 
 import pytest
@@ -27,18 +30,33 @@ from conftest import compile_saved
 from engine_bench import weight_bytes
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_MINNER, FLAG_POOL, FLAG_WSPLIT, OP_CONV
+from fcircnn.arch.geometry import CoreGeometry
+from fcircnn.arch.walk import conv_reads
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_fused")
 
 
-@pytest.fixture(scope="module", params=[(["td", "tn", "tm"], 2), (["tn", "tm"], 1)],
-                ids=["two-lanes-2ports", "one-lane"])
-def compiled(request, tmp_path_factory, fused_accelerator):
-    unroll, ports = request.param
+#: The two cores: unrolled depth lanes and ports of each.
+CORES = {"two-lanes-2ports": (("td", "tn", "tm"), 2), "one-lane": (("tn", "tm"), 1)}
+
+
+def _compile(name, tmp_path_factory, fused_accelerator):
+    unroll, ports = CORES[name]
     return compile_saved(tmp_path_factory.mktemp("fused"),
                          lambda folder: fused_accelerator(folder, unroll=unroll,
                                                           axi_ports=ports), 5)
+
+
+# The one-lane core's runs are slow tests (a second Verilator build and a 19,000-cycle run: two
+# minutes of the default suite): its drain's walk through the depths, pooling the partial sums
+# a word per depth, is checked beat for beat under stalls by test_engine_drain.py
+# (test_a_pool_on_the_partial_sums_with_one_lane_steps_through_the_depths), the pool's
+# arithmetic by the two-lane core's runs here, and the one-lane engine by test_accelerator.py.
+@pytest.fixture(scope="module", params=[
+    "two-lanes-2ports", pytest.param("one-lane", marks=pytest.mark.slow)])
+def compiled(request, tmp_path_factory, fused_accelerator):
+    return _compile(request.param, tmp_path_factory, fused_accelerator)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +75,9 @@ def _check(doc, compiled):
         assert layer["passed"] and layer["mismatches"] == 0, layer
 
 
-def test_pools_are_fused(compiled):
-    _, image, _ = compiled
+@pytest.mark.parametrize("core", CORES)
+def test_pools_are_fused(core, tmp_path_factory, fused_accelerator):
+    _, image, _ = _compile(core, tmp_path_factory, fused_accelerator)
     pooled = [lp for lp in image.plan.layers if lp.layer.pool is not None]
     assert [lp.layer.name for lp in pooled] == ["f1", "f2"]
     for lp in pooled:
@@ -99,3 +118,28 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
         assert read[1] == weight_bytes(acc, image) + upper
         assert read[0] > halves + upper
 
+
+
+def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
+        tmp_path_factory, fused_accelerator, run_image, tmp_path):
+    """The fc layer alone (its input pre-filled with the golden map): a read error on the first
+    half of its first weight tile, which only the weight loader reads (on ``m_axi1``), ends
+    the run with that address; the next start runs it again, bit-exact."""
+    from fcircnn.gen.select import select_layers
+
+    acc, image, _ = _compile("two-lanes-2ports", tmp_path_factory, fused_accelerator)
+    sub = select_layers(image, ["fc"])
+    sub.save(tmp_path / "image")
+    (lp,) = sub.plan.layers
+    d = lp.descriptor
+    assert d.flags & FLAG_WSPLIT
+    first = next(box for kind, box in conv_reads(d, CoreGeometry.of(lp.core, acc.block_size))
+                 if kind == "weights")
+    half = d.weight_tile_bytes // 2
+    doc = run_image(acc, tmp_path, "two-ports-fault", backpressure=0.2, seed=3,
+                    inject_error={"addr": first.addr, "size": half, "kind": "read"})
+    fault = doc["fault_run"]
+    assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
+    assert fault["error_code"] == 3 and first.addr <= fault["error_addr"] < first.addr + half
+    assert doc["read_bytes"][1] > 0
+    _check(doc, (acc, sub, tmp_path))  # the next start runs it again, bit-exact
