@@ -816,19 +816,8 @@ def _calibration_flags(parser: argparse.ArgumentParser) -> None:
                              "larger values saturate) (default: max)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from fcircnn.gen.estimate import DEFAULT_CAP
-
-    parser = argparse.ArgumentParser(
-        prog="fcircnn",
-        description="Generator of FPGA accelerators for block-circulant 3D CNNs computed in "
-                    "the frequency domain.",
-    )
-    parser.add_argument("--version", action="version", version=f"fcircnn {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="print the full traceback of an internal error")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_golden(sub) -> None:
+    """Add the ``golden`` command (the NumPy golden model of a whole network)."""
     golden = sub.add_parser(
         "golden", help="run the NumPy golden model of a whole network",
         description="Run a network with random block-circulant weights (or given ones) in the "
@@ -856,6 +845,10 @@ def build_parser() -> argparse.ArgumentParser:
     golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     golden.set_defaults(func=cmd_golden)
 
+def _add_check(sub) -> None:
+    """Add the ``check`` command (validate a configuration file)."""
+    from fcircnn.gen.estimate import DEFAULT_CAP
+
     check = sub.add_parser(
         "check", help="validate a network or accelerator YAML and print the resolved parameters",
         description="Validate a configuration file (network or accelerator, detected from its "
@@ -867,6 +860,8 @@ def build_parser() -> argparse.ArgumentParser:
                             f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
     check.set_defaults(func=cmd_check)
 
+def _add_compile(sub) -> None:
+    """Add the ``compile`` command (a network into a DDR image)."""
     comp = sub.add_parser(
         "compile", help="compile a network for an accelerator into a DDR image",
         description="Calibrate and quantize the network of an accelerator YAML (random or given "
@@ -891,6 +886,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
     comp.set_defaults(func=cmd_compile)
 
+def _add_generate(sub) -> None:
+    """Add the ``generate`` command (Verilog, Vivado scripts and register map)."""
     gen = sub.add_parser(
         "generate", help="generate the Verilog top, Vivado scripts, XDC and register map",
         description="Generate, for an accelerator YAML, the Verilog top level "
@@ -908,6 +905,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write into a non-empty output directory (replaces files of the "
                           "same names, leaves other files alone)")
     gen.set_defaults(func=cmd_generate)
+
+def _add_estimate(sub) -> None:
+    """Add the ``estimate`` command (resources and modelled performance)."""
+    from fcircnn.gen.estimate import DEFAULT_CAP
 
     est = sub.add_parser(
         "estimate", help="DSP/BRAM/LUT/FF per component and the modelled performance",
@@ -933,6 +934,8 @@ def build_parser() -> argparse.ArgumentParser:
                           f"(0, 1] (default: {DEFAULT_CAP:g}, as check and sweep)")
     est.set_defaults(func=cmd_estimate)
 
+def _add_sim(sub) -> None:
+    """Add the ``sim`` command (a network, or some of its layers, on the RTL)."""
     simp = sub.add_parser(
         "sim", help="run a network, or some of its layers, on the generated RTL",
         description="Compile the network of an accelerator YAML (optionally scaled down by S: "
@@ -966,6 +969,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "$FCIRCNN_BUILD_DIR or build)")
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     simp.set_defaults(func=cmd_sim)
+
+def _add_project(sub) -> None:
+    """Add the ``project`` command (block-circulant weights nearest to dense ones)."""
     proj = sub.add_parser(
         "project", help="the nearest block-circulant weights of trained dense weights",
         description="Project the dense weights of a trained network (an .npz of "
@@ -981,6 +987,9 @@ def build_parser() -> argparse.ArgumentParser:
     proj.add_argument("-o", "--output", required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
     proj.set_defaults(func=cmd_project)
+
+def _add_import(sub) -> None:
+    """Add the ``import`` command (weights from a checkpoint of the paper's training code)."""
     imp = sub.add_parser(
         "import", help="weights from a checkpoint of the paper's training code",
         description="Import a checkpoint of the paper's public training code (SpectralCirC3D; "
@@ -997,6 +1006,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", required=True, metavar="W.npz",
                      help="the weights file to write")
     imp.set_defaults(func=cmd_import)
+
+def _add_run(sub) -> None:
+    """Add the ``run`` command (class scores of clips)."""
     run = sub.add_parser(
         "run", help="class scores of clips on the golden model or the RTL",
         description="Quantize time-domain clips [N, C, D, H, W] with the accelerator's "
@@ -1028,6 +1040,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--save", metavar="SCORES.npy", help="save the scores [N, classes]")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
+
+def _add_deploy(sub) -> None:
+    """Add the ``deploy`` command (the folder for a ZCU102 with PYNQ)."""
     dep = sub.add_parser(
         "deploy", help="write the folder to copy to a ZCU102 with PYNQ (overlay, images, "
                        "run.py)",
@@ -1052,6 +1067,11 @@ def build_parser() -> argparse.ArgumentParser:
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
     dep.set_defaults(func=cmd_deploy)
+
+def _add_sweep(sub) -> None:
+    """Add the ``sweep`` command (the design-space exploration)."""
+    from fcircnn.gen.estimate import DEFAULT_CAP
+
     sw = sub.add_parser(
         "sweep", help="design-space exploration of core configurations for a network",
         description="Enumerate core configurations (Tn, Tm, Td, Tr, Tc, B, an unrolled depth "
@@ -1117,6 +1137,29 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to write the best accelerator file (default: DIR/best.yaml)")
     sw.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(func=cmd_sweep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fcircnn",
+        description="Generator of FPGA accelerators for block-circulant 3D CNNs computed in "
+                    "the frequency domain.",
+    )
+    parser.add_argument("--version", action="version", version=f"fcircnn {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the full traceback of an internal error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_golden(sub)
+    _add_check(sub)
+    _add_compile(sub)
+    _add_generate(sub)
+    _add_estimate(sub)
+    _add_sim(sub)
+    _add_project(sub)
+    _add_import(sub)
+    _add_run(sub)
+    _add_deploy(sub)
+    _add_sweep(sub)
     return parser
 
 
