@@ -74,6 +74,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -460,8 +461,7 @@ def run_cocotb(
     verilog = design if isinstance(design, str) else to_verilog(design, toplevel)
     if simulator == "icarus":
         verilog = icarus_time_zero_fix(verilog)
-    params = dict(parameters or {})
-    params_json = json.dumps(params, sort_keys=True)
+    params_json = json.dumps(dict(parameters or {}), sort_keys=True)
 
     key = hashlib.sha256()
     opt = verilator_opt if simulator == "verilator" else None
@@ -473,68 +473,111 @@ def run_cocotb(
         key.update(b"\0")
     build_dir = build_root() / "sim" / f"{toplevel}-{simulator}-{key.hexdigest()[:16]}"
     build_dir.parent.mkdir(parents=True, exist_ok=True)
-    stamp = build_dir / "build.ok"
 
     runner = get_runner(simulator)
+    _build_once(runner, simulator, verilog, toplevel, build_dir, key.hexdigest(),
+                opt=opt, waves=waves, status=status)
+    if status is not None:
+        status(f"simulating {test_module} on {toplevel}")
+    return _run_tests(runner, simulator, test_module, toplevel, build_dir,
+                      {PARAMS_ENV: params_json, **(extra_env or {})},
+                      testcase=testcase, waves=waves, seed=seed)
+
+
+def _build_once(runner, simulator: str, verilog: str, toplevel: str, build_dir: Path,
+                digest: str, *, opt: str | None, waves: bool,
+                status: Callable[[str], None] | None) -> None:
+    """Build ``verilog`` into ``build_dir`` unless its stamp file (``build.ok``) holds
+    ``digest``; concurrent callers (pytest-xdist workers) are serialised by a file lock beside
+    the folder, so one builds and the others reuse it."""
+    stamp = build_dir / "build.ok"
     lock_path = build_dir.with_name(build_dir.name + ".lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cached = stamp.is_file() and stamp.read_text() == key.hexdigest()
+            cached = stamp.is_file() and stamp.read_text() == digest
             if status is not None:
                 status(f"reusing the {simulator} build in {build_dir}" if cached else
                        f"building the {simulator} model in {build_dir} (minutes for a large "
                        "design)")
             if not cached:
-                if build_dir.exists():
-                    shutil.rmtree(build_dir)
-                build_dir.mkdir(parents=True)
-                source = build_dir / f"{toplevel}.v"
-                source.write_text(verilog)
-                build_log = build_dir / "build.log"
-                saved_makeflags = os.environ.get("MAKEFLAGS")
-                overrides = _verilator_make_overrides(opt) if simulator == "verilator" else []
-                if overrides:  # variable definitions in MAKEFLAGS act as command-line overrides
-                    os.environ["MAKEFLAGS"] = " ".join(
-                        [*(saved_makeflags or "").split(), "--", *overrides]
-                        if "--" not in (saved_makeflags or "").split()
-                        else [*(saved_makeflags or "").split(), *overrides]
-                    )
-                try:
-                    runner.build(
-                        sources=[source],
-                        hdl_toplevel=toplevel,
-                        build_dir=build_dir,
-                        build_args=list(VERILATOR_BUILD_ARGS) if simulator == "verilator" else [],
-                        timescale=TIMESCALE,
-                        waves=waves,
-                        log_file=build_log,
-                    )
-                except (RuntimeError, SystemExit) as exc:
-                    raise RuntimeError(
-                        f"{simulator} build of {toplevel} failed in {build_dir}:\n"
-                        f"{_tail(build_log)}"
-                    ) from exc
-                finally:
-                    if saved_makeflags is None:
-                        os.environ.pop("MAKEFLAGS", None)
-                    else:
-                        os.environ["MAKEFLAGS"] = saved_makeflags
-                stamp.write_text(key.hexdigest())
+                _build(runner, simulator, verilog, toplevel, build_dir, opt=opt, waves=waves)
+                stamp.write_text(digest)
                 if status is not None:
                     status(f"{simulator} model built")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    if status is not None:
-        status(f"simulating {test_module} on {toplevel}")
 
+
+@contextmanager
+def _make_overrides(overrides: Sequence[str]):
+    """Within the block, ``MAKEFLAGS`` carries the variable definitions ``overrides`` (which
+    act as command-line overrides of every ``make`` the build runs); restored after."""
+    saved = os.environ.get("MAKEFLAGS")
+    if overrides:
+        words = (saved or "").split()
+        os.environ["MAKEFLAGS"] = " ".join(
+            [*words, *overrides] if "--" in words else [*words, "--", *overrides])
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = saved
+
+
+def _build(runner, simulator: str, verilog: str, toplevel: str, build_dir: Path, *,
+           opt: str | None, waves: bool) -> None:
+    """A fresh build of ``verilog`` in ``build_dir`` (its log ``build.log``).
+
+    Raises
+    ------
+    RuntimeError
+        If the build failed (the message holds the tail of the build log).
+    """
+    if build_dir.exists():
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True)
+    source = build_dir / f"{toplevel}.v"
+    source.write_text(verilog)
+    build_log = build_dir / "build.log"
+    overrides = _verilator_make_overrides(opt) if simulator == "verilator" else []
+    with _make_overrides(overrides):
+        try:
+            runner.build(
+                sources=[source],
+                hdl_toplevel=toplevel,
+                build_dir=build_dir,
+                build_args=list(VERILATOR_BUILD_ARGS) if simulator == "verilator" else [],
+                timescale=TIMESCALE,
+                waves=waves,
+                log_file=build_log,
+            )
+        except (RuntimeError, SystemExit) as exc:
+            raise RuntimeError(
+                f"{simulator} build of {toplevel} failed in {build_dir}:\n"
+                f"{_tail(build_log)}"
+            ) from exc
+
+
+def _run_tests(runner, simulator: str, test_module: str, toplevel: str, build_dir: Path,
+               env: Mapping[str, str], *, testcase: str | Sequence[str] | None, waves: bool,
+               seed: int) -> Path:
+    """Run ``test_module`` on the build in ``build_dir`` in a fresh folder ``runs/<pid>-<n>``
+    with ``env``; return the results XML (every cocotb test passed).
+
+    Raises
+    ------
+    CocotbFailure
+        If a cocotb test failed, or the simulation produced no results or exited abnormally.
+    """
     run_dir = build_dir / "runs" / f"{os.getpid()}-{_run_counter()}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     results_xml = run_dir / "results.xml"
     sim_log = run_dir / "sim.log"
-    env = {PARAMS_ENV: params_json, **(extra_env or {})}
     error: BaseException | None = None
     try:
         runner.test(
@@ -544,7 +587,7 @@ def run_cocotb(
             build_dir=build_dir,
             test_dir=run_dir,
             testcase=testcase,
-            extra_env=env,
+            extra_env=dict(env),
             waves=waves,
             seed=seed,
             timescale=TIMESCALE,
