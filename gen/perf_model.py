@@ -207,9 +207,14 @@ class EngineTiming:
         walker start, row set-up, AR register) = 3, so the first R beat comes ``read_setup +
         read_latency`` cycles after the loader issues the command.
     fetch_setup : int
-        The same for the sequencer's descriptor fetch, which drives the DMA directly = 2.
+        The same for the sequencer's descriptor fetch, which drives the DMA directly (the
+        FETCH_CMD handshake, walker start, row set-up, AR register) = 3.
     read_status : int
         Last R beat to the loader's next decision: status register, status handshake = 3.
+    input_commit : int
+        An input box's last beat to the box being readable by compute: the input buffer writes
+        each beat a cycle after taking it and commits with that write (``r_valid`` two cycles
+        after the last beat; the weight buffer commits with the beat itself: one) = 2.
     zero_setup : int
         Read command handshake to the first zero beat of a box that starts with padding (the
         walker's zero run needs no AR: handshake, walker start) = 2.
@@ -245,8 +250,9 @@ class EngineTiming:
     """
 
     read_setup: int = 3
-    fetch_setup: int = 2
+    fetch_setup: int = 3
     read_status: int = 3
+    input_commit: int = 2
     zero_setup: int = 2
     row_cycles: int = 2
     write_setup: int = 4
@@ -708,7 +714,7 @@ class _Conv:
         box two back; whole on the input loader, in halves or quarters over the loaders, or
         not at all when the pass reuses its tile's box (``FLAG_MINNER``). ``(ld, in_ready)``:
         the input loader's next decision cycle and when the box is in the buffer."""
-        d, acc = self.d, self.acc
+        d, acc, t = self.d, self.acc, self.t
         free_in = s[_BR2] + 1
 
         def in_read(who, dec, dest, gate, groups, ax=ax):
@@ -738,7 +744,7 @@ class _Conv:
                 settled = s[self.walker[who]] + (1 if self.queues else 2)
                 s[self.walker[who]], last = in_read(who, settled, kind, gate, q)
                 lasts.append(last)
-            s[_IC] = max(lasts) + 1
+            s[_IC] = max(lasts) + t.input_commit
             return ld, s[_IC]
         if self.i_split:
             # lower half on the input loader, upper half on the weight loader or port 2's (two
@@ -749,10 +755,10 @@ class _Conv:
             who = self.i1_who
             settled = s[self.walker[who]] + (1 if self.queues else 2)
             s[self.walker[who]], last1 = in_read(who, settled, "input_half", gate, g_in - half)
-            s[_IC] = max(last, last1) + 1
+            s[_IC] = max(last, last1) + t.input_commit
             return ld, s[_IC]
         ld, last = in_read("in", ld, "input", free_in, g_in)
-        return ld, last + 1
+        return ld, last + t.input_commit
 
     def _drain_and_store(self, s: list, groups: int, ax, out_beats: int, inputs: int) -> None:
         """A tile's drain, once its sums are committed and its records and residual box
@@ -920,12 +926,13 @@ class _Conv:
 
     def _clamp(self, s: list) -> None:
         # Event times older than every walker's position can no longer bind: raise them to
-        # that floor so a steady state shifts the whole state uniformly.
+        # the cycle before that floor (a gate one cycle after an event then still does not
+        # bind a walker at the floor) so a steady state shifts the whole state uniformly.
         floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL],
                     *(s[i] for i in self.half_walkers))
         for i in range(self.nstate):
             if s[i] < floor:
-                s[i] = floor
+                s[i] = floor - 1
 
 
 def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[float, int]:
