@@ -947,6 +947,11 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     virtual = [max(0, (k - 1 - p) + (o - 1) * s - (n - 1)) for k, p, s, n, o in zip(
         d.pool_window, d.pool_padding, d.pool_stride, d.in_shape, d.out_shape, strict=True)]
     inserted = D * H * virtual[2] + D * virtual[1] * Wo + virtual[0] * Ho * Wo
+    # The input voxel that completes the last window: the voxels after it on an axis that no
+    # window takes (an odd map under a window of 2, no padding) still stream in, after it.
+    need = [min(n - 1, (o - 1) * s + k - 1 - p) for k, p, s, n, o in zip(
+        d.pool_window, d.pool_padding, d.pool_stride, d.in_shape, d.out_shape, strict=True)]
+    completing = need[0] * H * W + need[1] * W + need[2] + 1   # beats up to it
     groups = -(-d.in_slots // 8)
     t_now = 0.0
     end = 0.0
@@ -955,9 +960,12 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     for _ in range(-(-groups // mem.pool_lanes)):
         cmd = t_now  # both commands handshake in the CMD cycle
         last_in = _read_last(mem, t, cmd, n_in, D * H, D * H, 1) + inserted
-        last_out = max(last_in + t.post_latency + t.pool_latency,
+        complete = last_in if completing == n_in else _read_last(
+            mem, t, cmd, completing, need[0] * H + need[1] + 1, need[0] * H + need[1] + 1, 1)
+        last_out = max(complete + t.post_latency + t.pool_latency,
                        _write_last(mem, t, cmd, n_out, Do * Ho))
-        end = last_out + mem.write_response + t.write_status - 1
+        # the step ends with the later of the read's status and the last write's
+        end = max(last_in + t.read_status, last_out + mem.write_response + t.write_status) - 1
         t_now = end + 1
     return end, groups * (n_in + n_out) * _BEAT
 

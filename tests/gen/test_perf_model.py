@@ -73,11 +73,15 @@ def test_model_agrees_with_recorded_rtl_cycles(record, tmp_path):
     assert not errors, "; ".join(errors)
 
 
-#: Recorded cases the model matches to the cycle on every layer: one, two and four ports, a
-#: command queue, split and quartered input boxes, a carried pool, row lanes (the fetch's
-#: set-up, the input buffer's commit and the clamped state are the RTL's, not fitted).
-EXACT_CASES = ("small", "fused", "dfold", "small_q2", "small_2ports", "fc_2ports", "pool_lanes",
-               "fused_4ports_q2", "pool_lanes_4ports", "quarters", "carried", "rows")
+#: Recorded cases the model matches to the cycle on every layer (but those named): one, two and
+#: four ports, a command queue, split and quartered input boxes, carried pools, row lanes and
+#: pool passes of odd maps (the fetch's set-up, the input buffer's commit, the clamped state
+#: and a pool pass's unused trailing voxels are the RTL's, not fitted). ``kinds``' r_conv1 is
+#: 4 cycles over (left: within 3%).
+EXACT_CASES = {name: () for name in (
+    "small", "fused", "dfold", "small_q2", "small_2ports", "fc_2ports", "pool_lanes",
+    "fused_4ports_q2", "pool_lanes_4ports", "quarters", "carried", "rows")}
+EXACT_CASES |= {"kinds": ("r_conv1",), "kinds_2ports": ("r_conv1",)}
 
 
 @pytest.mark.parametrize("name", EXACT_CASES)
@@ -86,8 +90,10 @@ def test_model_is_exact_to_the_cycle_on_these_cases(name, tmp_path):
     case = _case(name)
     perf = model_network(RECORDER.load_case(case, tmp_path),
                          memory=MemoryModel(burst_latency=case.latency))
-    assert [(la.cycles, la.dma_stall_cycles) for la in perf.layers] == [
-        (x["cycles"], x["dma_stall"]) for x in record["layers"]]
+    skip = EXACT_CASES[name]
+    assert [(la.name, la.cycles, la.dma_stall_cycles) for la in perf.layers
+            if la.name not in skip] == [(x["name"], x["cycles"], x["dma_stall"])
+                                        for x in record["layers"] if x["name"] not in skip]
 
 def test_constants_are_the_rtls():
     """The model's fixed latencies are the RTL's own (one set for every layer)."""
