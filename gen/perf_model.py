@@ -944,14 +944,16 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
     # CMaxPool's axis stages insert virtual (padding) positions after a sweep's last real one
     # while windows still end in the trailing padding; the input waits during them. The w stage
     # inserts voxels per row, the h stage lines of Wo voxels per plane, the d stage planes.
-    virtual = [max(0, (k - 1 - p) + (o - 1) * s - (n - 1)) for k, p, s, n, o in zip(
-        d.pool_window, d.pool_padding, d.pool_stride, d.in_shape, d.out_shape, strict=True)]
+    # Per axis the input index the last window ends at (past the map: trailing padding).
+    ends = [(o - 1) * s + k - 1 - p for k, p, s, o in zip(
+        d.pool_window, d.pool_padding, d.pool_stride, d.out_shape, strict=True)]
+    virtual = [max(0, e - (n - 1)) for e, n in zip(ends, d.in_shape, strict=True)]
     inserted = D * H * virtual[2] + D * virtual[1] * Wo + virtual[0] * Ho * Wo
     # The input voxel that completes the last window: the voxels after it on an axis that no
     # window takes (an odd map under a window of 2, no padding) still stream in, after it.
-    need = [min(n - 1, (o - 1) * s + k - 1 - p) for k, p, s, n, o in zip(
-        d.pool_window, d.pool_padding, d.pool_stride, d.in_shape, d.out_shape, strict=True)]
-    completing = need[0] * H * W + need[1] * W + need[2] + 1   # beats up to it
+    need = [min(e, n - 1) for e, n in zip(ends, d.in_shape, strict=True)]
+    need_rows = need[0] * H + need[1] + 1
+    completing = (need_rows - 1) * W + need[2] + 1   # beats up to it
     groups = -(-d.in_slots // 8)
     t_now = 0.0
     end = 0.0
@@ -961,7 +963,7 @@ def _pool_pass(d: LayerDescriptor, mem: MemoryModel, t: EngineTiming) -> tuple[f
         cmd = t_now  # both commands handshake in the CMD cycle
         last_in = _read_last(mem, t, cmd, n_in, D * H, D * H, 1) + inserted
         complete = last_in if completing == n_in else _read_last(
-            mem, t, cmd, completing, need[0] * H + need[1] + 1, need[0] * H + need[1] + 1, 1)
+            mem, t, cmd, completing, need_rows, need_rows, 1)
         last_out = max(complete + t.post_latency + t.pool_latency,
                        _write_last(mem, t, cmd, n_out, Do * Ho))
         # the step ends with the later of the read's status and the last write's

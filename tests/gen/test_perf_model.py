@@ -95,6 +95,7 @@ def test_model_is_exact_to_the_cycle_on_these_cases(name, tmp_path):
             if la.name not in skip] == [(x["name"], x["cycles"], x["dma_stall"])
                                         for x in record["layers"] if x["name"] not in skip]
 
+
 def test_constants_are_the_rtls():
     """The model's fixed latencies are the RTL's own (one set for every layer)."""
     from fcircnn.hw.common import never_elaborated

@@ -27,7 +27,7 @@ The one-lane core's runs are slow tests (see ``compiled``); its plan is checked 
 
 import pytest
 from conftest import compile_saved
-from engine_bench import weight_bytes
+from engine_bench import check_run, weight_bytes
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_MINNER, FLAG_POOL, FLAG_WSPLIT, OP_CONV
 from fcircnn.arch.geometry import CoreGeometry
@@ -41,11 +41,20 @@ pytestmark = pytest.mark.xdist_group("accelerator_fused")
 CORES = {"two-lanes-2ports": (("td", "tn", "tm"), 2), "one-lane": (("tn", "tm"), 1)}
 
 
-def _compile(name, tmp_path_factory, fused_accelerator):
-    unroll, ports = CORES[name]
-    return compile_saved(tmp_path_factory.mktemp("fused"),
-                         lambda folder: fused_accelerator(folder, unroll=unroll,
-                                                          axi_ports=ports), 5)
+@pytest.fixture(scope="module")
+def cores(tmp_path_factory, fused_accelerator):
+    """``cores(name)``: the network compiled for the core ``name`` of :data:`CORES`, once per
+    module: ``(acc, image, folder)``."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            unroll, ports = CORES[name]
+            done[name] = compile_saved(tmp_path_factory.mktemp("fused"),
+                                       lambda folder: fused_accelerator(
+                                           folder, unroll=unroll, axi_ports=ports), 5)
+        return done[name]
+    return get
 
 
 # The one-lane core's runs are slow tests (a second Verilator build and a 19,000-cycle run: two
@@ -55,8 +64,8 @@ def _compile(name, tmp_path_factory, fused_accelerator):
 # arithmetic by the two-lane core's runs here, and the one-lane engine by test_accelerator.py.
 @pytest.fixture(scope="module", params=[
     "two-lanes-2ports", pytest.param("one-lane", marks=pytest.mark.slow)])
-def compiled(request, tmp_path_factory, fused_accelerator):
-    return _compile(request.param, tmp_path_factory, fused_accelerator)
+def compiled(request, cores):
+    return cores(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +76,9 @@ def backpressured(compiled, run_image):
     return run_image(acc, root, "backpressure", backpressure=0.3, latency=6, seed=7)
 
 
-def _check(doc, compiled):
-    assert doc["status"] == "done" and doc["passed"]
-    names = [layer["name"] for layer in doc["layers"]]
-    assert names == [lp.layer.name for lp in compiled[1].plan.layers]
-    for layer in doc["layers"]:
-        assert layer["passed"] and layer["mismatches"] == 0, layer
-
-
 @pytest.mark.parametrize("core", CORES)
-def test_pools_are_fused(core, tmp_path_factory, fused_accelerator):
-    _, image, _ = _compile(core, tmp_path_factory, fused_accelerator)
+def test_pools_are_fused(core, cores):
+    _, image, _ = cores(core)
     pooled = [lp for lp in image.plan.layers if lp.layer.pool is not None]
     assert [lp.layer.name for lp in pooled] == ["f1", "f2"]
     for lp in pooled:
@@ -88,13 +89,13 @@ def test_pools_are_fused(core, tmp_path_factory, fused_accelerator):
 
 
 def test_fused_pools_are_bit_exact_under_backpressure(compiled, backpressured):
-    _check(backpressured, compiled)
+    check_run(backpressured, compiled[1])
 
 
 @pytest.mark.slow  # the same outputs with other timing: a minute of simulation per core
 def test_fused_pools_are_bit_exact_without_backpressure(compiled, run_image):
     acc, _, root = compiled
-    _check(run_image(acc, root, "plain"), compiled)
+    check_run(run_image(acc, root, "plain"), compiled[1])
 
 
 def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
@@ -105,7 +106,7 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
     # and split; the one-lane core's f1, compute-bound, keeps its m-tiles outermost)
     assert flags == ({"f1": FLAG_ISPLIT | FLAG_MINNER, "f2": 0, "fc": FLAG_WSPLIT}
                      if acc.axi_ports == 2 else {"f1": 0, "f2": 0, "fc": 0})
-    _check(backpressured, compiled)
+    check_run(backpressured, compiled[1])
     read = backpressured["read_bytes"]
     assert len(read) == acc.axi_ports
     if acc.axi_ports == 2:
@@ -119,15 +120,14 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
         assert read[0] > halves + upper
 
 
-
 def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
-        tmp_path_factory, fused_accelerator, run_image, tmp_path):
+        cores, run_image, tmp_path):
     """The fc layer alone (its input pre-filled with the golden map): a read error on the first
     half of its first weight tile, which only the weight loader reads (on ``m_axi1``), ends
     the run with that address; the next start runs it again, bit-exact."""
     from fcircnn.gen.select import select_layers
 
-    acc, image, _ = _compile("two-lanes-2ports", tmp_path_factory, fused_accelerator)
+    acc, image, _ = cores("two-lanes-2ports")
     sub = select_layers(image, ["fc"])
     sub.save(tmp_path / "image")
     (lp,) = sub.plan.layers
@@ -142,4 +142,4 @@ def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
     assert fault["status"] == "error" and fault["interrupt"] and fault["fault_hits"] > 0
     assert fault["error_code"] == 3 and first.addr <= fault["error_addr"] < first.addr + half
     assert doc["read_bytes"][1] > 0
-    _check(doc, (acc, sub, tmp_path))  # the next start runs it again, bit-exact
+    check_run(doc, sub)  # the next start runs it again, bit-exact
