@@ -114,6 +114,7 @@ __all__ = [
     "OP_GAP",
     "OP_POOL",
     "LayerDescriptor",
+    "balances_tiles",
     "carried_axes",
     "descriptor_layout",
     "field_offset",
@@ -220,6 +221,15 @@ def reuses_inputs(op, m_tiles, n_tiles, flags, pool_window):
     check, :func:`flags_fault`) a 1-bit value."""
     carried = functools.reduce(operator.or_, carried_axes(op, flags, pool_window))
     return (op != OP_POOL) & (n_tiles == 1) & (m_tiles == MINNER_M_TILES) & (carried == 0)
+
+
+def balances_tiles(op: int, flags: int) -> bool:
+    """Whether a descriptor of ``op`` with ``flags`` may have its tile evened out over its
+    map's rows and columns (:meth:`~fcircnn.arch.geometry.CoreGeometry.layer_tile` with
+    ``balanced``): a conv without a pool in the drain (whose tile the pool's stride must
+    divide, and whose carried windows need even tiles) and without row lanes (whose row
+    groups come from the unbalanced tile's rows)."""
+    return op == OP_CONV and not flags & (FLAG_POOL | FLAG_ROWLANES)
 
 
 def row_lanes_fault(flags, op, tile_d, tiles_d):

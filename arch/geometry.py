@@ -38,6 +38,7 @@ __all__ = [
     "EngineGeometry",
     "InputBufferGeometry",
     "PoolCarry",
+    "balanced_span",
     "box_span",
     "channel_tile_problems",
     "core_lanes",
@@ -151,6 +152,13 @@ def core_lanes(core: Any) -> int:
     return core.td if "td" in core.unroll else 1
 
 
+def balanced_span(n: int, t: int) -> int:
+    """The tile of a map axis of ``n`` voxels on tiles of up to ``t``, evened out: as many
+    tiles as ``t`` needs (``ceil(n / t)``), each ``ceil(n / tiles)`` (the last takes the rest,
+    at most one voxel per tile fewer)."""
+    return -(-n // -(-n // t))
+
+
 @dataclass(frozen=True)
 class CoreGeometry:
     """The geometry of one core, derived and validated once.
@@ -226,9 +234,17 @@ class CoreGeometry:
         """:func:`weight_image_beats` of this core's ``(Tm, Tn)`` tile."""
         return weight_image_beats(self.tn, self.tm, self.B, taps)
 
-    def layer_tile(self, conv_shape: tuple[int, int, int]) -> tuple[int, int, int]:
-        """A layer's output tile: the core's, clipped to the layer's conv map."""
-        return tuple(min(t, n) for t, n in zip(self.tile, conv_shape, strict=True))
+    def layer_tile(self, conv_shape: tuple[int, int, int], *,
+                   balanced: bool = False) -> tuple[int, int, int]:
+        """A layer's output tile: the core's, clipped to the layer's conv map; ``balanced``:
+        with its rows and columns evened out over the tiles the map needs
+        (:func:`balanced_span`: a 28-wide map on 8-wide tiles in four tiles of 7, not three of
+        8 and one of 4), the depth as without."""
+        tile = tuple(min(t, n) for t, n in zip(self.tile, conv_shape, strict=True))
+        if not balanced:
+            return tile
+        return (tile[0], *(balanced_span(n, t) for n, t in zip(conv_shape[1:], tile[1:],
+                                                                 strict=True)))
 
     def input_box(self, tile: tuple[int, int, int], stride: tuple[int, int, int],
                   kernel: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -118,6 +118,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    balances_tiles,
     reuses_inputs,
     weight_parts,
 )
@@ -326,7 +327,7 @@ def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
 
 def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False,
              depths: int = 1, in_map: tuple[int, int, int] | None = None,
-             in_steps: tuple[int, int] = (1, 1)) -> dict:
+             in_steps: tuple[int, int] = (1, 1), balanced: bool = False) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
     moves ``tile / stride`` pooled voxels; with ``depths`` output depths per depth of
@@ -334,10 +335,12 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     the map stored: its slot-group stride, and ``depths`` of its planes per depth of
     ``layer``; ``in_map`` is the shape of the input map stored (default ``layer.in_shape``),
     whose plane and row strides a subsampled input
-    (:func:`~fcircnn.models.placement.subsample_steps`) multiplies by ``in_steps``."""
+    (:func:`~fcircnn.models.placement.subsample_steps`) multiplies by ``in_steps``;
+    ``balanced``: the tile evened out over the map's rows and columns
+    (:meth:`~fcircnn.arch.geometry.CoreGeometry.layer_tile`)."""
     conv = layer.conv_shape
     cg = CoreGeometry.of(core, B)
-    tile = cg.layer_tile(conv)
+    tile = cg.layer_tile(conv, balanced=balanced)
     tiles = tuple(-(-n // t) for n, t in zip(conv, tile, strict=True))
     stride = (1, 1, 1) if layer.kind != "conv" else layer.stride
     padding = (0, 0, 0) if layer.kind != "conv" else layer.padding
@@ -621,8 +624,10 @@ def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
 
 def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, separate):
     """Layer ``i``'s descriptors: its conv/fc/gap descriptor (``layer``, as the engine runs
-    it; with its port splits, :func:`port_split`) and, where its pool does not fuse
-    (``separate``), the pool pass on the stored map (``orig``'s, also when folded).
+    it; with its port splits, :func:`port_split`, on the core's tile or, where
+    :func:`~fcircnn.arch.descriptor.balances_tiles` and the performance model finds it
+    faster, on the tile evened out over the map's rows and columns) and, where its pool does
+    not fuse (``separate``), the pool pass on the stored map (``orig``'s, also when folded).
 
     Raises
     ------
@@ -640,7 +645,7 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
     ones, zeros = (1, 1, 1), (0, 0, 0)
     fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
     conv_last = link.last_layer and pool is None
-    d = LayerDescriptor(
+    fields = dict(
         layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
         flags=flags | (FLAG_LAST if conv_last else 0),
         in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
@@ -653,9 +658,17 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
         res_base=0 if layer.residual is None else maps[layer.residual].base,
         weight_base=own.weights.base, post_base=own.post.base, weight_bytes=own.weights.size,
         m_tiles=own.m_tiles, n_tiles=own.n_tiles, **link.fields(0, conv_last),
-        **_derived(layer, core, B, fused=fused, depths=depths, **_subsampled(orig)),
     )
-    d = replace(d, flags=d.flags | port_split(acc, d, core))
+
+    def build(balanced: bool) -> LayerDescriptor:
+        d = LayerDescriptor(**fields, **_derived(layer, core, B, fused=fused, depths=depths,
+                                                 balanced=balanced, **_subsampled(orig)))
+        return replace(d, flags=d.flags | port_split(acc, d, core))
+
+    d = build(False)
+    if balances_tiles(d.op, d.flags) and d.tile != CoreGeometry.of(core, B).layer_tile(
+            layer.conv_shape, balanced=True):
+        d = _faster(acc, core, d, build(True))
     d.check_address_width(acc.address_width)
     if pool is None:
         return (d,)
@@ -690,6 +703,16 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     re[diag, diag] = 1
     im[diag, diag, 0] = 1
     return re, im
+
+
+def _faster(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
+            other: LayerDescriptor) -> LayerDescriptor:
+    """``other`` if the performance model finds it faster than ``d``, else ``d``."""
+    from .perf_model import memory_of, model_descriptor
+
+    mem = memory_of(acc)
+    spans = [model_descriptor(x, core, acc.block_size, mem)["span"] for x in (d, other)]
+    return other if spans[1] < spans[0] else d
 
 
 #: The share of its cycles a descriptor must wait on its loads for :func:`port_split` to try

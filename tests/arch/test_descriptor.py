@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    FLAG_CBN,
     FLAG_DFOLD,
     FLAG_LAST,
     FLAG_MINNER,
@@ -20,7 +21,9 @@ from fcircnn.arch.descriptor import (
     NEEDED_FLAGS,
     OP_CONV,
     OP_GAP,
+    OP_POOL,
     LayerDescriptor,
+    balances_tiles,
     descriptor_layout,
     field_offset,
     flags_fault,
@@ -150,6 +153,13 @@ def test_invalid_values_are_rejected(changes, match):
 def test_minner_on_one_n_tile_and_two_m_tiles():
     d = _example(flags=FLAG_MINNER, n_tiles=1, m_tiles=2)
     assert LayerDescriptor.unpack(d.pack()) == d
+
+
+def test_tiles_are_balanced_only_on_convs_without_a_drain_pool_or_row_lanes():
+    assert balances_tiles(OP_CONV, 0) and balances_tiles(OP_CONV, FLAG_CBN | FLAG_DFOLD)
+    assert not balances_tiles(OP_CONV, FLAG_POOL)
+    assert not balances_tiles(OP_CONV, FLAG_ROWLANES | FLAG_CBN)
+    assert not balances_tiles(OP_GAP, 0) and not balances_tiles(OP_POOL, FLAG_POOL)
 
 
 def test_unpack_rejects_bad_bytes():

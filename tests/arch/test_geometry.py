@@ -9,6 +9,7 @@ import pytest
 from fcircnn.arch.geometry import (
     CoreGeometry,
     EngineGeometry,
+    balanced_span,
     box_span,
     channel_tile_problems,
     core_lanes,
@@ -63,6 +64,24 @@ def test_boxes_tiles_and_weight_beats():
     assert g.input_box((2, 7, 7), (1, 2, 2), (3, 7, 7)) == (4, 19, 19)
     assert box_span(7, 2, 7) == 19 and box_span(1, 5, 3) == 3
     assert g.weight_tile_beats(27) == weight_image_beats(32, 64, 8, 27) == 27 * 8 * 4 * 4 // 8
+
+
+@pytest.mark.parametrize("n, t, span", [(28, 8, 7), (14, 8, 7), (56, 8, 8), (13, 8, 7),
+                                         (5, 4, 3), (7, 8, 7), (9, 8, 5), (112, 14, 14),
+                                         (1, 8, 1)])
+def test_balanced_span_needs_no_more_tiles_and_evens_them_out(n, t, span):
+    assert balanced_span(n, t) == span
+    tiles = -(-n // t)
+    assert -(-n // span) == tiles  # as many tiles as before
+    assert span * tiles - n < tiles  # each tile at most one voxel short of the widest
+
+
+def test_balanced_tiles_even_out_rows_and_columns_only():
+    g = CoreGeometry(64, 64, 4, 8, 8, 8, lanes=4)
+    assert g.layer_tile((8, 28, 28)) == (4, 8, 8)
+    assert g.layer_tile((8, 28, 28), balanced=True) == (4, 7, 7)
+    assert g.layer_tile((6, 14, 56), balanced=True) == (4, 7, 8)  # depth 6: 4 and 2 stay
+    assert g.layer_tile((1, 4, 4), balanced=True) == g.layer_tile((1, 4, 4)) == (1, 4, 4)
 
 
 def test_engine_geometry_and_lanes_of_the_shipped_accelerators():

@@ -242,10 +242,11 @@ def test_input_quarters_free_the_stride_2_layers_of_their_input_wait():
 
 
 def test_m_tiles_innermost_read_each_input_box_once():
-    """On the ResNet-18 best core the compiler walks the m-tiles of l2b1_conv1 and its
-    shortcut innermost (``FLAG_MINNER``): the same PE beats, each input box read once instead
-    of once per m-tile (the bytes read drop by the second m-tile's boxes), l2b1_conv1 faster
-    by a quarter."""
+    """On the ResNet-18 best core the compiler walks the m-tiles of l2b1_conv1 innermost
+    (``FLAG_MINNER``): the same PE beats, each input box read once instead of once per m-tile
+    (the bytes read drop by the second m-tile's boxes), faster by a quarter. (Its shortcut
+    l2b1_down did too until its tiles were balanced: on 7 x 7 tiles the model finds it faster
+    with the m-tiles outermost.)"""
     acc = load_accelerator(MODELS / "r3d18_zcu102_best.yaml")
     mem = memory_of(acc)
     seen = set()
@@ -263,7 +264,7 @@ def test_m_tiles_innermost_read_each_input_box_once():
         assert o["ddr_bytes"] - i["ddr_bytes"] == boxes // 2
         if lp.layer.name == "l2b1_conv1":
             assert i["cycles"] < 0.75 * o["cycles"]
-    assert seen == {"l2b1_conv1", "l2b1_down"}
+    assert seen == {"l2b1_conv1"}
 
 
 def test_gops_per_dsp():
