@@ -312,13 +312,42 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
         Levels as the module docstring defines them; ties broken by more carries.
     """
     doc = netlist if isinstance(netlist, Mapping) else json.loads(Path(netlist).read_text())
+    mod = _top_module(doc, top)
+    names = _net_names(mod)
+    g = _CombGraph.of(mod, names)
+    best, prev = g.longest(mod)
+    # End points: inputs of sequential cells and the module's outputs.
+    end_bits = [(b, c) for c, bits in g.sinks.items() for b in bits]
+    end_bits += [(b, f"output {p}") for p, port in mod.get("ports", {}).items()
+                 if port["direction"] == "output" for b in port["bits"] if isinstance(b, int)]
+    score, end, last = (0, 0, 0), None, None
+    worst: dict[str, int] = {}
+    for b, sink in end_bits:
+        c = g.driver.get(b)
+        if c is None:
+            continue
+        group = re.sub(r"\[\d+\]", "", g.labels.get(sink, sink))
+        worst[group] = max(worst.get(group, 0), best[c][0])
+        if best[c] > score and (to is None or re.search(to, group)):
+            score, end, last = best[c], sink, c
+    ends = sorted(worst.items(), key=lambda kv: (-kv[1], kv[0]))[:n_ends]
+    return LogicPath(levels=score[0], carries=score[1], muxes=score[2],
+                     cells=g.path(mod, names, prev, last, end), ends=tuple(ends))
+
+
+def _top_module(doc: Mapping[str, Any], top: str | None) -> Mapping[str, Any]:
+    """Module ``top`` of a Yosys JSON netlist, by default the only module with cells or the
+    one with the ``top`` attribute."""
     modules = {n: mod for n, mod in doc["modules"].items() if mod.get("cells")}
     if top is None:
         tops = [n for n, mod in modules.items()
                 if str(mod.get("attributes", {}).get("top", "0")).strip("0") != ""]
         top = tops[0] if tops else next(iter(modules))
-    mod = modules[top]
-    # Best name per net bit: a public RTL name over generated ``$`` names, shortest first.
+    return modules[top]
+
+
+def _net_names(mod: Mapping[str, Any]) -> dict[int, str]:
+    """Best name per net bit: a public RTL name over generated ``$`` names, shortest first."""
     names: dict[int, str] = {}
     for name, net in mod.get("netnames", {}).items():
         public = not name.startswith("$")
@@ -329,89 +358,96 @@ def logic_levels(netlist: str | Path | Mapping[str, Any], top: str | None = None
             old = names.get(bit)
             if old is None or (public and (old.startswith("$") or len(label) < len(old))):
                 names[bit] = label
-    driver: dict[int, str] = {}
-    inputs: dict[str, list[int]] = {}
-    weight: dict[str, int] = {}
-    outputs: dict[str, list[int]] = {}
-    sinks: dict[str, list[int]] = {}
-    labels: dict[str, str] = {}  # start/end points by their output net
-    for cname, cell in mod["cells"].items():
-        w = _comb_weight(cell["type"])
-        dirs = cell.get("port_directions", {})
-        conns = cell["connections"]
-        if w is None:
-            sinks[cname] = [b for p, bits in conns.items() if dirs.get(p, "input") == "input"
-                            for b in bits if isinstance(b, int)]
-            q = [b for p, bits in conns.items() if dirs.get(p) == "output" for b in bits
-                 if isinstance(b, int)]
-            labels[cname] = f"{cell['type']} {names.get(q[0], cname) if q else cname}"
-            continue
-        weight[cname] = w
-        outs = [p for p in conns if dirs.get(p) == "output" or (not dirs and p in _COMB_OUTPUTS)]
-        ins = [p for p in conns if p not in outs]
-        if cell["type"].startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL")):
-            ins = [p for p in ins if _READ_ADDRESS.fullmatch(p)]  # not the clocked write
-        inputs[cname] = [b for p in ins for b in conns[p] if isinstance(b, int)]
-        outputs[cname] = [b for p in outs for b in conns[p] if isinstance(b, int)]
-        for b in outputs[cname]:
-            driver[b] = cname
-    # Longest path by (levels, carries, muxes) over the combinational DAG, memoised, iterative.
-    best: dict[str, tuple[int, int, int]] = {}
-    prev: dict[str, str | None] = {}
-    carry_types = ("CARRY",)
-    for start in weight:
-        if start in best:
-            continue
-        stack = [(start, False)]
-        while stack:
-            cname, expanded = stack.pop()
-            if cname in best:
+    return names
+
+
+@dataclass
+class _CombGraph:
+    """The combinational cells of a module (by name: their levels ``weight``, input and output
+    net bits, ``driver`` of each net bit) and its path ends (``sinks``: the input bits of
+    each sequential cell; ``labels``: their names for reports)."""
+
+    driver: dict[int, str]
+    inputs: dict[str, list[int]]
+    weight: dict[str, int]
+    outputs: dict[str, list[int]]
+    sinks: dict[str, list[int]]
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, mod: Mapping[str, Any], names: Mapping[int, str]) -> _CombGraph:
+        g = cls({}, {}, {}, {}, {}, {})
+        for cname, cell in mod["cells"].items():
+            w = _comb_weight(cell["type"])
+            dirs = cell.get("port_directions", {})
+            conns = cell["connections"]
+            if w is None:
+                g.sinks[cname] = [b for p, bits in conns.items()
+                                  if dirs.get(p, "input") == "input"
+                                  for b in bits if isinstance(b, int)]
+                q = [b for p, bits in conns.items() if dirs.get(p) == "output" for b in bits
+                     if isinstance(b, int)]
+                g.labels[cname] = f"{cell['type']} {names.get(q[0], cname) if q else cname}"
                 continue
-            preds = {driver[b] for b in inputs[cname] if b in driver}
-            if not expanded:
-                stack.append((cname, True))
-                stack.extend((p, False) for p in preds if p not in best)
-                continue
-            top_pred, score = None, (0, 0, 0)
-            for p in preds:
-                if p not in best:  # a combinational loop: cut it here
+            g.weight[cname] = w
+            outs = [p for p in conns
+                    if dirs.get(p) == "output" or (not dirs and p in _COMB_OUTPUTS)]
+            ins = [p for p in conns if p not in outs]
+            if cell["type"].startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL")):
+                ins = [p for p in ins if _READ_ADDRESS.fullmatch(p)]  # not the clocked write
+            g.inputs[cname] = [b for p in ins for b in conns[p] if isinstance(b, int)]
+            g.outputs[cname] = [b for p in outs for b in conns[p] if isinstance(b, int)]
+            for b in g.outputs[cname]:
+                g.driver[b] = cname
+        return g
+
+    def longest(self, mod: Mapping[str, Any]) -> tuple[dict[str, tuple[int, int, int]],
+                                                        dict[str, str | None]]:
+        """Per cell the longest path into it by (levels, carries, muxes) over the DAG
+        (memoised, iterative; a combinational loop is cut where found) and its predecessor
+        on that path."""
+        best: dict[str, tuple[int, int, int]] = {}
+        prev: dict[str, str | None] = {}
+        for start in self.weight:
+            stack = [(start, False)]
+            while stack:
+                cname, expanded = stack.pop()
+                if cname in best:
                     continue
-                if best[p] > score:
-                    top_pred, score = p, best[p]
-            ctype = mod["cells"][cname]["type"]
-            best[cname] = (score[0] + weight[cname],
-                           score[1] + int(ctype.startswith(carry_types)),
-                           score[2] + int(ctype.startswith("MUXF")))
-            prev[cname] = top_pred
-    # End points: inputs of sequential cells and the module's outputs.
-    end_bits = [(b, c) for c, bits in sinks.items() for b in bits]
-    end_bits += [(b, f"output {p}") for p, port in mod.get("ports", {}).items()
-                 if port["direction"] == "output" for b in port["bits"] if isinstance(b, int)]
-    score, end, last = (0, 0, 0), None, None
-    worst: dict[str, int] = {}
-    for b, sink in end_bits:
-        c = driver.get(b)
-        if c is None:
-            continue
-        group = re.sub(r"\[\d+\]", "", labels.get(sink, sink))
-        worst[group] = max(worst.get(group, 0), best[c][0])
-        if best[c] > score and (to is None or re.search(to, group)):
-            score, end, last = best[c], sink, c
-    cells: list[str] = []
-    node = last
-    while node is not None:
-        out = outputs[node]
-        cells.append(f"{mod['cells'][node]['type']} {names.get(out[0], '?') if out else '?'}")
-        node = prev[node]
-    cells.reverse()
-    if last is not None:
+                preds = {self.driver[b] for b in self.inputs[cname] if b in self.driver}
+                if not expanded:
+                    stack.append((cname, True))
+                    stack.extend((p, False) for p in preds if p not in best)
+                    continue
+                top_pred, score = None, (0, 0, 0)
+                for p in preds:
+                    if p in best and best[p] > score:
+                        top_pred, score = p, best[p]
+                ctype = mod["cells"][cname]["type"]
+                best[cname] = (score[0] + self.weight[cname],
+                               score[1] + int(ctype.startswith("CARRY")),
+                               score[2] + int(ctype.startswith("MUXF")))
+                prev[cname] = top_pred
+        return best, prev
+
+    def path(self, mod: Mapping[str, Any], names: Mapping[int, str],
+             prev: Mapping[str, str | None], last: str | None, end: str | None
+             ) -> tuple[str, ...]:
+        """The cells of the path ending at cell ``last`` (into end point ``end``), from its
+        start net to the end point."""
+        cells: list[str] = []
+        node = last
+        while node is not None:
+            out = self.outputs[node]
+            cells.append(f"{mod['cells'][node]['type']} {names.get(out[0], '?') if out else '?'}")
+            node = prev[node]
+        cells.reverse()
+        if last is None:
+            return ()
         first = _first(prev, last)
-        first_in = [b for b in inputs[first] if b not in driver]
+        first_in = [b for b in self.inputs[first] if b not in self.driver]
         start_name = names.get(first_in[0], "?") if first_in else "?"
-        cells = [f"from {start_name}", *cells, f"to {labels.get(end, end)}"]
-    ends = sorted(worst.items(), key=lambda kv: (-kv[1], kv[0]))[:n_ends]
-    return LogicPath(levels=score[0], carries=score[1], muxes=score[2], cells=tuple(cells),
-                     ends=tuple(ends))
+        return (f"from {start_name}", *cells, f"to {self.labels.get(end, end)}")
 
 
 def _first(prev: Mapping[str, str | None], node: str) -> str:
