@@ -94,7 +94,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -669,7 +668,7 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
     d = build(False)
     if balances_tiles(d.op, d.flags) and d.tile != CoreGeometry.of(core, B).layer_tile(
             layer.conv_shape, balanced=True):
-        d = _balanced_if_faster(acc, core, d, lambda: build(True))
+        d = _faster(acc, core, d, build(True))
     d.check_address_width(acc.address_width)
     if pool is None:
         return (d,)
@@ -706,26 +705,14 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     return re, im
 
 
-#: The share of its cycles a descriptor must leave the PE array idle for the compiler to try
-#: its tile balanced: the same beats on as many tiles can save no more than that idle time
-#: (this keeps the sweep's per-point cost low).
-BALANCE_MIN_IDLE = 0.02
-
-
-def _balanced_if_faster(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
-                        balanced: Callable[[], LayerDescriptor]) -> LayerDescriptor:
-    """``balanced()`` (``d`` on the balanced tile) if the performance model finds it faster
-    than ``d``, else ``d``; not tried where ``d`` leaves the PE array idle less than
-    :data:`BALANCE_MIN_IDLE` of its cycles."""
+def _faster(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
+            other: LayerDescriptor) -> LayerDescriptor:
+    """``other`` if the performance model finds it faster than ``d``, else ``d``."""
     from .perf_model import memory_of, model_descriptor
 
     mem = memory_of(acc)
-    base = model_descriptor(d, core, acc.block_size, mem)
-    if base["span"] - base["pe_busy"] < BALANCE_MIN_IDLE * base["span"]:
-        return d
-    other = balanced()
-    return other if model_descriptor(other, core, acc.block_size, mem)["span"] < base[
-        "span"] else d
+    spans = [model_descriptor(x, core, acc.block_size, mem)["span"] for x in (d, other)]
+    return other if spans[1] < spans[0] else d
 
 
 #: The share of its cycles a descriptor must wait on its loads for :func:`port_split` to try
