@@ -845,6 +845,7 @@ def _add_golden(sub) -> None:
     golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     golden.set_defaults(func=cmd_golden)
 
+
 def _add_check(sub) -> None:
     """Add the ``check`` command (validate a configuration file)."""
     from fcircnn.gen.estimate import DEFAULT_CAP
@@ -859,6 +860,7 @@ def _add_check(sub) -> None:
                        help=f"largest share of each device resource an accelerator may use, "
                             f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
     check.set_defaults(func=cmd_check)
+
 
 def _add_compile(sub) -> None:
     """Add the ``compile`` command (a network into a DDR image)."""
@@ -886,6 +888,7 @@ def _add_compile(sub) -> None:
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
     comp.set_defaults(func=cmd_compile)
 
+
 def _add_generate(sub) -> None:
     """Add the ``generate`` command (Verilog, Vivado scripts and register map)."""
     gen = sub.add_parser(
@@ -905,6 +908,7 @@ def _add_generate(sub) -> None:
                      help="write into a non-empty output directory (replaces files of the "
                           "same names, leaves other files alone)")
     gen.set_defaults(func=cmd_generate)
+
 
 def _add_estimate(sub) -> None:
     """Add the ``estimate`` command (resources and modelled performance)."""
@@ -933,6 +937,7 @@ def _add_estimate(sub) -> None:
                      help=f"largest share of each device resource the design may use, in "
                           f"(0, 1] (default: {DEFAULT_CAP:g}, as check and sweep)")
     est.set_defaults(func=cmd_estimate)
+
 
 def _add_sim(sub) -> None:
     """Add the ``sim`` command (a network, or some of its layers, on the RTL)."""
@@ -970,6 +975,7 @@ def _add_sim(sub) -> None:
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     simp.set_defaults(func=cmd_sim)
 
+
 def _add_project(sub) -> None:
     """Add the ``project`` command (block-circulant weights nearest to dense ones)."""
     proj = sub.add_parser(
@@ -987,6 +993,7 @@ def _add_project(sub) -> None:
     proj.add_argument("-o", "--output", required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
     proj.set_defaults(func=cmd_project)
+
 
 def _add_import(sub) -> None:
     """Add the ``import`` command (weights from a checkpoint of the paper's training code)."""
@@ -1006,6 +1013,7 @@ def _add_import(sub) -> None:
     imp.add_argument("-o", "--output", required=True, metavar="W.npz",
                      help="the weights file to write")
     imp.set_defaults(func=cmd_import)
+
 
 def _add_run(sub) -> None:
     """Add the ``run`` command (class scores of clips)."""
@@ -1041,6 +1049,7 @@ def _add_run(sub) -> None:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 
+
 def _add_deploy(sub) -> None:
     """Add the ``deploy`` command (the folder for a ZCU102 with PYNQ)."""
     dep = sub.add_parser(
@@ -1067,6 +1076,7 @@ def _add_deploy(sub) -> None:
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
     dep.set_defaults(func=cmd_deploy)
+
 
 def _add_sweep(sub) -> None:
     """Add the ``sweep`` command (the design-space exploration)."""

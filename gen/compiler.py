@@ -660,15 +660,18 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
         m_tiles=own.m_tiles, n_tiles=own.n_tiles, **link.fields(0, conv_last),
     )
 
-    def build(balanced: bool) -> LayerDescriptor:
+    def build(balanced: bool) -> tuple[LayerDescriptor, int | None]:
         d = LayerDescriptor(**fields, **_derived(layer, core, B, fused=fused, depths=depths,
                                                  balanced=balanced, **_subsampled(orig)))
-        return replace(d, flags=d.flags | port_split(acc, d, core))
+        flags, span = _port_split(acc, d, core)
+        return replace(d, flags=d.flags | flags), span
 
-    d = build(False)
+    d, span = build(False)
     if balances_tiles(d.op, d.flags) and d.tile != CoreGeometry.of(core, B).layer_tile(
             layer.conv_shape, balanced=True):
-        d = _faster(acc, core, d, build(True))
+        other, other_span = build(True)
+        if _span(acc, core, other, other_span) < _span(acc, core, d, span):
+            d = other
     d.check_address_width(acc.address_width)
     if pool is None:
         return (d,)
@@ -705,14 +708,14 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
     return re, im
 
 
-def _faster(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
-            other: LayerDescriptor) -> LayerDescriptor:
-    """``other`` if the performance model finds it faster than ``d``, else ``d``."""
+def _span(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
+          span: int | None) -> int:
+    """``span`` (the modelled span of ``d`` :func:`_port_split` found), or the model's."""
     from .perf_model import memory_of, model_descriptor
 
-    mem = memory_of(acc)
-    spans = [model_descriptor(x, core, acc.block_size, mem)["span"] for x in (d, other)]
-    return other if spans[1] < spans[0] else d
+    if span is not None:
+        return span
+    return model_descriptor(d, core, acc.block_size, memory_of(acc))["span"]
 
 
 #: The share of its cycles a descriptor must wait on its loads for :func:`port_split` to try
@@ -741,6 +744,13 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
     is not split (a split cannot save more than that wait; this keeps the sweep's per-point
     cost low)."""
+    return _port_split(acc, d, core)[0]
+
+
+def _port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig
+                ) -> tuple[int, int | None]:
+    """:func:`port_split`'s flags and the modelled span of ``d`` with them (``None`` where
+    it found no candidate and modelled nothing)."""
     from .perf_model import memory_of, model_descriptor
 
     B = acc.block_size
@@ -757,17 +767,17 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
         splits |= {flags | FLAG_MINNER for flags in splits}
     candidates = sorted(splits - {0})
     if not candidates:
-        return 0
+        return 0, None
     mem = memory_of(acc)
     base = model_descriptor(d, core, B, mem)
     if base["dma_stall"] < SPLIT_MIN_STALL * base["cycles"]:
-        return 0
+        return 0, base["span"]
     best, best_span = 0, base["span"]
     for flags in candidates:
         span = model_descriptor(replace(d, flags=d.flags | flags), core, B, mem)["span"]
         if span < best_span:
             best, best_span = flags, span
-    return best
+    return best, best_span
 
 
 def pack_weight_image(wq_re: np.ndarray, wq_im: np.ndarray, Tn: int, Tm: int, B: int, *,
