@@ -139,14 +139,17 @@ MAX_INPUT_ABS = 1e6
 
 
 def weight_arrays(net: NetworkConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """The arrays a weights file of ``net`` holds: name -> (shape, required)."""
+    """The arrays a weights file of ``net`` holds: name -> (shape, required). Every conv and
+    fc layer has its generators; the CBN gain and offset are optional, and only layers with
+    CBN (``cbn: true``) take them."""
     arrays = {}
     for layer in net.resolved:
         if layer.kind == "gap":
             continue
         arrays[f"{layer.name}.generators"] = (_generator_shape(layer), True)
-        for part in ("bn_gain", "bn_offset"):
-            arrays[f"{layer.name}.{part}"] = ((2, layer.padded_out_channels // 2), False)
+        if layer.cbn:
+            for part in ("bn_gain", "bn_offset"):
+                arrays[f"{layer.name}.{part}"] = ((2, layer.padded_out_channels // 2), False)
     return arrays
 
 
@@ -180,20 +183,22 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
     """
     path = where
     expected = weight_arrays(net)
+    _refuse_bn_without_cbn(net, data, path)
     unknown = sorted(set(data) - set(expected))
     if unknown:
         raise ArrayFileError(
             f"{path}: unknown array(s) {', '.join(repr(k) for k in unknown[:5])}"
             f"{' ...' if len(unknown) > 5 else ''} for network {net.name}; a weights file "
-            f"holds <layer>.generators and optionally <layer>.bn_gain with <layer>.bn_offset "
-            f"for the layers {', '.join(r.name for r in net.resolved if r.kind != 'gap')}")
+            f"holds <layer>.generators for the layers "
+            f"{', '.join(r.name for r in net.resolved if r.kind != 'gap')} and optionally "
+            f"<layer>.bn_gain with <layer>.bn_offset for those with CBN")
     layers = {}
     for layer in net.resolved:
         if layer.kind == "gap":
             layers[layer.name] = LayerWeights(None)
             continue
         checked = {}
-        for part in ("generators", "bn_gain", "bn_offset"):
+        for part in ("generators", "bn_gain", "bn_offset") if layer.cbn else ("generators",):
             key = f"{layer.name}.{part}"
             shape, required = expected[key]
             if key in data:
@@ -210,6 +215,19 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
         layers[layer.name] = LayerWeights(checked["generators"], checked.get("bn_gain"),
                                           checked.get("bn_offset"))
     return NetworkWeights(layers)
+
+
+def _refuse_bn_without_cbn(net: NetworkConfig, data: Mapping[str, np.ndarray],
+                           path: str) -> None:
+    """A CBN gain or offset for a layer without CBN would be silently ignored: refuse it."""
+    for layer in net.resolved:
+        if layer.cbn or layer.kind == "gap":
+            continue
+        for part in ("bn_gain", "bn_offset"):
+            if f"{layer.name}.{part}" in data:
+                raise ArrayFileError(f"{path}: '{layer.name}.{part}' for layer {layer.name!r}, "
+                                     f"which has no CBN in network {net.name} (cbn: false); "
+                                     "only layers with cbn: true take bn_gain and bn_offset")
 
 
 def load_input(net: NetworkConfig, path: str) -> np.ndarray:

@@ -227,6 +227,10 @@ _WEIGHTS = {
     "w_extra.npz": (lambda a: a.update(junk=np.zeros(3)), "unknown array(s) 'junk'"),
     "w_gain_nan.npz": (_poke("c1.bn_gain", np.nan), "'c1.bn_gain'"),
     "w_gain_shape.npz": (_set("c1.bn_gain", lambda a: a[:1]), "'c1.bn_gain': shape (1, 8)"),
+    # fc has no CBN: its gain and offset would be ignored
+    "w_bn_no_cbn.npz": (lambda a: a.update({"fc.bn_gain": np.ones((2, 8)),
+                                            "fc.bn_offset": np.zeros((2, 8))}),
+                        "'fc.bn_gain' for layer 'fc', which has no CBN"),
 }
 
 #: Bad input clips: name -> value from the good clip.

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
-from fcircnn.models.files import ArrayFileError, check_array
+from fcircnn.models.files import check_array
 from fcircnn.models.network import (
     MAX_WEIGHT_ABS,
     LayerWeights,
@@ -93,21 +93,10 @@ def load(model: SlotNetwork,
     net = model.config
     if isinstance(source, NetworkWeights):
         weights = check_weights(net, source.arrays(), "<weights>")
-        where = "<weights>"
     elif isinstance(source, Mapping):
-        where = "<arrays>"
-        weights = check_weights(net, source, where)
+        weights = check_weights(net, source, "<arrays>")
     else:
-        where = os.fspath(source)
-        weights = load_weights(net, where)
-    for name, layer in model.layers.items():
-        if layer.conv is None:
-            continue
-        lw = weights.layers[name]
-        if lw.bn_gain is not None and layer.cbn is None:
-            raise ArrayFileError(f"{where}: '{name}.bn_gain' and '{name}.bn_offset' for layer "
-                                 f"{name!r}, which has no CBN in network {net.name} "
-                                 "(cbn: false)")
+        weights = load_weights(net, os.fspath(source))
     with torch.no_grad():
         for name, layer in model.layers.items():
             if layer.conv is None:
