@@ -74,6 +74,7 @@ from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, REGISTERS
 from fcircnn.gen import TOOL_VERSION
 from fcircnn.models.config import AcceleratorConfig
+from fcircnn.models.schema import clock_problem
 
 __all__ = [
     "BD_NAME",
@@ -157,8 +158,9 @@ class VivadoTarget:
             raise ValueError(f"device.part {self.part!r} is not a Zynq UltraScale+ MPSoC "
                              "(xczu...): the generated block design needs its PS "
                              "(zynq_ultra_ps_e)")
-        if not 0 < self.clock_mhz <= 1000:
-            raise ValueError(f"clock_mhz must be in (0, 1000], not {self.clock_mhz}")
+        problem = clock_problem(self.clock_mhz)
+        if problem:
+            raise ValueError(f"clock_mhz {problem}")
         PortMap(self.axi_ports)  # ValueError naming axi_ports and its allowed values
 
     @classmethod

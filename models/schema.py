@@ -40,11 +40,11 @@ from .resolve import ResolvedLayer, resolve_network
 from .spectral import BLOCK_SIZES
 
 __all__ = [
-    "ALLOWED_BLOCK_SIZES", "ALLOWED_BUS_WIDTHS", "INLINE_NETWORK", "MAX_CHANNELS",
-    "MAX_CHANNEL_TILE", "MAX_KERNEL", "MAX_LAYERS", "MAX_MAP_SIZE", "MAX_PADDING",
-    "MAX_POOL_WINDOW", "MAX_TILE", "UNROLL_LOOPS", "AcceleratorConfig", "ConvLayer",
-    "CoreConfig", "DeviceConfig", "FcLayer", "GapLayer", "InputShape", "NetworkConfig",
-    "PoolConfig", "Resources", "channel_tile_problems",
+    "ALLOWED_BLOCK_SIZES", "ALLOWED_BUS_WIDTHS", "CLOCK_MHZ_RANGE", "INLINE_NETWORK",
+    "MAX_CHANNELS", "MAX_CHANNEL_TILE", "MAX_KERNEL", "MAX_LAYERS", "MAX_MAP_SIZE", "MAX_PADDING",
+    "MAX_POOL_WINDOW", "MAX_TILE", "UNROLL_LOOPS", "AcceleratorConfig", "ConvLayer", "CoreConfig",
+    "DeviceConfig", "FcLayer", "GapLayer", "InputShape", "NetworkConfig", "PoolConfig", "Resources",
+    "channel_tile_problems", "clock_problem",
 ]
 
 #: Legal block sizes ``B`` (even powers of two).
@@ -100,9 +100,24 @@ def _check_bus_width(value: int) -> int:
     return value
 
 
+#: Legal clocks in MHz, ``[lo, hi]``: an FPGA fabric clock (below 1 MHz a period is beyond
+#: what Vivado's constraints and the cycle counts' latencies are meant for; a typo such as
+#: ``2e-2`` would otherwise give a clip of minutes or an infinite latency).
+CLOCK_MHZ_RANGE: tuple[float, float] = (1.0, 1000.0)
+
+
+def clock_problem(value: float) -> str | None:
+    """Why ``value`` is not a legal clock in MHz (:data:`CLOCK_MHZ_RANGE`), or ``None``."""
+    lo, hi = CLOCK_MHZ_RANGE
+    if lo <= value <= hi:
+        return None
+    return f"must be in the range [{lo:g}, {hi:g}] MHz, not {value}"
+
+
 def _check_clock(value: float) -> float:
-    if not 0 < value <= 1000:
-        raise fail(f"must be in the range (0, 1000] MHz, not {value}")
+    problem = clock_problem(value)
+    if problem:
+        raise fail(problem)
     return value
 
 
@@ -374,7 +389,7 @@ class AcceleratorConfig(_Strict):
         with the keys of a network file, as ``fcircnn sweep`` writes ``best.yaml``).
     device : DeviceConfig
     clock_mhz : float
-        In (0, 1000].
+        In :data:`CLOCK_MHZ_RANGE` ([1, 1000]).
     block_size : int
         ``B`` (4, 8 or 16); equals every layer's block size.
     bus_width : int

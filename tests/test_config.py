@@ -314,9 +314,13 @@ def test_out_of_range(tmp_path: Path) -> None:
     data = copy.deepcopy(ACC)
     data.update(clock_mhz=0, address_width=16, axi_ports=5)
     file, err = acc_error(tmp_path, data)
-    assert_line(err, file, "clock_mhz", "(0, 1000]", "not 0")
+    assert_line(err, file, "clock_mhz", "[1, 1000]", "not 0")
     assert_line(err, file, "address_width", "32..64", "not 16")
     assert_line(err, file, "axi_ports", "allowed values are 1, 2, 3, 4", "not 5")
+    for tiny in (1e-320, 0.5):  # a positive clock below 1 MHz is a typo, not a design
+        data.update(clock_mhz=tiny, address_width=40, axi_ports=1)
+        file, err = acc_error(tmp_path, data)
+        assert_line(err, file, "clock_mhz", "[1, 1000]", f"not {tiny}")
 
 
 def test_missing_key_and_bad_layer_type(tmp_path: Path) -> None:

@@ -210,6 +210,9 @@ def test_non_mpsoc_part_is_rejected(zcu102):
         vivado.VivadoTarget(**{**target.__dict__, "part": "xc7a35tcpg236-1"})
     with pytest.raises(ValueError, match="not a Vivado part name"):
         vivado.VivadoTarget(**{**target.__dict__, "board": "zcu102 [exec rm]"})
+    # a denormal clock would give `create_clock -period inf`
+    with pytest.raises(ValueError, match=r"clock_mhz must be in the range \[1, 1000\] MHz"):
+        vivado.VivadoTarget(**{**target.__dict__, "clock_mhz": 1e-320})
 
 
 def test_scripts_are_deterministic(zcu102):
