@@ -10,6 +10,7 @@ clipped so that a huge value never floods the terminal.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import types
 import typing
@@ -204,6 +205,28 @@ _TYPE_NAMES = {
 }
 
 
+def _yaml_number_hint(value: Any, integer: bool) -> str:
+    """A hint for a number YAML 1.1 reads as text (``2e2``, ``1e-3``: an exponent needs a
+    dot and a signed exponent there), else ``""``; ``integer``: the key takes an integer."""
+    if not isinstance(value, str) or "e" not in value.lower():
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number) or (integer and not number.is_integer()):
+        return ""
+    if integer:
+        return f" (YAML reads {value} as text; write {int(number)})"
+    text = repr(number)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = (f"{mantissa if '.' in mantissa else mantissa + '.0'}e"
+                f"{exponent if exponent[0] in '+-' else '+' + exponent}")
+    return (f" (YAML reads {value} as text: a number with an exponent needs a dot and a "
+            f"signed exponent, e.g. {text})")
+
+
 def _problems_from(exc: ValidationError, root: type[BaseModel], raw: Any) -> list[Problem]:
     """Translate a pydantic ValidationError into key-path problems."""
     problems: list[Problem] = []
@@ -238,6 +261,8 @@ def _problems_from(exc: ValidationError, root: type[BaseModel], raw: Any) -> lis
             message = f"must be one of {expected}, not {show(value)}"
         elif kind in _TYPE_NAMES:
             message = f"must be {_TYPE_NAMES[kind]}, not {describe_value(value)}"
+            if kind in ("int_type", "float_type"):
+                message += _yaml_number_hint(value, kind == "int_type")
         elif kind == "greater_than_equal":
             message = f"must be >= {ctx['ge']}, not {show(value)}"
         elif kind == "greater_than":

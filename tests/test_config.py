@@ -285,6 +285,22 @@ def test_wrong_type_string_for_int(tmp_path: Path) -> None:
                 "the string '64'")
     file, err = net_error(tmp_path, layer_with(1, kernel=[3, "3", 3]))
     assert_line(err, file, "layers[1] (c2).kernel[1]", "must be an integer", "'3'")
+    assert "YAML reads" not in str(err)  # quoted digits get no hint
+
+
+def test_yaml_1_1_exponents_get_a_hint(tmp_path: Path) -> None:
+    # YAML 1.1 (PyYAML) reads 2e2 and 1e-3 as strings: a float needs a dot and a signed
+    # exponent
+    file, err = net_error(tmp_path, layer_with(0, out_channels="6e1"))
+    assert_line(err, file, "layers[0] (c1).out_channels", "the string '6e1'",
+                "YAML reads 6e1 as text; write 60")
+    data = copy.deepcopy(ACC)
+    data.update(clock_mhz="2e2")
+    file, err = acc_error(tmp_path, data)
+    assert_line(err, file, "clock_mhz", "must be a number", "e.g. 200.0")
+    data.update(clock_mhz="1.5e3")
+    file, err = acc_error(tmp_path, data)
+    assert_line(err, file, "clock_mhz", "e.g. 1500.0")
 
 
 def test_wrong_type_bool_for_int(tmp_path: Path) -> None:
