@@ -1,7 +1,9 @@
 """Command line interface: ``fcircnn <command> ...``.
 
-Bad input (configuration, weights, input files) ends with one clear message on stderr and exit
-code 2, never a traceback.
+Bad input (configuration, weights, input files, flags) ends with one clear message on stderr
+and exit code 2, never a traceback, and before any output is written where it can be checked
+up front; a folder of outputs is written whole or not at all. A closed stdout (``| head``)
+ends the command quietly with exit code 141.
 """
 
 from __future__ import annotations
@@ -154,6 +156,67 @@ def _output_dir(path: str | os.PathLike[str] | None, flag: str) -> None:
         raise UserError(f"{flag} {path}: {why}")
 
 
+def _path(text: str) -> str:
+    """The argparse type of every path flag and argument: the text, unless it is empty (an
+    empty path would otherwise mean the current folder, or no file at all)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give a file or folder name")
+    return text
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file (links resolved; existing or not)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+Named = Sequence[tuple[str, "str | os.PathLike[str] | None"]]
+
+
+def _distinct_outputs(outputs: Named, inputs: Named) -> None:
+    """Refuse, before any work, an output file that is one of the command's input files or
+    another output: ``outputs`` and ``inputs`` are ``(flag, path)`` pairs (``None``: not
+    given)."""
+    seen: list[tuple[str, str | os.PathLike[str]]] = []
+    for flag, path in outputs:
+        if path is None:
+            continue
+        for other_flag, other in [*((f, p) for f, p in inputs if p is not None), *seen]:
+            if _same_file(path, other):
+                what = "input" if (other_flag, other) not in seen else "output"
+                raise UserError(f"{flag} {path}: the same file as the {what} {other_flag} "
+                                f"{other}; give another output path")
+        seen.append((flag, path))
+
+
+def _input_files(args: argparse.Namespace, config: str, net, *flags: str) -> list:
+    """The input files of a command as ``(flag, path)`` pairs: the configuration argument
+    ``config`` (and the network file it names) and the path ``flags`` given."""
+    pairs = [(config, _resolve_config_path(getattr(args, config))), (config, net.path)]
+    return pairs + [(flag, getattr(args, flag.lstrip("-").replace("-", "_"))) for flag in flags]
+
+
+def _folder_outputs(flag: str, out: str | os.PathLike[str], files: Sequence[str]) -> list:
+    """``(flag, path)`` of every file a command writes into the folder ``out``; refuses, before
+    any work, a folder standing where one of them goes."""
+    from fcircnn.gen.staging import target_conflict
+
+    if why := target_conflict(out, files):
+        raise UserError(f"{flag} {out}: {why}")
+    return [(flag, Path(out) / rel) for rel in files]
+
+
+def _overflow_error(exc: Exception, args: argparse.Namespace) -> UserError:
+    """The error of weights (or an input) the int8 contract cannot represent
+    (:class:`~fcircnn.models.network.LayerOverflowError`), naming ``--weights`` and its file."""
+    given = (f"--weights {args.weights}" if args.weights is not None
+             else f"random weights (--seed {args.seed})")
+    return UserError(f"{given}: the int8 contract cannot represent these weights with this "
+                     f"input and calibration: {exc}")
+
+
 class _Progress:
     """Per-layer progress on stderr: an updating line on a terminal, a line per pass otherwise."""
 
@@ -206,7 +269,9 @@ def _fmt_error(mode: str, value: float | None) -> str:
     return f"{value:.1e}"
 
 
-def _report(result, modes: Sequence[str]) -> str:
+def _report(result, modes: Sequence[str], scores: bool = True) -> str:
+    """The golden run's table; ``scores``: the network's output is class scores (else the
+    last lines show the output's shape, not a top-1 class)."""
     extra = [m for m in ("slots", "int") if m in modes]
     header = ["layer", "type", "in CxDxHxW", "out CxDxHxW", "GOP", "slot MMAC",
               "params dense", "params circ", *(
@@ -232,14 +297,16 @@ def _report(result, modes: Sequence[str]) -> str:
     ref = result.outputs["float"].ravel()
     for mode in result.outputs:
         out = result.outputs[mode].ravel()
+        # a network without class scores (class_scores_problem) has no top-1 to show
+        what = (f"top-1 class {int(np.argmax(out))}" if scores else
+                f"output {_fmt_shape(result.outputs[mode].shape)}")
         timing = f"{result.seconds[mode]:.1f} s"
         if mode == "float":
-            lines.append(f"{mode:<6} {timing:>8}  top-1 class {int(np.argmax(out))} (reference)")
+            lines.append(f"{mode:<6} {timing:>8}  {what} (reference)")
         else:
             err = out - ref
             snr = 10 * np.log10(np.sum(ref**2) / max(np.sum(err**2), 1e-300))
-            lines.append(f"{mode:<6} {timing:>8}  top-1 class {int(np.argmax(out))}, output SNR "
-                         f"{snr:.1f} dB vs float")
+            lines.append(f"{mode:<6} {timing:>8}  {what}, output SNR {snr:.1f} dB vs float")
     return "\n".join(lines)
 
 
@@ -248,7 +315,7 @@ def _load_array(flag: str, load, net, path: str | None):
     seed), every array checked against ``net`` (:mod:`fcircnn.models.network`)."""
     from fcircnn.models.files import ArrayFileError
 
-    if not path:
+    if path is None:
         return None
     try:
         return load(net, path)
@@ -269,9 +336,10 @@ def _load_calibration(net, args: argparse.Namespace):
     that names how the int8 scales are calibrated."""
     from fcircnn.models.network import load_clips
 
+    args.calibration_statistic = args.calibration_statistic or "max"  # None: not given
     stat = "the maximum" if args.calibration_statistic == "max" else (
         f"the {args.calibration_statistic[1:]}th percentile")
-    if not args.calibration:
+    if args.calibration is None:
         return None, f"int8 scales from {stat} over the input clip"
     clips = _load_array("--calibration", load_clips, net, args.calibration)
     return clips, (f"int8 scales from {stat} over {len(clips)} calibration clip(s) "
@@ -279,11 +347,19 @@ def _load_calibration(net, args: argparse.Namespace):
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
-    from fcircnn.models.network import LayerOverflowError, run_network
+    from fcircnn.models.network import LayerOverflowError, class_scores_problem, run_network
 
     _output_file(args.save, "--save")
     _output_file(args.save_weights, "--save-weights")
+    if args.mode == "float":
+        for flag in ("--calibration", "--calibration-statistic"):
+            if getattr(args, flag[2:].replace("-", "_")) is not None:
+                raise UserError(f"{flag}: only with --mode slots, int or all (the float "
+                                "reference has no int8 scales to calibrate)")
     net = _network(args.network)
+    _distinct_outputs([("--save", args.save), ("--save-weights", args.save_weights)],
+                      _input_files(args, "network", net, "--input", "--weights",
+                                   "--calibration"))
     modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
     weights, x = _load_weights_and_input(net, args)
     clips, how = _load_calibration(net, args)
@@ -297,9 +373,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
                              progress=None if args.quiet else _Progress(), clips=clips,
                              statistic=args.calibration_statistic)
     except LayerOverflowError as exc:
-        raise UserError(f"the int8 contract cannot represent this network with these weights "
-                        f"and input: {exc}") from None
-    print(_report(result, modes))
+        raise _overflow_error(exc, args) from None
+    print(_report(result, modes, class_scores_problem(net) is None))
     if args.save:
         from fcircnn.models.files import atomic_write
 
@@ -347,7 +422,13 @@ def _ranged(convert: Callable[[str], float], ok: Callable[[float], bool], rule: 
 
 
 _seed = _ranged(int, lambda v: 0 <= v < 2**32, f"must be an integer in 0..{2**32 - 1}")
-_clock = _ranged(float, lambda v: 0 < v <= 1000, "must be a number in (0, 1000] MHz")
+def _clock(text: str) -> float:
+    """``--clock-mhz``: a number in :data:`~fcircnn.models.schema.CLOCK_MHZ_RANGE`."""
+    from fcircnn.models.schema import CLOCK_MHZ_RANGE
+
+    lo, hi = CLOCK_MHZ_RANGE
+    return _ranged(float, lambda v: lo <= v <= hi, f"must be a number in [{lo:g}, {hi:g}] MHz")(
+        text)
 _scale = _ranged(int, lambda v: v >= 1, "scale factor S must be an integer >= 1")
 _probability = _ranged(float, lambda v: 0 <= v < 1, "must be a number in [0, 1)")
 _cycles = _ranged(int, lambda v: v >= 1, "must be a positive integer")
@@ -360,6 +441,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     _output_file(args.output, "-o")
     net = _network(args.network)
+    _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--dense"))
     try:
         dense = load_dense(net, args.dense)
     except ArrayFileError as exc:
@@ -382,6 +464,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     _output_file(args.output, "-o")
     net = _network(args.network)
+    _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--checkpoint"))
     try:
         state = read_checkpoint(args.checkpoint)
         weights, report = import_state_dict(net, state)
@@ -394,13 +477,32 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``run``'s flags that one target alone reads: flag -> that ``--on`` value.
+_RUN_TARGET_FLAGS = {"--bitstream": "board", "--timeout": "board", "--simulator": "sim",
+                     "--backpressure": "sim", "--build-dir": "sim"}
+
+
+def _refuse_other_targets(args: argparse.Namespace) -> None:
+    """Refuse a ``run`` flag its ``--on`` target does not read (it would be ignored)."""
+    for flag, on in _RUN_TARGET_FLAGS.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None and args.on != on:
+            raise UserError(f"{flag}: only with --on {on}, not --on {args.on} (it would be "
+                            "ignored)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
-    from fcircnn.gen.compiler import CompileError
-    from fcircnn.models.network import load_clips, load_weights
+    from fcircnn.gen.compiler import CompileError, PostOverflowError
+    from fcircnn.models.network import (
+        LayerOverflowError,
+        class_scores_problem,
+        load_clips,
+        load_weights,
+    )
     from fcircnn.predict import predict
     from fcircnn.sim.runner import SimulatorUnavailable
 
+    _refuse_other_targets(args)
     _output_file(args.save, "--save")
     if args.on == "sim":
         _needs("sim", "fcircnn run --on sim (cocotb on Verilator or Icarus)")
@@ -414,6 +516,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"--bitstream {bit}: the .bit and its .hwh are not both there")
     acc = _accelerator(args.config)
     net = acc.network
+    if problem := class_scores_problem(net):
+        raise UserError(f"{args.config}: {problem}; fcircnn run ranks class scores "
+                        "(fcircnn golden or sim run any network)")
+    _distinct_outputs([("--save", args.save)], _input_files(
+        args, "config", net, "--input", "--weights", "--calibration", "--bitstream"))
     clips = _load_array("--input", load_clips, net, args.input)
     weights = _load_array("--weights", load_weights, net, args.weights)
     calibration, how = _load_calibration(net, args)
@@ -428,14 +535,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = predict(acc, clips, on=args.on, weights=weights, seed=args.seed,
                          calibration=calibration, statistic=args.calibration_statistic,
-                         simulator=args.simulator, build_dir=args.build_dir,
-                         backpressure=args.backpressure, backend=backend,
-                         timeout_s=args.timeout,
+                         simulator=args.simulator or "verilator", build_dir=args.build_dir,
+                         backpressure=args.backpressure or 0.0, backend=backend,
+                         timeout_s=args.timeout or 10.0,
                          progress=None if bar is None else (lambda d, t: bar("clips", d, t)))
+    except (LayerOverflowError, PostOverflowError) as exc:
+        raise _overflow_error(exc, args) from None
     except CompileError as exc:
         raise UserError(str(exc)) from None
     except SimulatorUnavailable as exc:
-        raise UserError(f"--simulator {args.simulator}: {exc}") from None
+        raise UserError(f"--simulator {args.simulator or 'verilator'}: {exc}") from None
     except sim.SimulationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -477,18 +586,31 @@ def _board_backend(acc, args: argparse.Namespace):
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from fcircnn.gen.compiler import CompileError
-    from fcircnn.gen.deploy import deploy
-    from fcircnn.models.network import load_clips, load_weights, random_input, random_weights
+    from fcircnn.gen.compiler import CompileError, PostOverflowError
+    from fcircnn.gen.deploy import OUTPUT_FILES, OVERLAY_FILES, deploy
+    from fcircnn.models.network import (
+        class_scores_problem,
+        load_clips,
+        load_weights,
+        random_input,
+        random_weights,
+    )
 
     _output_dir(args.output, "-o")
     if Path(args.output).is_dir() and any(Path(args.output).iterdir()) and not args.force:
         raise UserError(f"-o {args.output}: the folder is not empty (--force writes into it)")
+    outputs = _folder_outputs("-o", args.output, OUTPUT_FILES)
     if args.vivado is not None and not Path(args.vivado).is_dir():
         raise UserError(f"--vivado {args.vivado}: no such folder (the Vivado build's "
                         "vivado/out, with fcircnn_accel.bit and .hwh)")
     acc = _accelerator(args.config)
     net = acc.network
+    if problem := class_scores_problem(net):
+        raise UserError(f"{args.config}: {problem}; the board's run.py ranks class scores")
+    overlay = [] if args.vivado is None else [("--vivado", Path(args.vivado) / f)
+                                              for f in OVERLAY_FILES]
+    _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",
+                                            "--calibration") + overlay)
     weights = _load_array("--weights", load_weights, net, args.weights)
     clips = _load_array("--input", load_clips, net, args.input)
     calibration, how = _load_calibration(net, args)
@@ -505,6 +627,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         result = deploy(acc, args.output, weights=weights, calibration=calibration,
                         clips=clips, statistic=args.calibration_statistic,
                         vivado=args.vivado, config=args.config)
+    except PostOverflowError as exc:
+        raise _overflow_error(exc, args) from None
     except CompileError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
@@ -519,24 +643,59 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The widest address an accelerator has (``address_width`` is 32..64 bits).
+MAX_ADDRESS_BITS = 64
+
+
 def _address(text: str) -> int:
-    """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096."""
+    """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096, below
+    ``2**64``."""
+    import re
+
+    too_large = argparse.ArgumentTypeError(
+        f"too large: an address is below 2**{MAX_ADDRESS_BITS} (at most "
+        f"{MAX_ADDRESS_BITS} bits), not {text[:40]!r}{'...' if len(text) > 40 else ''}")
+    if re.fullmatch(r"\s*(0[xX][0-9a-fA-F_]{100,}|[0-9_]{100,})\s*", text):
+        raise too_large  # before int(), which refuses over 4300 digits as "not a number"
     try:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an address (decimal or 0x...): {text!r}") from None
+    if value >= 1 << MAX_ADDRESS_BITS:
+        raise too_large
     if value < 0 or value % 4096:
         raise argparse.ArgumentTypeError(f"must be a non-negative multiple of 4096 (0x1000), "
                                          f"not {text!r}")
     return value
 
 
+def _check_base(acc, base: int) -> None:
+    """Refuse, before calibrating, a ``--base`` at which the image does not fit the
+    accelerator's ``address_width`` (the layout does not depend on the base)."""
+    from fcircnn.gen.compiler import CompileError, plan_network
+
+    try:
+        plan = plan_network(acc)
+    except CompileError as exc:
+        raise UserError(str(exc)) from None
+    limit = 1 << acc.address_width
+    if base + plan.end > limit:
+        raise UserError(f"--base {base:#x}: the image of {plan.end:#x} bytes would end at "
+                        f"{base + plan.end:#x}, beyond the {acc.address_width}-bit address space "
+                        f"of {acc.path or acc.name} (address_width: {acc.address_width}, up to "
+                        f"{limit:#x}); give a base of at most {limit - plan.end:#x}")
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
-    from fcircnn.gen.compiler import CompileError, compile_network
+    from fcircnn.gen.compiler import CompileError, DdrImage, PostOverflowError, compile_network
 
     _output_dir(args.output, "-o")
+    outputs = _folder_outputs("-o", args.output, DdrImage.FILES)
     acc = _accelerator(args.config)
     net = acc.network
+    _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",
+                                            "--calibration"))
+    _check_base(acc, args.base)
     weights, x = _load_weights_and_input(net, args)
     clips, how = _load_calibration(net, args)
     _check_memory(net, ("float", "int"), 0 if clips is None else len(clips))
@@ -546,6 +705,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
                                 granularity=args.granularity, base=args.base,
                                 calibration=clips, statistic=args.calibration_statistic)
+    except PostOverflowError as exc:
+        raise _overflow_error(exc, args) from None
     except CompileError as exc:
         raise UserError(str(exc)) from None
     try:
@@ -618,11 +779,13 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from fcircnn.gen.generate import GenerateError, generate
+    from fcircnn.gen.generate import OUTPUT_FILES, GenerateError, generate
 
     _needs("hw", "fcircnn generate (Verilog from the Amaranth hardware)")
     _output_dir(args.output, "-o")
+    outputs = _folder_outputs("-o", args.output, OUTPUT_FILES)
     acc = _accelerator(args.config)
+    _distinct_outputs(outputs, _input_files(args, "config", acc.network))
     print(f"fcircnn generate: {acc.name} ({acc.path or args.config}) -> {args.output}",
           file=sys.stderr)
     try:
@@ -693,39 +856,76 @@ def _synthesize(acc, native: bool):
                       native=native)
 
 
+#: Largest value a sweep range may hold (every tile limit of the hardware is far below).
+MAX_RANGE_VALUE = 1 << 20
+
+
+def _shown(text: str) -> str:
+    """``text`` for a message, cut to 60 characters."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
+
+
+def _items(text: str, rule: str) -> list[str]:
+    """The comma-separated items of ``text``, refusing an empty one."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"{rule}; an item is empty in {_shown(text)}")
+    return items
+
+
+def _positive(item: str, rule: str, text: str) -> int:
+    """``item`` as an integer in 1..:data:`MAX_RANGE_VALUE`, else the ``rule`` it breaks."""
+    if not item.isdigit():
+        raise argparse.ArgumentTypeError(f"{rule}, not {_shown(text)}")
+    if len(item) > 7 or not 1 <= int(item) <= MAX_RANGE_VALUE:
+        raise argparse.ArgumentTypeError(f"{rule}: values are 1..{MAX_RANGE_VALUE}, not "
+                                         f"{_shown(item)}")
+    return int(item)
+
+
 def _int_list(text: str) -> tuple[int, ...]:
     """A comma-separated list of positive integers (``--tn 16,32,64``)."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(
-            f"must be a comma-separated list of positive integers, not {text!r}")
-    return values
+    rule = "must be a comma-separated list of positive integers"
+    return tuple(_positive(item, rule, text) for item in _items(text, rule))
 
 
 def _pair_list(text: str) -> tuple[tuple[int, int], ...]:
     """``--pointwise 8x32,16x64``: (Tn, Tm) pairs."""
+    rule = "must be comma-separated TNxTM pairs such as 8x32,16x64"
     pairs = []
-    for item in text.split(","):
-        parts = item.strip().lower().split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise argparse.ArgumentTypeError(
-                f"must be comma-separated TNxTM pairs such as 8x32,16x64, not {text!r}")
-        pairs.append((int(parts[0]), int(parts[1])))
+    for item in _items(text, rule):
+        parts = item.lower().split("x")
+        if len(parts) != 2:
+            raise argparse.ArgumentTypeError(f"{rule}, not {_shown(text)}")
+        pairs.append(tuple(_positive(p, rule, text) for p in parts))
     return tuple(pairs)
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+def _jobs(text: str) -> int:
+    """``sweep -j``: worker processes, 1..the CPUs this process may use."""
+    from fcircnn.gen.sweep import max_jobs
 
+    rule = f"must be an integer in 1..{max_jobs()} (the CPUs this process may use)"
+    return _ranged(int, lambda v: 1 <= v <= max_jobs(), rule)(text)
+
+
+def _references(refs: Sequence[str], net) -> list:
+    """``--reference``: the accelerator files, each for the network swept."""
+    references = []
+    for name in refs:
+        acc = _accelerator(name)
+        if acc.network.name != net.name:
+            raise UserError(f"--reference {name}: an accelerator for network "
+                            f"{acc.network.name!r}, not for the network swept, {net.name!r} "
+                            f"({net.path or net.name})")
+        references.append(acc)
+    return references
+
+
+def _sweep_space(args: argparse.Namespace, net):
+    """The ``sweep`` ranges and objective of the flags, checked against ``net``."""
     from fcircnn.gen import sweep
-    from fcircnn.models.config import ConfigError, builtin_path
 
-    _needs("plot", "fcircnn sweep (pareto.png)")
-    net = _network(args.network)
-    device = sweep.DEVICES[args.device]
     try:
         space = sweep.SweepSpace(
             tn=args.tn, tm=args.tm, td=args.td, tr=args.tr, tc=args.tc,
@@ -734,26 +934,51 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             axi_ports=args.axi_ports, dma_queue=args.dma_queue)
         space.check(net.block_size)
         objective = sweep.Objective(args.maximise.replace("-", "_"), args.floor)
-    except sweep.SweepError as exc:
-        raise UserError(f"sweep range: {exc}") from None
-    if args.reference is None:  # the paper's accelerator for this network, if there is one
-        try:
-            refs = [builtin_path(f"{net.name}_zcu102")]
-        except ConfigError:
-            refs = []
-    else:
-        refs = args.reference
-    references = [_accelerator(r) for r in refs]
-    out = Path(args.output or f"build/sweep/{net.name}")
-    best_path = Path(args.best_yaml) if args.best_yaml else out / "best.yaml"
+    except sweep.SweepError as exc:  # the message names the flag
+        raise UserError(str(exc)) from None
+    return space, objective
+
+
+def _default_references(net) -> list[str]:
+    """The paper's accelerator for ``net`` (the built-in ``<network>_zcu102``), if there is
+    one."""
+    from fcircnn.models.config import ConfigError, builtin_path
+
+    try:
+        return [str(builtin_path(f"{net.name}_zcu102"))]
+    except ConfigError:
+        return []
+
+
+#: The files ``sweep`` writes into its output folder.
+SWEEP_FILES = ("sweep.csv", "pareto.png", "best.yaml")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from fcircnn.gen import sweep
+    from fcircnn.gen.staging import staged_folder
+
+    _needs("plot", "fcircnn sweep (pareto.png)")
+    net = _network(args.network)
+    device = sweep.DEVICES[args.device]
+    space, objective = _sweep_space(args, net)
+    refs = _default_references(net) if args.reference is None else args.reference
+    references = _references(refs, net)
+    out = Path(args.output if args.output is not None else f"build/sweep/{net.name}")
     _output_dir(out, "-o")
-    if args.best_yaml:
+    files = SWEEP_FILES if args.best_yaml is None else SWEEP_FILES[:2]
+    outputs = _folder_outputs("-o", out, files)
+    if args.best_yaml is not None:
         _output_file(args.best_yaml, "--best-yaml")
-    out.mkdir(parents=True, exist_ok=True)
+        outputs.append(("--best-yaml", args.best_yaml))
+    _distinct_outputs(outputs, [*_input_files(args, "network", net),
+                                *(("--reference", r) for r in refs)])
     total = space.size(net.block_size)
     print(f"fcircnn sweep: network {net.name} ({net.path or args.network}) on {device.name}, "
-          f"{total} points, cap {args.cap:.0%}, {args.clock_mhz:g} MHz, {args.jobs} worker(s)",
-          file=sys.stderr)
+          f"{total} points, cap {args.cap:.0%}, {args.clock_mhz:g} MHz, "
+          f"{min(args.jobs, total)} worker(s)", file=sys.stderr)
     bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0.1)
 
     def progress(done: int, _total: int) -> None:
@@ -767,21 +992,41 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    csv_path = sweep.write_csv(result, out / "sweep.csv")
+    try:
+        best, no_fit = result.best, None
+    except sweep.SweepError as exc:
+        best, no_fit = None, str(exc)
+    try:
+        with staged_folder(out) as tmp:  # every file or none (sweep.csv alone if none fits)
+            _write_sweep(result, best, tmp, args, net, device)
+    except OSError as exc:
+        raise UserError(f"-o: cannot write {out}: {exc}") from None
     counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
     print(f"{counts['ok']} points fit, {counts['over']} over the cap, {counts['illegal']} "
-          f"illegal; every point in {csv_path}", file=sys.stderr)
-    try:
-        best = result.best
-    except sweep.SweepError as exc:
-        raise UserError(str(exc)) from None
-    png = sweep.plot_pareto(result, out / "pareto.png")
+          f"illegal; every point in {out / 'sweep.csv'}", file=sys.stderr)
+    if best is None:
+        raise UserError(no_fit)
     print(f"best points ({result.objective.describe()}):")
     print("\n".join(format_top(result, args.top)))
     print("\nefficiency front (no point has both more GOP/s and more GOP/s per DSP):")
     print("\n".join(format_front(result)))
+    best_path = out / "best.yaml" if args.best_yaml is None else args.best_yaml
+    print(f"wrote {out / 'pareto.png'} and {best_path}", file=sys.stderr)
+    return 0
+
+
+def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device) -> None:
+    """Write ``sweep.csv`` into ``tmp`` and, unless ``best`` is ``None`` (no point fits),
+    ``pareto.png`` and the best accelerator file (``--best-yaml`` where it says)."""
+    from fcircnn.gen import sweep
+
+    sweep.write_csv(result, tmp / "sweep.csv")
+    if best is None:
+        return
+    sweep.plot_pareto(result, tmp / "pareto.png")
     sweep.write_accelerator_yaml(
-        best.point, net, device, args.clock_mhz, best_path,
+        best.point, net, device, args.clock_mhz,
+        tmp / "best.yaml" if args.best_yaml is None else args.best_yaml,
         name=f"{net.name}_{device.name}_best",
         comment=(f"Best configuration of `fcircnn sweep {args.network} --device {device.name}` "
                  f"(cap {args.cap:.0%}, {args.clock_mhz:g} MHz):\n{best.label}: "
@@ -789,8 +1034,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                  f"per DSP, DSP {best.dsp}, BRAM36 {best.bram36:.1f}, LUT {best.lut}, FF "
                  f"{best.ff} (calibrated estimator and performance model).\nThe network is "
                  "written into this file, so it works wherever it is copied."))
-    print(f"wrote {png} and {best_path}", file=sys.stderr)
-    return 0
 
 
 def _statistic(text: str) -> str:
@@ -805,11 +1048,11 @@ def _statistic(text: str) -> str:
 
 
 def _calibration_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calibration", metavar="CLIPS.npy",
+    parser.add_argument("--calibration", type=_path, metavar="CLIPS.npy",
                         help="calibration set [N, C, D, H, W] (float): the int8 scales and any "
                              "CBN parameters the weights lack come from these clips (default: "
                              "the input clip alone)")
-    parser.add_argument("--calibration-statistic", type=_statistic, default="max",
+    parser.add_argument("--calibration-statistic", type=_statistic, default=None,
                         metavar="STAT",
                         help="what each int8 scale is taken from over the calibration data: "
                              "max, or pQ, the Q-th percentile of the magnitudes (e.g. p99.9; "
@@ -825,7 +1068,7 @@ def _add_golden(sub) -> None:
                     "integer contract; print per-layer shapes, dense-equivalent GOP, parameters "
                     "before/after compression and each mode's error against the reference.",
     )
-    golden.add_argument("network", nargs="?", default="c3d",
+    golden.add_argument("network", type=_path, nargs="?", default="c3d",
                         help="network YAML, accelerator YAML or built-in name "
                              "(c3d, r3d18; default: c3d)")
     golden.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
@@ -833,13 +1076,14 @@ def _add_golden(sub) -> None:
                         help="mode to run besides the float reference (default: all)")
     golden.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
                         help="int8 scale granularity of the int mode (default: tensor)")
-    golden.add_argument("--input", metavar="X.npy", help="input clip [C, D, H, W] (float)")
-    golden.add_argument("--weights", metavar="W.npz",
+    golden.add_argument("--input", type=_path, metavar="X.npy",
+                        help="input clip [C, D, H, W] (float)")
+    golden.add_argument("--weights", type=_path, metavar="W.npz",
                         help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
                              "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
-    golden.add_argument("--save", metavar="OUT.npz",
+    golden.add_argument("--save", type=_path, metavar="OUT.npz",
                         help="save final outputs per mode and the int8 output slots per layer")
-    golden.add_argument("--save-weights", metavar="W.npz",
+    golden.add_argument("--save-weights", type=_path, metavar="W.npz",
                         help="save the weights used (with calibrated CBN), readable by --weights")
     _calibration_flags(golden)
     golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
@@ -855,7 +1099,8 @@ def _add_check(sub) -> None:
         description="Validate a configuration file (network or accelerator, detected from its "
                     "keys) and print the resolved parameters; exit code 2 on any problem.",
     )
-    check.add_argument("config", help="YAML file or built-in name (c3d, r3d18, c3d_zcu102, ...)")
+    check.add_argument("config", type=_path,
+                       help="YAML file or built-in name (c3d, r3d18, c3d_zcu102, ...)")
     check.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
                        help=f"largest share of each device resource an accelerator may use, "
                             f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
@@ -873,14 +1118,16 @@ def _add_compile(sub) -> None:
                     "from the golden integer contract); print the memory map. Exit code 2 on "
                     "bad input or a layer the accelerator cannot run.",
     )
-    comp.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
-    comp.add_argument("-o", "--output", default="build/compile", metavar="DIR",
+    comp.add_argument("config", type=_path,
+                      help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    comp.add_argument("-o", "--output", type=_path, default="build/compile", metavar="DIR",
                       help="output directory (default: build/compile)")
     comp.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
-    comp.add_argument("--weights", metavar="W.npz",
+    comp.add_argument("--weights", type=_path, metavar="W.npz",
                       help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
                            "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
-    comp.add_argument("--input", metavar="X.npy", help="input clip [C, D, H, W] (float)")
+    comp.add_argument("--input", type=_path, metavar="X.npy",
+                      help="input clip [C, D, H, W] (float)")
     comp.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
                       help="int8 scale granularity (default: tensor)")
     _calibration_flags(comp)
@@ -901,8 +1148,9 @@ def _add_generate(sub) -> None:
                     "byte-identical for the same configuration. Exit code 2 on bad input or "
                     "a non-empty output folder without --force.",
     )
-    gen.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
-    gen.add_argument("-o", "--output", default="build/generate", metavar="DIR",
+    gen.add_argument("config", type=_path,
+                     help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    gen.add_argument("-o", "--output", type=_path, default="build/generate", metavar="DIR",
                      help="output directory (default: build/generate)")
     gen.add_argument("--force", action="store_true",
                      help="write into a non-empty output directory (replaces files of the "
@@ -923,7 +1171,8 @@ def _add_estimate(sub) -> None:
                     "Exit code 2 on bad input or when the design does not fit the device "
                     "(the message names the binding resource).",
     )
-    est.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    est.add_argument("config", type=_path,
+                     help="accelerator YAML or built-in name (c3d_zcu102, ...)")
     est.add_argument("--synth", action="store_true",
                      help="also run Yosys for ground truth (tens of minutes at paper size)")
     est.add_argument("--native-yosys", action="store_true",
@@ -952,7 +1201,8 @@ def _add_sim(sub) -> None:
                     "golden integer contract, then the totals. Exit code 1 if a layer fails, 2 "
                     "on bad input.",
     )
-    simp.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    simp.add_argument("config", type=_path,
+                      help="accelerator YAML or built-in name (c3d_zcu102, ...)")
     simp.add_argument("--layers", metavar="NAMES",
                       help="comma-separated layer names to run alone (default: all layers)")
     simp.add_argument("--scale", type=_scale, default=1, metavar="S",
@@ -969,7 +1219,7 @@ def _add_sim(sub) -> None:
                       help="probability that the memory model stalls a beat (default: 0)")
     simp.add_argument("--timeout-cycles", type=_cycles, default=None, metavar="N",
                       help="give up after N cycles (default: estimated from the layers)")
-    simp.add_argument("--build-dir", metavar="DIR",
+    simp.add_argument("--build-dir", type=_path, metavar="DIR",
                       help="build root for images and simulator builds (default: "
                            "$FCIRCNN_BUILD_DIR or build)")
     simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
@@ -987,10 +1237,10 @@ def _add_project(sub) -> None:
                     "diagonals), print each layer's relative projection error and write the "
                     "weights file golden, compile and run read (--weights).",
     )
-    proj.add_argument("network", help="network YAML, accelerator YAML or built-in name")
-    proj.add_argument("--dense", required=True, metavar="DENSE.npz",
+    proj.add_argument("network", type=_path, help="network YAML, accelerator YAML or built-in name")
+    proj.add_argument("--dense", type=_path, required=True, metavar="DENSE.npz",
                       help="<layer>.weight for every conv and fc layer")
-    proj.add_argument("-o", "--output", required=True, metavar="W.npz",
+    proj.add_argument("-o", "--output", type=_path, required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
     proj.set_defaults(func=cmd_project)
 
@@ -1007,10 +1257,10 @@ def _add_import(sub) -> None:
                     "fcircnn.models.checkpoint. Network: spectral_c3d, or any network file "
                     "whose layer names are the checkpoint's.",
     )
-    imp.add_argument("network", help="network YAML or built-in name (spectral_c3d)")
-    imp.add_argument("--checkpoint", required=True, metavar="CKPT.npz|.pth",
+    imp.add_argument("network", type=_path, help="network YAML or built-in name (spectral_c3d)")
+    imp.add_argument("--checkpoint", type=_path, required=True, metavar="CKPT.npz|.pth",
                      help="the training code's state dict")
-    imp.add_argument("-o", "--output", required=True, metavar="W.npz",
+    imp.add_argument("-o", "--output", type=_path, required=True, metavar="W.npz",
                      help="the weights file to write")
     imp.set_defaults(func=cmd_import)
 
@@ -1026,26 +1276,30 @@ def _add_run(sub) -> None:
                     "contract), dequantize the network output and print each clip's class "
                     "scores. Exit code 1 if a layer's RTL output differs, 2 on bad input.",
     )
-    run.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
-    run.add_argument("--input", required=True, metavar="CLIPS.npy",
+    run.add_argument("config", type=_path,
+                     help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    run.add_argument("--input", type=_path, required=True, metavar="CLIPS.npy",
                      help="clips [N, C, D, H, W] (float, time domain)")
     run.add_argument("--on", choices=("golden", "sim", "board"), default="golden",
                      help="target (default: golden); board: on this board's PYNQ overlay")
-    run.add_argument("--bitstream", metavar="BIT",
+    run.add_argument("--bitstream", type=_path, metavar="BIT",
                      help="--on board: the overlay's .bit (its .hwh beside it)")
-    run.add_argument("--timeout", default=10.0, metavar="S", type=_ranged(
+    run.add_argument("--timeout", default=None, metavar="S", type=_ranged(
                          float, lambda v: 0 < v <= 86400, "must be seconds in (0, 86400]"),
                      help="--on board: seconds one clip may run (default 10)")
-    run.add_argument("--weights", metavar="W.npz", help="weights (default: random from --seed)")
+    run.add_argument("--weights", type=_path, metavar="W.npz",
+                     help="weights (default: random from --seed)")
     _calibration_flags(run)
     run.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
-    run.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
+    run.add_argument("--simulator", choices=("verilator", "icarus"), default=None,
                      help="HDL simulator of --on sim (default: verilator)")
-    run.add_argument("--backpressure", type=_probability, default=0.0, metavar="P",
-                     help="--on sim: probability that the memory model stalls a beat")
-    run.add_argument("--build-dir", metavar="DIR",
+    run.add_argument("--backpressure", type=_probability, default=None, metavar="P",
+                     help="--on sim: probability that the memory model stalls a beat "
+                          "(default: 0)")
+    run.add_argument("--build-dir", type=_path, metavar="DIR",
                      help="--on sim: build root (default: $FCIRCNN_BUILD_DIR or build)")
-    run.add_argument("--save", metavar="SCORES.npy", help="save the scores [N, classes]")
+    run.add_argument("--save", type=_path, metavar="SCORES.npy",
+                     help="save the scores [N, classes]")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 
@@ -1063,14 +1317,16 @@ def _add_deploy(sub) -> None:
                     "runs every clip, prints the class scores, the cycles per layer and the "
                     "bit-exact check of every layer. Exit code 2 on bad input.",
     )
-    dep.add_argument("config", help="accelerator YAML or built-in name (c3d_zcu102, ...)")
-    dep.add_argument("-o", "--output", required=True, metavar="DIR",
+    dep.add_argument("config", type=_path,
+                     help="accelerator YAML or built-in name (c3d_zcu102, ...)")
+    dep.add_argument("-o", "--output", type=_path, required=True, metavar="DIR",
                      help="the deployment folder (new or empty)")
     dep.add_argument("--force", action="store_true", help="write into a non-empty folder")
-    dep.add_argument("--vivado", metavar="DIR",
+    dep.add_argument("--vivado", type=_path, metavar="DIR",
                      help="the Vivado build's output (vivado/out of fcircnn generate)")
-    dep.add_argument("--weights", metavar="W.npz", help="weights (default: random from --seed)")
-    dep.add_argument("--input", metavar="CLIPS.npy",
+    dep.add_argument("--weights", type=_path, metavar="W.npz",
+                     help="weights (default: random from --seed)")
+    dep.add_argument("--input", type=_path, metavar="CLIPS.npy",
                      help="clips [N, C, D, H, W] run.py runs by default (default: one random "
                           "clip from --seed)")
     _calibration_flags(dep)
@@ -1081,6 +1337,8 @@ def _add_deploy(sub) -> None:
 def _add_sweep(sub) -> None:
     """Add the ``sweep`` command (the design-space exploration)."""
     from fcircnn.gen.estimate import DEFAULT_CAP
+    from fcircnn.gen.sweep import max_jobs as sweep_max_jobs
+    from fcircnn.models.schema import CLOCK_MHZ_RANGE
 
     sw = sub.add_parser(
         "sweep", help="design-space exploration of core configurations for a network",
@@ -1094,19 +1352,22 @@ def _add_sweep(sub) -> None:
                     "Exit code 2 on bad input or when no point fits (naming the binding "
                     "resource).",
     )
-    sw.add_argument("network", help="network YAML, accelerator YAML (its network) or built-in "
-                                    "name (c3d, r3d18)")
+    sw.add_argument("network", type=_path,
+                    help="network YAML, accelerator YAML (its network) or built-in "
+                         "name (c3d, r3d18)")
     sw.add_argument("--device", choices=("zcu102",), default="zcu102",
                     help="target device (default: zcu102)")
-    sw.add_argument("-j", "--jobs", type=_cycles, default=1, metavar="N",
-                    help="worker processes (default: 1)")
-    sw.add_argument("-o", "--output", metavar="DIR",
+    sw.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                    help=f"worker processes, 1..{sweep_max_jobs()} (the CPUs this process may "
+                         "use), never more than points (default: 1)")
+    sw.add_argument("-o", "--output", type=_path, metavar="DIR",
                     help="output folder (default: build/sweep/<network>)")
     sw.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
                     help=f"largest share of each device resource a point may use (default: "
                          f"{DEFAULT_CAP:g})")
     sw.add_argument("--clock-mhz", type=_clock, default=200.0,
-                    help="clock in MHz, in (0, 1000] (default: 200)")
+                    help="clock in MHz, in [{:g}, {:g}] (default: 200)".format(
+                        *CLOCK_MHZ_RANGE))
     from fcircnn.gen.sweep import SweepSpace
 
     space = SweepSpace()  # the default ranges
@@ -1131,19 +1392,19 @@ def _add_sweep(sub) -> None:
                          "and weight tiles on ports of their own; default: 1)")
     sw.add_argument("--dma-queue", type=_int_list, default=space.dma_queue, metavar="LIST",
                     help="read commands each loader keeps in flight, 1..8 (default: 1)")
-    sw.add_argument("--reference", action="append", metavar="ACC.yaml",
+    sw.add_argument("--reference", type=_path, action="append", metavar="ACC.yaml",
                     help="accelerator file(s) to mark as references (default: the built-in "
                          "<network>_zcu102, the paper's configuration)")
     sw.add_argument("--maximise", choices=("gops", "gops-per-dsp"), default="gops",
                     help="the figure the best point maximises (default: gops)")
     sw.add_argument("--floor", type=_ranged(float, lambda v: 0 <= v < 1e9,
-                                            "must be a number >= 0"), default=0.0,
+                                            "must be a number in [0, 1e9)"), default=0.0,
                     metavar="X", help="the least the other figure may be: GOP/s per DSP when "
                                       "maximising GOP/s, GOP/s when maximising GOP/s per DSP "
                                       "(default: 0)")
     sw.add_argument("--top", type=_cycles, default=10, metavar="N",
                     help="rows of the top table (default: 10)")
-    sw.add_argument("--best-yaml", metavar="PATH",
+    sw.add_argument("--best-yaml", type=_path, metavar="PATH",
                     help="where to write the best accelerator file (default: DIR/best.yaml)")
     sw.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(func=cmd_sweep)
@@ -1182,18 +1443,34 @@ def _internal_error(exc: BaseException, debug: bool) -> int:
     text = "".join(traceback.format_exception(exc))
     if debug:
         sys.stderr.write(text)
-        where = "above"
+        where = "is above"
     else:
         try:
-            fd, where = tempfile.mkstemp(prefix="fcircnn-crash-", suffix=".txt")
+            fd, path = tempfile.mkstemp(prefix="fcircnn-crash-", suffix=".txt")
             with os.fdopen(fd, "w") as f:
                 f.write(f"fcircnn {__version__}, argv {sys.argv!r}\n{text}")
+            where = f"is in {path} (rerun with --debug to print it)"
         except OSError:
-            where = "nowhere (cannot write a temporary file; rerun with --debug)"
+            where = "was not saved (cannot write a temporary file; rerun with --debug)"
     first = (str(exc).splitlines() or [""])[0][:200]
     print(f"fcircnn: internal error, this is a bug: {type(exc).__name__}: {first}; the full "
-          f"traceback is in {where} (rerun with --debug to print it)", file=sys.stderr)
+          f"traceback {where}", file=sys.stderr)
     return 1
+
+
+#: Exit code when the reader of stdout goes away (``fcircnn check c3d | head -1``): 128 +
+#: SIGPIPE, what a command the signal ends reports; nothing is printed.
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_closed() -> int:
+    """Quietly end a command whose stdout was closed: stdout then points at the null device,
+    so the interpreter's last flush does not fail again (the recipe of the Python docs, signal
+    module, "Note on SIGPIPE"); :data:`EXIT_BROKEN_PIPE`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1201,7 +1478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except (ConfigError, UserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -136,7 +136,6 @@ from fcircnn.arch.geometry import (
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import quarters_inputs, splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, Pool, ResolvedLayer
-from fcircnn.models.files import atomic_write
 from fcircnn.models.fold import (
     fold_fc_weight_slots,
     fold_input_slots,
@@ -158,6 +157,7 @@ from fcircnn.models.placement import subsample_steps
 from fcircnn.models.quant import Granularity, PostParams
 
 from .dma_plan import DmaLimits, plan_block
+from .staging import staged_folder
 
 __all__ = [
     "ALIGN",
@@ -167,6 +167,7 @@ __all__ = [
     "DdrImage",
     "LayerPlan",
     "NetworkPlan",
+    "PostOverflowError",
     "Region",
     "compile_network",
     "gap_weight_slots",
@@ -193,6 +194,12 @@ _INT48 = 1 << 47
 class CompileError(ValueError):
     """The network cannot be compiled for this accelerator; the message names the layer (or
     the argument) and the limit."""
+
+
+class PostOverflowError(CompileError):
+    """A layer's folded post parameters do not fit their fields with these weights and
+    calibration (:class:`~fcircnn.models.network.LayerOverflowError`); the message names the
+    layer once."""
 
 
 @dataclass(frozen=True)
@@ -912,24 +919,34 @@ class DdrImage:
                             for lp in self.plan.layers for d in lp.descriptors],
         }
 
+    #: The files :meth:`save` writes, in writing order.
+    FILES = ("image.bin", "memory_map.json", "expected.npz")
+
     def save(self, directory: str | os.PathLike[str]) -> list[Path]:
         """Write ``image.bin``, ``memory_map.json`` and ``expected.npz`` (int8 arrays
         ``<layer>.re`` / ``<layer>.im`` and ``input.re`` / ``input.im``) into ``directory``
-        (created if missing); return the paths."""
+        (created if missing; other files left alone); return the paths.
+
+        All three or none: they are written into a temporary folder and moved into place
+        together (:func:`~fcircnn.gen.staging.staged_folder`).
+
+        Raises
+        ------
+        OSError
+            A file cannot be written or moved into place (``directory`` is then unchanged).
+        """
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = [out / "image.bin", out / "memory_map.json", out / "expected.npz"]
-        # Each file whole or not at all (an interrupted run never leaves half an image).
-        atomic_write(paths[0], lambda f: f.write(self.data))
-        text = json.dumps(self.memory_map(), indent=2) + "\n"
-        atomic_write(paths[1], lambda f: f.write(text), binary=False)
         arrays = {"input.re": self.input_parts[0].astype(np.int8),
                   "input.im": self.input_parts[1].astype(np.int8)}
         for name, (re, im) in self.expected.items():
             arrays[f"{name}.re"] = re.astype(np.int8)
             arrays[f"{name}.im"] = im.astype(np.int8)
-        atomic_write(paths[2], lambda f: np.savez(f, **arrays))
-        return paths
+        with staged_folder(out) as tmp:
+            (tmp / self.FILES[0]).write_bytes(self.data)
+            (tmp / self.FILES[1]).write_text(json.dumps(self.memory_map(), indent=2) + "\n")
+            with open(tmp / self.FILES[2], "wb") as f:
+                np.savez(f, **arrays)
+        return [out / name for name in self.FILES]
 
 
 def pack_network_input(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray) -> bytes:
@@ -1026,7 +1043,8 @@ def compile_network(
         weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity,
                                   clips=calibration, statistic=statistic)
     except LayerOverflowError as exc:
-        raise CompileError(f"layer {exc.layer!r}: post parameters: {exc}") from None
+        why = str(exc).removeprefix(f"layer {exc.layer!r}: ")
+        raise PostOverflowError(f"layer {exc.layer!r}: post parameters: {why}") from None
     xq = qnet.quantize_input(net, x)
     ints = run_int(net, qnet, xq)
 
@@ -1065,7 +1083,7 @@ def compile_network(
                 post = view_gap_post_slots(post, lp.engine_layer.padded_out_channels // 2)
             put(d.post_base, pack_post_table(post, records=d.m_tiles * lp.core.tm // 2))
         except (OverflowError, ValueError) as exc:
-            raise CompileError(f"layer {layer.name!r}: post parameters: {exc}") from None
+            raise PostOverflowError(f"layer {layer.name!r}: post parameters: {exc}") from None
     expected = _expected(ints)
     return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
                     expected, net.name, acc.name)

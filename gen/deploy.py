@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 
 from fcircnn.models.config import AcceleratorConfig
-from fcircnn.models.files import atomic_write
 
 from . import TOOL_VERSION
-from .compiler import compile_network
+from .compiler import DdrImage, compile_network
 from .image import CompiledImage
+from .staging import OutputConflict, staged_folder, target_conflict
 
-__all__ = ["BOARD_FILES", "MANIFEST", "OVERLAY_FILES", "DeployResult", "deploy",
-           "image_bytes_needed"]
+__all__ = ["BOARD_FILES", "MANIFEST", "OUTPUT_FILES", "OVERLAY_FILES", "DeployResult",
+           "deploy", "image_bytes_needed"]
 
 #: The manifest's name in the folder.
 MANIFEST = "deploy.json"
@@ -47,6 +47,9 @@ OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
 #: The files every deployment folder has.
 BOARD_FILES = ("accelerator.yaml", "weights.npz", "calibration.npy", "clips.npy", MANIFEST,
                "run.py", "README.md")
+#: Every file a deployment may write (or, for BITSTREAM.md, remove), relative to its folder.
+OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_FILES,
+                "BITSTREAM.md")
 #: Name of the accelerator IP in the block design (gen/vivado.py).
 IP_NAME = "fcircnn_accel_0"
 
@@ -160,7 +163,9 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
            calibration: np.ndarray, clips: np.ndarray, statistic: str = "max",
            granularity: str = "tensor", vivado: str | os.PathLike[str] | None = None,
            config: str = "ACCEL") -> DeployResult:
-    """Write the deployment folder of ``acc`` into ``out`` (created; must be empty or absent).
+    """Write the deployment folder of ``acc`` into ``out`` (created if missing), all files or
+    none: they are written into a temporary folder and moved into ``out`` together
+    (:func:`~fcircnn.gen.staging.staged_folder`), so an error leaves ``out`` as it was.
 
     Parameters
     ----------
@@ -177,20 +182,46 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         ``fcircnn_accel.bit`` and ``.hwh``; without it the folder gets ``BITSTREAM.md``.
     config : str
         How the user named the accelerator (for the commands in ``BITSTREAM.md``).
+
+    Raises
+    ------
+    OutputConflict
+        Before any work: a folder of ``out`` stands where a file goes (:data:`OUTPUT_FILES`).
+    CompileError
+        The network does not compile for ``acc`` with these weights.
+    OSError
+        A file cannot be written.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if why := target_conflict(out, OUTPUT_FILES):
+        raise OutputConflict(why)
     image = compile_network(acc, weights=weights, x=clips[0], calibration=calibration,
                             statistic=statistic, granularity=granularity)
-    compiled = CompiledImage.from_ddr_image(image)
-    image.save(out / "image")
-    weights.save(str(out / "weights.npz"))
-    for name, array in (("calibration.npy", calibration), ("clips.npy", clips)):
-        atomic_write(out / name, lambda f, a=array: np.save(f, np.asarray(a, dtype=np.float64)))
-    atomic_write(out / "accelerator.yaml", lambda f: f.write(_accelerator_yaml(acc)),
-                 binary=False)
     vivado = Path(vivado) if vivado is not None else None
-    overlay = _copy_overlay(vivado, out)
+    with staged_folder(out) as tmp:  # all files or none
+        files, overlay = _write_folder(tmp, acc, image, weights=weights,
+                                       calibration=calibration, clips=clips,
+                                       statistic=statistic, granularity=granularity,
+                                       vivado=vivado, config=config, out=out)
+    if overlay:
+        (out / "BITSTREAM.md").unlink(missing_ok=True)  # of an earlier deployment
+    return DeployResult(out, files, overlay)
+
+
+def _write_folder(tmp: Path, acc: AcceleratorConfig, image: Any, *, weights: Any,
+                  calibration: np.ndarray, clips: np.ndarray, statistic: str,
+                  granularity: str, vivado: Path | None, config: str,
+                  out: Path) -> tuple[tuple[str, ...], bool]:
+    """Write the deployment folder's files into ``tmp`` (to become ``out``); return their
+    names and whether the overlay is among them."""
+    compiled = CompiledImage.from_ddr_image(image)
+    image.save(tmp / "image")
+    weights.save(str(tmp / "weights.npz"))
+    for name, array in (("calibration.npy", calibration), ("clips.npy", clips)):
+        with open(tmp / name, "wb") as f:
+            np.save(f, np.asarray(array, dtype=np.float64))
+    (tmp / "accelerator.yaml").write_text(_accelerator_yaml(acc))
+    overlay = _copy_overlay(vivado, tmp)
     mem = image_bytes_needed(compiled)
     manifest = {
         "tool_version": TOOL_VERSION, "accelerator": acc.name, "ip_name": IP_NAME,
@@ -199,23 +230,20 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         "clips": "clips.npy", "image": "image", "mem_size": mem,
         "clock_mhz": acc.clock_mhz,
     }
-    atomic_write(out / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=2) + "\n"),
-                 binary=False)
-    atomic_write(out / "run.py", lambda f: f.write(
-        _RUN_PY.format(name=acc.name, version=TOOL_VERSION)), binary=False)
-    os.chmod(out / "run.py", 0o755)
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (tmp / "run.py").write_text(_RUN_PY.format(name=acc.name, version=TOOL_VERSION))
+    os.chmod(tmp / "run.py", 0o755)
     overlay_text = ("copied from the Vivado build" if overlay else
                     "NOT HERE YET: see BITSTREAM.md")
-    atomic_write(out / "README.md", lambda f: f.write(_README.format(
+    (tmp / "README.md").write_text(_README.format(
         name=acc.name, version=TOOL_VERSION, overlay=overlay_text, clips=len(clips),
-        shape=list(clips.shape[1:]), mem_mib=mem >> 20)), binary=False)
+        shape=list(clips.shape[1:]), mem_mib=mem >> 20))
     files = [*BOARD_FILES, "image"]
     if overlay:
-        files += [f for f in OVERLAY_FILES if (out / f).is_file()]
-        (out / "BITSTREAM.md").unlink(missing_ok=True)
+        files += [f for f in OVERLAY_FILES if (tmp / f).is_file()]
     else:
         where = f"no fcircnn_accel.bit and .hwh in {vivado}" if vivado else "no --vivado"
-        atomic_write(out / "BITSTREAM.md", lambda f: f.write(_BITSTREAM_MD.format(
-            where=where, config=config, name=acc.name, out=out)), binary=False)
+        (tmp / "BITSTREAM.md").write_text(_BITSTREAM_MD.format(
+            where=where, config=config, name=acc.name, out=out))
         files.append("BITSTREAM.md")
-    return DeployResult(out, tuple(files), overlay)
+    return tuple(files), overlay

@@ -46,9 +46,11 @@ from fcircnn.gen import TOOL_VERSION
 from fcircnn.models.config import AcceleratorConfig
 
 from . import headers, vivado
+from .staging import staged_folder, target_conflict
 
 __all__ = [
     "HEADER_PATH",
+    "OUTPUT_FILES",
     "PYTHON_PATH",
     "REPORT_PATH",
     "GenerateError",
@@ -66,6 +68,9 @@ __all__ = [
 HEADER_PATH = "include/fcircnn_regs.h"
 PYTHON_PATH = "python/fcircnn_regs.py"
 REPORT_PATH = "report.json"
+#: Every file :func:`generate` writes, relative to the output folder (:func:`render`'s keys).
+OUTPUT_FILES = (vivado.RTL_PATH, vivado.XDC_PATH, *(f"vivado/{n}" for n in vivado.SCRIPTS),
+                HEADER_PATH, PYTHON_PATH, REPORT_PATH)
 
 
 class GenerateError(Exception):
@@ -312,8 +317,9 @@ def generate(acc: AcceleratorConfig, output: str | os.PathLike[str], *,
     Raises
     ------
     GenerateError
-        If ``output`` is a file, is not empty (without ``force``), cannot be written, or the
-        configuration cannot be generated.
+        If ``output`` is a file, is not empty (without ``force``), holds a folder where a
+        file goes, cannot be written, or the configuration cannot be generated; ``output`` is
+        then unchanged (all files are written, or none).
     """
     out = Path(output)
     if out.exists() and not out.is_dir():
@@ -321,13 +327,16 @@ def generate(acc: AcceleratorConfig, output: str | os.PathLike[str], *,
     if out.is_dir() and any(out.iterdir()) and not force:
         raise GenerateError(f"-o: {out} is not empty; use --force to write into it "
                             "(files of the same names are replaced)")
+    if why := target_conflict(out, OUTPUT_FILES):
+        raise GenerateError(f"-o {out}: {why}")
     files = render(acc)  # everything is rendered before anything is written
     try:
-        for rel, text in files.items():
-            path = out / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
+        with staged_folder(out) as tmp:  # all files or none
+            for rel, text in files.items():
+                path = tmp / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                    fh.write(text)
     except OSError as exc:
         raise GenerateError(f"-o: cannot write {out}: {exc}") from None
     return GenerateResult(output=out, files=tuple(files), fingerprint=config_fingerprint(acc),

@@ -59,6 +59,7 @@ __all__ = [
     "accelerator_for",
     "efficiency_front",
     "evaluate",
+    "max_jobs",
     "pareto_front",
     "plot_pareto",
     "run_sweep",
@@ -135,13 +136,27 @@ class Point:
         return text if self.B == 8 else f"B{self.B}:{text}"
 
 
+def _flag(field: str) -> str:
+    """The ``fcircnn sweep`` flag of the :class:`SweepSpace` field ``field`` (messages name
+    the flag)."""
+    return "--block-size" if field == "block_sizes" else "--" + field.replace("_", "-")
+
+
+def max_jobs() -> int:
+    """The most worker processes a sweep starts: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _values(name: str, values: Iterable[int]) -> tuple[int, ...]:
     values = tuple(values)
     if not values:
-        raise SweepError(f"{name}: the range is empty")
+        raise SweepError(f"{_flag(name)}: the range is empty")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SweepError(f"{name}: values must be positive integers, not {v!r}")
+            raise SweepError(f"{_flag(name)}: values must be positive integers, not {v!r}")
     return tuple(sorted(set(values)))
 
 
@@ -171,25 +186,26 @@ class SweepSpace:
         for name in ("tn", "tm", "td", "tr", "tc"):
             object.__setattr__(self, name, _values(name, getattr(self, name)))
         if not self.unroll_td:
-            raise SweepError("unroll_td: the range is empty")
+            raise SweepError("--unroll-td: the range is empty")
         bad = [c for c in self.cores if c not in (1, 2)]
         if bad or not self.cores:
-            raise SweepError(f"cores: allowed values are 1 and 2, not {list(self.cores)}")
+            raise SweepError(f"--cores: allowed values are 1 and 2, not {list(self.cores)}")
         if 2 in self.cores and not self.pointwise:
-            raise SweepError("pointwise: two-core points need at least one (Tn, Tm) pair")
+            raise SweepError("--pointwise: two-core points need at least one (Tn, Tm) pair")
         bad = [n for n in self.axi_ports if n not in AXI_PORTS]
         if bad or not self.axi_ports:
-            raise SweepError(f"axi_ports: allowed values are {', '.join(map(str, AXI_PORTS))}, "
-                             f"not {list(self.axi_ports)}")
+            raise SweepError(f"--axi-ports: allowed values are "
+                             f"{', '.join(map(str, AXI_PORTS))}, not {list(self.axi_ports)}")
         bad = [n for n in self.dma_queue if n not in DMA_QUEUE]
         if bad or not self.dma_queue:
-            raise SweepError(f"dma_queue: allowed values are {DMA_QUEUE[0]}..{DMA_QUEUE[-1]}, "
+            raise SweepError(f"--dma-queue: allowed values are {DMA_QUEUE[0]}..{DMA_QUEUE[-1]}, "
                              f"not {list(self.dma_queue)}")
         from fcircnn.models.spectral import BLOCK_SIZES
 
         bad = [b for b in self.block_sizes if b not in BLOCK_SIZES]
         if bad:
-            raise SweepError(f"block sizes {bad} are not allowed; allowed: {list(BLOCK_SIZES)}")
+            raise SweepError(f"--block-size: {bad} are not allowed; allowed: "
+                             f"{list(BLOCK_SIZES)}")
 
     def check(self, network_B: int) -> None:
         """Refuse up front a range value that no point can use: a ``Tn`` or ``Tm`` the
@@ -492,8 +508,8 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
               references: Sequence[AcceleratorConfig] = (),
               progress: Callable[[int, int], None] | None = None,
               objective: Objective | None = None, memory=None) -> SweepResult:
-    """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes); the
-    result ranks them by ``objective`` (default: the most GOP/s).
+    """Evaluate every point of ``space`` for ``net`` on ``device`` (``jobs`` processes, at most
+    one per point); the result ranks them by ``objective`` (default: the most GOP/s).
 
     ``memory`` (a :class:`~fcircnn.gen.perf_model.MemoryModel`, default the RTL's) times every
     point and reference: a what-if of the memory system sweeps under it.
@@ -504,19 +520,21 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
     Raises
     ------
     SweepError
-        For a bad ``cap`` or ``jobs``, or a range value no point can use
+        For a bad ``cap``, ``jobs`` outside ``1..max_jobs()``, or a range value no point can use
         (:meth:`SweepSpace.check`).
     """
     if not 0 < cap <= 1:
         raise SweepError(f"cap must be in (0, 1], not {cap}")
-    if jobs < 1:
-        raise SweepError(f"jobs must be >= 1, not {jobs}")
+    if not 1 <= jobs <= max_jobs():
+        raise SweepError(f"jobs must be in 1..{max_jobs()} (the CPUs this process may use), "
+                         f"not {jobs}")
     space.check(net.block_size)
     points = list(space.points(net.block_size))
+    jobs = min(jobs, len(points))  # never more workers than points
     net_data = net.model_dump(mode="json", by_alias=True, exclude_unset=True)
     evaluations: list[Evaluation] = []
     total = len(points)
-    if jobs == 1:
+    if jobs <= 1:
         _init_worker(net_data, device, clock_mhz, cap, memory)
         for point in points:
             evaluations.append(_evaluate_point(point))

@@ -167,6 +167,9 @@ def write_files(folder: Path) -> None:
             path.write_text(content)
     (folder / "tiny.yaml").write_text(TINY)
     (folder / "acc.yaml").write_text(ACC)
+    # TINY without its fc: its last map is 16 x 4x4x4, not class scores
+    (folder / "no_fc.yaml").write_text(TINY[:TINY.index("  - {name: fc")])
+    (folder / "acc_no_fc.yaml").write_text(ACC.replace("tiny.yaml", "no_fc.yaml"))
     (folder / "a_folder.yaml").mkdir(exist_ok=True)
     (folder / "a_file").write_text("not a folder\n")
     net = load_network(folder / "tiny.yaml")
@@ -314,6 +317,11 @@ def _cases() -> list[Case]:
                                 "fpga"), "--on", "invalid choice")
     add("agree", "network-file-run", ("run", "{d}/tiny.yaml", "--input", "{d}/c_nan.npy"),
         "tiny.yaml", "a network file, not an accelerator file")
+    for command, extra in (("run", ("--input", "{d}/c_shape.npy")),
+                           ("deploy", ("-o", "{d}/out/deploy"))):
+        add("agree", f"no-scores-{command}", (command, "{d}/acc_no_fc.yaml", *extra),
+            "acc_no_fc.yaml", "has no class scores: its last layer 'c2' outputs 16 channels "
+            "on a 4x4x4 map")
     # 3. Sizes beyond reason; 4. every command refuses what one would.
     for name, (_, fragment) in _SIZES.items():
         # The performance model of a sweep needs no memory for the maps: it may sweep memory.yaml.
@@ -333,6 +341,8 @@ def _cases() -> list[Case]:
         ("seed-text", ("sim", "{d}/acc.yaml", "--seed", "x"), "--seed"),
         ("clock", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "0"), "--clock-mhz"),
         ("clock-nan", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "nan"), "--clock-mhz"),
+        ("clock-tiny", ("sweep", "{d}/tiny.yaml", "--clock-mhz", "0.5"),
+         "--clock-mhz: must be a number in [1, 1000] MHz, not '0.5'"),
         ("cap-zero", ("estimate", "{d}/acc.yaml", "--cap", "0"), "--cap"),
         ("native-yosys-alone", ("estimate", "{d}/acc.yaml", "--native-yosys"), "--native-yosys",
          "only with --synth"),
@@ -388,7 +398,7 @@ def _cases() -> list[Case]:
         ("tr-300", ("--tr", "300"), "--tr", "limit of 255"),
         ("tn-2048", ("--tn", "2048"), "--tn", "limit of 1024"),
         ("pointwise", ("--pointwise", "7x32"), "--pointwise: 7x32"),
-        ("block", ("--block-size", "3"), "block sizes [3]"),
+        ("block", ("--block-size", "3"), "--block-size: [3] are not allowed"),
         ("tn-zero", ("--tn", "0"), "--tn"),
         ("cores", ("--cores", "3"), "cores"),
     ]

@@ -1,5 +1,6 @@
 """CLI: help on every command, real jobs, and bad input giving exit code 2 without a traceback."""
 
+import os
 import subprocess
 import sys
 
@@ -56,6 +57,15 @@ def test_check_builtin_configs(name, capsys):
     assert main(["check", name]) == 0
     out = capsys.readouterr().out
     assert ("GOP" in out) and (("accelerator" in out) == name.endswith("zcu102"))
+
+
+def test_golden_of_a_network_without_class_scores_shows_its_output(tmp_path, capsys):
+    path = tmp_path / "no_fc.yaml"
+    path.write_text(TINY[:TINY.index("  - {name: fc")].replace("classes: 10", "classes: 16"))
+    assert main(["golden", str(path), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "top-1" not in out
+    assert "float     " in out and "output 16x2x2x2 (reference)" in out
 
 
 def test_golden_tiny_all_modes_and_save(tiny, tmp_path, capsys):
@@ -139,3 +149,198 @@ def test_check_refuses_what_compile_refuses(tmp_path, small_accelerator, capsys)
         assert main(argv) == 2
         assert "does not fit" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Bad flags and outputs refused before any work, nothing half-written (fuzzing findings)
+
+
+def _usage_error(argv, capsys) -> str:
+    """The message of an argparse usage error (exit code 2) of ``argv``."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def _acc_and_overflowing_weights(tmp_path, small_accelerator):
+    """The small accelerator and a weights file whose c1 generators (all 1e4) make c2's post
+    parameters overflow."""
+    from fcircnn.models.config import load_accelerator
+    from fcircnn.models.network import random_weights
+
+    acc = small_accelerator(tmp_path / "acc")
+    w = random_weights(load_accelerator(acc).network, 0)
+    w.layers["c1"].generators = np.full(w.layers["c1"].generators.shape, 1e4)
+    path = tmp_path / "w_max.npz"
+    w.save(str(path))
+    return acc, path
+
+
+@pytest.mark.parametrize("argv", [
+    ["golden", "{tiny}", "--input", ""], ["golden", "{tiny}", "--weights", ""],
+    ["golden", "{tiny}", "--calibration", ""], ["golden", ""], ["check", ""],
+    ["compile", "{tiny}", "-o", ""], ["run", "{tiny}", "--input", ""],
+    ["sweep", "{tiny}", "-o", ""], ["sweep", "{tiny}", "--best-yaml", ""],
+    ["deploy", "{tiny}", "-o", ""], ["project", "{tiny}", "--dense", "", "-o", "x.npz"],
+])
+def test_empty_paths_are_refused(argv, tiny, capsys):
+    err = _usage_error([a.format(tiny=tiny) for a in argv], capsys)
+    assert "empty path" in err and "argument " in err
+
+
+def test_outputs_that_are_inputs_are_refused(tiny, tmp_path, capsys):
+    before = tiny.read_text()
+    assert main(["golden", str(tiny), "-q", "--save", str(tiny)]) == 2
+    assert "--save" in capsys.readouterr().err and tiny.read_text() == before
+    x = tmp_path / "x.npz"
+    assert main(["golden", str(tiny), "-q", "--save", str(x), "--save-weights", str(x)]) == 2
+    err = capsys.readouterr().err
+    assert "--save-weights" in err and "the same file as the output --save" in err
+    assert not x.exists()
+    dense = tmp_path / "d.npz"
+    assert main(["project", str(tiny), "--dense", str(dense), "-o", str(dense)]) == 2
+    assert "the same file as the input --dense" in capsys.readouterr().err
+    assert main(["sweep", str(tiny), "--tn", "16", "--tm", "16", "--td", "1", "--tr", "4",
+                 "--tc", "4", "--cores", "1", "--unroll-td", "no", "-q", "-o",
+                 str(tmp_path / "sw"), "--best-yaml", str(tiny)]) == 2
+    assert "--best-yaml" in capsys.readouterr().err and tiny.read_text() == before
+    assert not (tmp_path / "sw").exists()
+
+
+def test_overflowing_weights_name_the_flag_in_every_command(tmp_path, small_accelerator,
+                                                            capsys):
+    acc, weights = _acc_and_overflowing_weights(tmp_path, small_accelerator)
+    clips = tmp_path / "clips.npy"
+    from fcircnn.models.config import load_accelerator
+    from fcircnn.models.network import random_input
+
+    np.save(clips, random_input(load_accelerator(acc).network, 0)[None])
+    for argv in (["golden", str(acc), "-q"], ["compile", str(acc), "-o", str(tmp_path / "c")],
+                 ["run", str(acc), "--input", str(clips), "-q"],
+                 ["deploy", str(acc), "-o", str(tmp_path / "d")]):
+        assert main([*argv, "--weights", str(weights)]) == 2, argv
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err.startswith(f"error: --weights {weights}: the int8 contract"), err
+        assert err.count("layer ") == 1 and "does not fit" in err
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("command", ["compile", "deploy"])
+def test_a_folder_where_an_output_file_goes_leaves_nothing_written(command, tmp_path,
+                                                                   small_accelerator, capsys):
+    acc = small_accelerator(tmp_path / "acc")
+    out = tmp_path / "out"
+    name = "expected.npz" if command == "compile" else "run.py"
+    (out / name).mkdir(parents=True)
+    argv = [command, str(acc), "-o", str(out)] + (["--force"] if command == "deploy" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"-o {out}: {out / name} is a folder" in err
+    assert [p.name for p in out.iterdir()] == [name] and not any((out / name).iterdir())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_compile_replaces_its_files_whole(tmp_path, small_accelerator, capsys):
+    acc = small_accelerator(tmp_path / "acc")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "other.txt").write_text("kept")
+    assert main(["compile", str(acc), "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["expected.npz", "image.bin",
+                                                    "memory_map.json", "other.txt"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--bitstream", "x.bit"], "--bitstream: only with --on board, not --on golden"),
+    (["--timeout", "5"], "--timeout: only with --on board"),
+    (["--backpressure", "0.5"], "--backpressure: only with --on sim"),
+    (["--simulator", "icarus"], "--simulator: only with --on sim"),
+    (["--build-dir", "b"], "--build-dir: only with --on sim"),
+])
+def test_run_refuses_flags_its_target_ignores(extra, message, tmp_path, small_accelerator,
+                                              capsys):
+    acc = small_accelerator(tmp_path)
+    assert main(["run", str(acc), "--input", "x.npy", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [["--calibration", "c.npy"],
+                                  ["--calibration-statistic", "p99"]])
+def test_golden_float_refuses_calibration(flag, tiny, capsys):
+    assert main(["golden", str(tiny), "--mode", "float", *flag]) == 2
+    assert f"{flag[0]}: only with --mode slots, int or all" in capsys.readouterr().err
+
+
+_SWEEP = ["--tn", "16", "--tm", "16", "--td", "1", "--tr", "4", "--tc", "4", "--cores", "1",
+          "--unroll-td", "no", "-q"]
+
+
+@pytest.mark.parametrize(("extra", "fragments"), [
+    (["-j", "1000000"], ["argument -j/--jobs", "the CPUs this process may use"]),
+    (["-j", "0"], ["argument -j/--jobs", "must be an integer in 1.."]),
+    (["--tn", "16,,16"], ["argument --tn", "an item is empty"]),
+    (["--pointwise", "9" * 5000 + "x16"], ["argument --pointwise", "values are 1..",
+                                            "(5000 characters)"]),
+    (["--floor", "1e9"], ["argument --floor", "[0, 1e9)"]),
+])
+def test_sweep_usage_errors(extra, fragments, tiny, tmp_path, capsys):
+    err = _usage_error(["sweep", str(tiny), *_SWEEP, "-o", str(tmp_path / "sw"), *extra],
+                       capsys)
+    assert all(f in err for f in fragments), err
+    assert "_pair_list" not in err and not (tmp_path / "sw").exists()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--axi-ports", "5"], "error: --axi-ports: allowed values are 1, 2, 3, 4, not [5]"),
+    (["--reference", "c3d_zcu102"],
+     "--reference c3d_zcu102: an accelerator for network 'c3d', not for the network swept"),
+])
+def test_sweep_refuses_before_sweeping(extra, message, tiny, tmp_path, capsys):
+    assert main(["sweep", str(tiny), *_SWEEP, "-o", str(tmp_path / "sw"), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "sw").exists()
+
+
+@pytest.mark.parametrize("name", ["best.yaml", "sweep.csv", "pareto.png"])
+def test_sweep_refuses_a_folder_where_a_file_goes(name, tiny, tmp_path, capsys):
+    (tmp_path / "sw" / name).mkdir(parents=True)
+    assert main(["sweep", str(tiny), *_SWEEP, "-o", str(tmp_path / "sw")]) == 2
+    assert f"{tmp_path / 'sw' / name} is a folder" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "sw").iterdir()] == [name]
+
+
+def test_compile_base_past_the_address_space(tmp_path, small_accelerator, capsys):
+    acc = small_accelerator(tmp_path)  # address_width: 32
+    assert main(["compile", str(acc), "-o", str(tmp_path / "o"), "--base", "0xFFFFF000"]) == 2
+    err = capsys.readouterr().err
+    assert "--base 0xfffff000" in err and "address_width: 32" in err
+    assert "calibrat" not in err  # refused before the compile starts
+    err = _usage_error(["compile", str(acc), "--base", "9" * 5000], capsys)
+    assert "argument --base: too large" in err
+
+
+def test_closed_stdout_ends_quietly(tmp_path):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "check", "c3d"],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_debug_says_the_traceback_is_above(monkeypatch, capsys):
+    import fcircnn.cli as cli
+
+    def boom(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_check", boom)
+    assert main(["--debug", "check", "c3d"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "the full traceback is above" in err
+    assert "rerun with --debug" not in err

@@ -154,6 +154,42 @@ def test_refuses_non_empty_folder(config, tmp_path, fake_top):
     assert (out / "report.json").exists()
 
 
+def test_output_files_are_what_render_writes(config, fake_top):
+    assert list(gen.render(load_accelerator(config))) == list(gen.OUTPUT_FILES)
+
+
+def test_a_folder_where_a_file_goes_leaves_the_output_unchanged(config, tmp_path, fake_top,
+                                                                 capsys):
+    out = tmp_path / "out"
+    (out / "report.json").mkdir(parents=True)
+    with pytest.raises(gen.GenerateError, match=r"out/report.json is a folder, where the file"):
+        gen.generate(load_accelerator(config), out, force=True)
+    assert [p.name for p in out.iterdir()] == ["report.json"]
+    assert main(["generate", str(config), "-o", str(out), "--force"]) == 2
+    assert "report.json is a folder" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["report.json"]
+
+
+def test_a_failed_write_leaves_no_files(config, tmp_path, fake_top, monkeypatch):
+    # An error while the files are written (here: a full disk at the fourth) moves none of
+    # them into place and removes the temporary folder.
+    import builtins
+
+    real_open, calls = builtins.open, []
+
+    def failing_open(path, mode="r", *args, **kwargs):
+        if "w" in mode and str(path).endswith(".tcl"):
+            calls.append(path)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device")
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", failing_open)
+    with pytest.raises(gen.GenerateError, match="No space left"):
+        gen.generate(load_accelerator(config), tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]
+
+
 def test_cli_generate(config, tmp_path, fake_top, capsys):
     out = tmp_path / "out"
     assert main(["generate", str(config), "-o", str(out)]) == 0

@@ -37,9 +37,9 @@ def test_space_enumerates_every_combination_once():
     ({"tn": ()}, "tn: the range is empty"),
     ({"tm": (0, 16)}, "tm: values must be positive"),
     ({"cores": (3,)}, "cores: allowed values are 1 and 2"),
-    ({"block_sizes": (6,)}, "block sizes [6] are not allowed"),
+    ({"block_sizes": (6,)}, "--block-size: [6] are not allowed"),
     ({"cores": (2,), "pointwise": ()}, "pointwise"),
-    ({"axi_ports": (1, 5)}, "axi_ports: allowed values are 1, 2, 3, 4, not [1, 5]"),
+    ({"axi_ports": (1, 5)}, "--axi-ports: allowed values are 1, 2, 3, 4, not [1, 5]"),
 ])
 def test_space_rejects_bad_ranges(kwargs, message):
     with pytest.raises(SweepError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -124,6 +124,18 @@ def test_cli_rejects_bad_ranges_without_traceback(capsys):
     assert "argument --tn: must be a comma-separated list" in capsys.readouterr().err
     assert main(["sweep", "c3d", "--cores", "3", "-q"]) == 2
     assert "cores: allowed values are 1 and 2" in capsys.readouterr().err
+
+
+def test_jobs_are_bounded_by_the_cpus_and_the_points(c3d, monkeypatch):
+    space = SweepSpace(tn=(16,), tm=(32,), td=(1,), tr=(7,), tc=(7,), cores=(1,),
+                       unroll_td=(False,))
+    with pytest.raises(SweepError, match=r"jobs must be in 1\.\.\d+ \(the CPUs"):
+        sweep.run_sweep(c3d, space, DEVICES["zcu102"], jobs=sweep.max_jobs() + 1)
+    started = []
+    monkeypatch.setattr(sweep, "ProcessPoolExecutor", lambda n, **kw: started.append(n))
+    monkeypatch.setattr(sweep, "max_jobs", lambda: 64)
+    result = sweep.run_sweep(c3d, space, DEVICES["zcu102"], jobs=64)  # one point: no pool
+    assert started == [] and len(result.evaluations) == 1
 
 
 def test_small_sweep_end_to_end(tmp_path, capsys, c3d):
