@@ -107,19 +107,22 @@ def predict(acc: Any, clips: np.ndarray, *,
     Raises
     ------
     ValueError
-        For an unknown target or clips of the wrong shape.
+        For an unknown target, clips of the wrong shape, or a network without class scores
+        (:func:`~fcircnn.models.network.class_scores_problem`).
     fcircnn.gen.compiler.CompileError
         If a clip cannot be compiled (``sim``).
     fcircnn.simulate.SimulationError, fcircnn.sim.runner.SimulatorUnavailable
         If the RTL cannot be run.
     """
-    from fcircnn.models.network import calibrate, random_weights, run_int
+    from fcircnn.models.network import calibrate, class_scores_problem, random_weights, run_int
 
     if on not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {on!r}")
     if on == "board" and backend is None:
         raise ValueError("on='board' needs the accelerator's backend (backend=PynqBackend(...))")
     net = acc.network
+    if problem := class_scores_problem(net):
+        raise ValueError(problem)
     expected = (net.input.channels, *net.input.shape)
     clips = np.asarray(clips, dtype=np.float64)
     if clips.ndim != 5 or clips.shape[1:] != expected or not len(clips):

@@ -38,6 +38,7 @@ import numpy as np
 from . import quant, spectral
 from .config import NetworkConfig, ResolvedLayer
 from .files import ArrayFileError, atomic_write, check_array, read_npy, read_npz
+from .resolve import fmt3
 
 __all__ = [
     "MAX_CALIBRATION_CLIPS",
@@ -55,6 +56,7 @@ __all__ = [
     "RunResult",
     "calibrate",
     "check_weights",
+    "class_scores_problem",
     "load_clips",
     "load_input",
     "load_weights",
@@ -640,6 +642,19 @@ def _calibration(net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
     _, prepool = _float_pass(net, weights, x, "float", None)
     B = net.resolved[0].block_size
     return spectral.to_slots(spectral.pad_channels(x, B), B), prepool
+
+
+def class_scores_problem(net: NetworkConfig) -> str | None:
+    """Why ``net``'s output is not a vector of class scores, or ``None``: its last layer must
+    output ``classes`` channels on a 1x1x1 map (an fc layer, a global average pool, or a conv
+    whose map ends 1x1x1). A network ending in a larger map still runs (``golden``,
+    ``compile``, ``sim``), but it has no class scores to rank."""
+    last = net.resolved[-1]
+    if last.out_shape == (1, 1, 1):
+        return None
+    return (f"network {net.name} has no class scores: its last layer {last.name!r} outputs "
+            f"{last.out_channels} channels on a {fmt3(last.out_shape)} map, not on 1x1x1 "
+            "(end the network with an fc or gap layer)")
 
 
 def run_network(

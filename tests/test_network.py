@@ -18,6 +18,7 @@ from fcircnn.models import spectral as sp
 from fcircnn.models.config import builtin_path, load_network
 from fcircnn.models.network import (
     calibrate,
+    class_scores_problem,
     load_weights,
     random_input,
     random_weights,
@@ -147,6 +148,17 @@ def test_load_weights_names_bad_arrays(tmp_path):
     np.savez(tmp_path / "missing.npz", **bad)
     with pytest.raises(ValueError, match=r"missing array 'c2\.generators'"):
         load_weights(net, str(tmp_path / "missing.npz"))
+
+
+def test_class_scores_need_a_1x1x1_output(tmp_path):
+    net = _tiny_network(tmp_path)  # ends in a gap: 12 scores
+    assert class_scores_problem(net) is None  # ends in an fc of 12 outputs
+    path = tmp_path / "no_head.yaml"
+    text = (tmp_path / "tiny.yaml").read_text()
+    path.write_text(text[:text.index("  - {name: gap")].replace("classes: 12", "classes: 16"))
+    assert class_scores_problem(load_network(path)) == (
+        "network tiny has no class scores: its last layer 'c3' outputs 16 channels on a "
+        "2x2x2 map, not on 1x1x1 (end the network with an fc or gap layer)")
 
 
 def test_gap_equals_conv_with_identity_circulant_weights(tmp_path):
