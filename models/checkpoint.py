@@ -39,15 +39,18 @@ the layer's name (``conv3a`` -> ``bn3a``), as in the training code.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import warnings
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from .config import NetworkConfig, ResolvedLayer
-from .files import ArrayFileError, check_array, read_npz
+from .files import ArrayFileError, check_array, check_input_file, read_npz
 from .network import MAX_WEIGHT_ABS, LayerWeights, NetworkWeights
 from .spectral import expand_circulant, project_circulant
 
@@ -76,17 +79,44 @@ class CheckpointError(ValueError):
     shape."""
 
 
+#: Suffixes of PyTorch checkpoints (any case), for files whose content does not tell.
+_TORCH_SUFFIXES = (".pth", ".pt", ".ckpt", ".bin", ".tar")
+
+
+def _is_torch_file(path: str) -> bool:
+    """Whether ``path`` is a ``torch.save`` file: a zip archive with a ``data.pkl`` member
+    (``<archive>/data.pkl``), or a legacy pickle; by the suffix when the content does not tell
+    (a damaged zip). An ``.npz`` is a zip archive of ``.npy`` members."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(path) as z:
+                return any(n == "data.pkl" or n.endswith("/data.pkl") for n in z.namelist())
+        except (zipfile.BadZipFile, OSError):
+            pass
+    elif head.startswith(b"\x80"):  # pickle protocol 2+: torch's legacy format
+        return True
+    return path.lower().endswith(_TORCH_SUFFIXES)
+
+
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The state dict of a checkpoint: an ``.npz`` of its arrays, or a ``.pth`` saved by the
-    training code (``{"model_state_dict": ...}`` or the state dict itself; needs PyTorch).
+    """The state dict of a checkpoint: an ``.npz`` of its arrays, or a file of ``torch.save``
+    of the training code (``{"model_state_dict": ...}`` or the state dict itself; needs
+    PyTorch), told apart by their content whatever the suffix.
+
+    Floating tensors of any precision (bfloat16, float16, ...) are read as float32 or wider;
+    values that are not tensors are left out.
 
     Raises
     ------
     ArrayFileError
-        If the file cannot be read, or a ``.pth`` without PyTorch installed.
+        Naming the file: it cannot be read, is not a state dict, holds a quantized, sparse or
+        meta tensor (named), or is a PyTorch checkpoint and PyTorch is not installed.
     """
     path = os.fspath(path)
-    if not path.endswith((".pth", ".pt")):
+    check_input_file(path, "a checkpoint (.npz or PyTorch)")
+    if not _is_torch_file(path):
         return read_npz(path)
     try:
         import torch
@@ -95,13 +125,56 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
                              "its state dict as .npz: numpy.savez(path, **{k: v.numpy() for "
                              "k, v in state_dict.items()})") from None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns of deprecated tensor kinds on load
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ArrayFileError(f"{path}: cannot read the checkpoint: {exc}") from None
+        raise ArrayFileError(f"{path}: cannot read the PyTorch checkpoint: "
+                             f"{_reason(exc)}") from None
     state = state.get("model_state_dict", state) if isinstance(state, dict) else state
     if not isinstance(state, Mapping):
         raise ArrayFileError(f"{path}: not a state dict")
-    return {k: v.detach().cpu().numpy() for k, v in state.items() if hasattr(v, "numpy")}
+    return {k: _tensor_array(torch, v, f"{path}: {k!r}") for k, v in state.items()
+            if isinstance(v, torch.Tensor)}
+
+
+def _reason(exc: Exception) -> str:
+    """The first line of ``exc``'s message (torch's run to paragraphs; for a refused pickle,
+    the unpickler's own line), or what an empty message means."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return ("the file ends early (empty or truncated)" if isinstance(exc, EOFError)
+                else type(exc).__name__)
+    first = lines[0]
+    if first.startswith("Weights only load failed"):
+        after = [b for a, b in itertools.pairwise(lines) if a.endswith("Unpickler error:")]
+        first = ("it holds Python objects other than tensors, which are not loaded (only "
+                 f"weights are){': ' + after[0] if after else ''}")
+    return first if len(first) <= 200 else first[:197] + "..."
+
+
+def _tensor_array(torch, tensor, where: str) -> np.ndarray:
+    """A tensor of a state dict as an array: floating ones as float32 or wider, quantized,
+    sparse and meta tensors refused (``where`` names the file and key)."""
+    if tensor.is_meta:
+        raise ArrayFileError(f"{where}: a meta tensor, which holds no values (saved from a "
+                             "model on the meta device); save the trained model's weights")
+    if tensor.is_quantized:
+        raise ArrayFileError(f"{where}: a quantized tensor ({tensor.dtype}); save the float "
+                             "weights (tensor.dequantize())")
+    if tensor.layout != torch.strided:
+        raise ArrayFileError(f"{where}: a sparse tensor ({tensor.layout}); save it dense "
+                             "(tensor.to_dense())")
+    tensor = tensor.detach().cpu()
+    if tensor.is_floating_point() and tensor.dtype not in (torch.float32, torch.float64):
+        tensor = tensor.float()  # bfloat16, float16, float8: exact in float32
+    elif tensor.is_complex() and tensor.dtype not in (torch.complex64, torch.complex128):
+        tensor = tensor.to(torch.complex64)
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise ArrayFileError(f"{where}: a tensor of {tensor.dtype}, which has no NumPy "
+                             f"equivalent ({_reason(exc)})") from None
 
 
 def _take(state: Mapping[str, np.ndarray], used: set[str], key: str,
@@ -116,6 +189,20 @@ def _bn_name(layer: ResolvedLayer) -> str:
     return "bn" + (layer.name[4:] if layer.name.startswith("conv") else layer.name)
 
 
+def _bn_scale(p: Mapping[str, np.ndarray], prefix: str) -> np.ndarray:
+    """``weight / sqrt(running_var + eps)`` of the batch norm ``prefix`` (arrays ``p``), after
+    checking every variance is above ``-eps`` (a negative variance is a damaged checkpoint)."""
+    var = p["running_var"] + BN_EPS
+    bad = np.flatnonzero(var <= 0)
+    if bad.size:
+        i = int(bad[0])
+        raise CheckpointError(f"'{prefix}.running_var': {bad.size} value(s) <= -eps "
+                              f"(-{BN_EPS:g}), the first at index {i}: "
+                              f"{p['running_var'].flat[i]:g}; a variance is >= 0 (a damaged "
+                              "checkpoint?)")
+    return p["weight"] / np.sqrt(var)
+
+
 def _spectral_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.ndarray, ...]:
     """``SBN`` -> CBN gain and offset ``[2, M/2]`` (slot packing, module docstring)."""
     B = layer.block_size
@@ -124,7 +211,7 @@ def _spectral_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.nda
     for part in ("bn_real", "bn_imag"):
         p = {f: _take(state, used, f"{prefix}.{part}.{f}", (P * bins,)).reshape(P, bins)
              for f in ("weight", "bias", "running_mean", "running_var")}
-        gain = p["weight"] / np.sqrt(p["running_var"] + BN_EPS)
+        gain = _bn_scale(p, f"{prefix}.{part}")
         parts.append((gain, p["bias"] - p["running_mean"] * gain))
     (g_re, o_re), (g_im, o_im) = parts
     gain, offset = np.empty((2, P, B // 2)), np.empty((2, P, B // 2))
@@ -149,7 +236,7 @@ def _time_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.ndarray
     B, M = layer.block_size, layer.out_channels
     p = {f: _take(state, used, f"{prefix}.{f}", (M,))
          for f in ("weight", "bias", "running_mean", "running_var")}
-    scale = p["weight"] / np.sqrt(p["running_var"] + BN_EPS)
+    scale = _bn_scale(p, prefix)
     shift = p["bias"] - p["running_mean"] * scale
     pad = layer.padded_out_channels - M
     scale, shift = np.pad(scale, (0, pad)), np.pad(shift, (0, pad))
@@ -185,28 +272,54 @@ def _import_layer(state, used, layer: ResolvedLayer) -> tuple[LayerWeights, Laye
         back = expand_circulant(generators)[: layer.out_channels, : layer.in_channels]
         error = float(np.linalg.norm(dense - back) / max(np.linalg.norm(dense), 1e-300))
         how = "dense weight projected"
-    S = layer.padded_out_channels // 2
-    gain, offset = np.ones((2, S)), np.zeros((2, S))
+    gain, offset, folded_how, spread = _fold_cbn(state, used, layer)
+    how, error = how + folded_how, max(error, spread)
+    if not layer.cbn:
+        return LayerWeights(generators), LayerImport(layer.name, how, error)
+    return LayerWeights(generators, gain, offset), LayerImport(layer.name, how, error)
+
+
+def _fold_cbn(state, used, layer: ResolvedLayer) -> tuple[np.ndarray, np.ndarray, str, float]:
+    """The CBN gain and offset ``[2, M'/2]`` of ``layer``'s batch norm and bias (identity when
+    it has neither), what was folded and the scale spread of a time-domain batch norm.
+
+    Raises
+    ------
+    CheckpointError
+        A batch norm or bias on a layer without CBN; a negative variance.
+    ArrayFileError
+        A folded gain or offset beyond :data:`~.network.MAX_WEIGHT_ABS` or not finite.
+    """
+    S, B = layer.padded_out_channels // 2, layer.block_size
+    gain, offset, how, spread, sources = np.ones((2, S)), np.zeros((2, S)), "", 0.0, []
     bn = _bn_name(layer)
     if f"{bn}.bn_real.weight" in state:
         gain, offset = _spectral_bn(state, used, bn, layer)
-        how += ", SBN folded into CBN"
+        how, sources = ", SBN folded into CBN", [f"'{bn}'"]
     elif f"{bn}.weight" in state:
         gain, offset, spread = _time_bn(state, used, bn, layer)
-        how += f", time-domain BN as CBN (scale spread {spread:.3f})"
-        error = max(error, spread)
+        how, sources = f", time-domain BN as CBN (scale spread {spread:.3f})", [f"'{bn}'"]
     bias_key = f"{layer.name}.bias"
     if bias_key in state:
         bias = np.pad(_take(state, used, bias_key, (layer.out_channels,)),
                       (0, layer.padded_out_channels - layer.out_channels))
         offset = offset + gain * _bins_of(bias, B)
-        how += ", bias folded into the CBN offset"
-    folded = not (np.allclose(gain, 1) and np.allclose(offset, 0))
-    if folded and not layer.cbn:
+        how, sources = how + ", bias folded into the CBN offset", [*sources, f"'{bias_key}'"]
+    identity = np.allclose(gain, 1) and np.allclose(offset, 0)  # e.g. a zero bias
+    if not sources or (identity and not layer.cbn):
+        return gain, offset, how, spread
+    if not layer.cbn:
         raise CheckpointError(f"layer {layer.name!r} has a batch norm or bias in the checkpoint "
                               f"but no cbn in the network file; set cbn: true")
-    weights = LayerWeights(generators, gain, offset) if layer.cbn else LayerWeights(generators)
-    return weights, LayerImport(layer.name, how, error)
+    where = f"'{layer.name}.%s' (folded from {' and '.join(sources)})"
+    return (_check_folded(gain, where % "bn_gain"), _check_folded(offset, where % "bn_offset"),
+            how, spread)
+
+
+def _check_folded(values: np.ndarray, where: str) -> np.ndarray:
+    """A folded CBN gain or offset, within the limits the weights file is read with
+    (:func:`~.network.check_weights`), so that import never writes what loading refuses."""
+    return check_array(values, where, values.shape, max_abs=MAX_WEIGHT_ABS)
 
 
 def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
@@ -216,9 +329,11 @@ def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
     Raises
     ------
     CheckpointError
-        A key missing or of the wrong shape, a key the network has no use for (named), a
-        batch norm on a layer without CBN.
+        A key that is not a string, missing or of the wrong shape, a key the network has no
+        use for (named), a batch norm on a layer without CBN, a negative batch-norm variance,
+        or a folded CBN gain or offset beyond :data:`~.network.MAX_WEIGHT_ABS` (named).
     """
+    _refuse_non_string_keys(state)
     used: set[str] = set()
     layers, report = {}, []
     for layer in net.resolved:
@@ -236,3 +351,11 @@ def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
                               f"{', '.join(extra[:6])}{' ...' if len(extra) > 6 else ''} "
                               f"(layers: {', '.join(r.name for r in net.resolved)})")
     return NetworkWeights(layers), report
+
+
+def _refuse_non_string_keys(state: Mapping[object, object]) -> None:
+    bad = [k for k in state if not isinstance(k, str)]
+    if bad:
+        raise CheckpointError(f"key {bad[0]!r} ({type(bad[0]).__name__}) is not a parameter "
+                              "name: the keys of a state dict are strings such as "
+                              "'conv1.weight'")

@@ -12,11 +12,15 @@ loader and duplicate mapping keys rejected.
 
 from __future__ import annotations
 
+import os
+import sys
 import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .files import special_file_kind
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_NODES", "DocumentError", "read_document"]
 
@@ -45,7 +49,31 @@ class DocumentError(ValueError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe loader that rejects duplicate mapping keys."""
+    """Safe loader that rejects duplicate mapping keys, and reports a scalar it cannot
+    construct (an integer beyond Python's digit limit, a date that does not exist) at its line.
+    """
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except DocumentError:
+            raise
+        except (ValueError, OverflowError) as exc:
+            raise _unconstructible(node, exc) from None
+
+
+def _unconstructible(node: yaml.Node, exc: Exception) -> DocumentError:
+    """The error for a scalar ``node`` whose constructor raised ``exc``."""
+    value = str(node.value)
+    shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}...{value[-8:]!r}"
+    if node.tag == "tag:yaml.org,2002:int":
+        digits = sum(c.isdigit() for c in value)
+        return DocumentError(_at(node.start_mark),
+                             f"the number {shown} is too long ({digits} digits; Python reads "
+                             f"at most {sys.get_int_max_str_digits()}); no setting takes a "
+                             "number this large")
+    kind = node.tag.rsplit(":", 1)[-1]
+    return DocumentError(_at(node.start_mark), f"cannot read the {kind} {shown}: {exc}")
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
@@ -127,6 +155,16 @@ def _syntax_error(exc: yaml.YAMLError) -> DocumentError:
     return DocumentError(_at(mark), f"YAML syntax error: {what}")
 
 
+def _open_regular(path: str | Path) -> typing.BinaryIO:
+    """``path`` opened for reading if it is a regular file (links followed) or a folder (the
+    open then raises :class:`IsADirectoryError`); anything else is refused unopened."""
+    kind = special_file_kind(os.stat(path).st_mode)
+    if kind:
+        raise DocumentError("", f"{kind}, not a regular file; a configuration file must be a "
+                                "file")
+    return open(path, "rb")
+
+
 def read_document(path: str | Path) -> Any:
     """Read the YAML document in ``path`` (UTF-8, within the limits of this module).
 
@@ -140,10 +178,12 @@ def read_document(path: str | Path) -> Any:
     FileNotFoundError, IsADirectoryError, PermissionError, OSError
         When the file cannot be read.
     DocumentError
-        The file is too large, not UTF-8 text, not YAML, deeper or larger than the limits,
-        has a recursive alias or a duplicate mapping key.
+        The file is not a regular file (a FIFO, a device: refused before it is opened, as
+        reading it could block forever), too large, not UTF-8 text, not YAML, deeper or larger
+        than the limits, has a recursive alias, a duplicate mapping key or a value that cannot
+        be constructed (an integer of more digits than Python converts).
     """
-    with open(path, "rb") as f:
+    with _open_regular(path) as f:
         raw = f.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
         raise DocumentError("", f"larger than {MAX_FILE_BYTES // 1024} KiB; a configuration "

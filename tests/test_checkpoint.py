@@ -5,14 +5,19 @@ time-domain nn.Conv3d + BatchNorm3d first layer, QSpatialCirConv + SBN layers, n
 
 from __future__ import annotations
 
+import os
+import re
+import stat
+
 import numpy as np
 import pytest
 
 from fcircnn.cli import main
 from fcircnn.models import spectral
-from fcircnn.models.checkpoint import BN_EPS, CheckpointError, import_state_dict
+from fcircnn.models.checkpoint import BN_EPS, CheckpointError, import_state_dict, read_checkpoint
 from fcircnn.models.config import load_network
-from fcircnn.models.network import load_weights
+from fcircnn.models.files import ArrayFileError
+from fcircnn.models.network import MAX_WEIGHT_ABS, load_weights
 
 B = 8
 NET = """
@@ -139,3 +144,84 @@ def test_import_command(net, tmp_path, capsys):
                  "-o", str(tmp_path / "w2.npz")]) == 2
     assert "missing key 'fc.weight'" in capsys.readouterr().err
     assert not (tmp_path / "w2.npz").exists()
+
+
+@pytest.mark.parametrize("part, key", [("bn_real", "bn2.bn_real.running_var"),
+                                       (None, "bn1.running_var")])
+def test_a_negative_variance_is_refused_naming_the_key(net, part, key):
+    state = _state()
+    state[key] = state[key].copy()
+    state[key][3] = -1.0
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"'{key}': 1 value(s) <= -eps (-1e-05), the first at index 3: -1")):
+        import_state_dict(net, state)
+
+
+def test_a_folded_gain_beyond_the_weights_limit_is_refused(net):
+    state = _state()
+    state["bn2.bn_real.running_var"] = np.zeros_like(state["bn2.bn_real.running_var"])
+    state["bn2.bn_real.weight"] = np.full_like(state["bn2.bn_real.weight"], 1e4)
+    with pytest.raises(CheckpointError, match=re.escape(
+            "'conv2.bn_gain' (folded from 'bn2'): |value| up to 3.16e+06 at index (0, 0), "
+            f"beyond the {MAX_WEIGHT_ABS:g}")):
+        import_state_dict(net, state)
+
+
+def test_a_key_that_is_not_a_string_is_refused(net):
+    state = _state()
+    state[1] = np.zeros(1)
+    with pytest.raises(CheckpointError, match=re.escape("key 1 (int) is not a parameter name")):
+        import_state_dict(net, state)
+
+
+def test_an_empty_checkpoint_names_the_file_once_with_the_reason(tmp_path):
+    path = tmp_path / "empty.pth"
+    path.write_bytes(b"")
+    with pytest.raises(ArrayFileError) as exc:
+        read_checkpoint(path)
+    assert str(exc.value) == f"{path}: empty file, not a checkpoint (.npz or PyTorch)"
+
+
+def test_a_fifo_checkpoint_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "c.pth")
+    with pytest.raises(ArrayFileError, match=r"a FIFO \(named pipe\), not a regular file"):
+        read_checkpoint(tmp_path / "c.pth")
+
+
+def _tensors(torch, state, dtype):
+    return {k: torch.tensor(v, dtype=dtype if np.ndim(v) else None) for k, v in state.items()}
+
+
+@pytest.mark.parametrize("name", ["ckpt.pth", "CKPT.PTH", "ckpt.ckpt", "ckpt"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_torch_checkpoints_of_any_float_precision_and_name(net, tmp_path, name, dtype):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / name
+    torch.save({"model_state_dict": _tensors(torch, _state(), getattr(torch, dtype))}, path)
+    state = read_checkpoint(path)
+    assert state["conv2.weight"].dtype == np.float32
+    weights, _ = import_state_dict(net, state)
+    assert weights.layers["conv2"].generators.shape == (2, 2, B, 3, 3, 3)
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda t: t.quantize_per_tensor(t.zeros(4), 0.1, 0, t.qint8), "a quantized tensor"),
+    (lambda t: t.zeros(4).to_sparse(), "a sparse tensor"),
+    (lambda t: t.zeros(4, device="meta"), "a meta tensor"),
+])
+@pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions:UserWarning")
+def test_torch_tensors_without_plain_values_are_refused(tmp_path, make, why):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "c.pth"
+    torch.save({"conv1.weight": torch.zeros(2), "bn1.weight": make(torch)}, path)
+    with pytest.raises(ArrayFileError, match=re.escape(f"{path}: 'bn1.weight': {why}")):
+        read_checkpoint(path)
+
+
+def test_import_refuses_a_fifo_output_and_leaves_it(net, tmp_path, capsys):
+    np.savez(tmp_path / "ckpt.npz", **_state())
+    os.mkfifo(tmp_path / "out")
+    assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "ckpt.npz"),
+                 "-o", str(tmp_path / "out")]) == 2
+    assert "FIFO (named pipe), not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO((tmp_path / "out").stat().st_mode)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
+import struct
 import zipfile
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 
 from fcircnn.models.files import (
     ArrayFileError,
+    OutputFileError,
     atomic_write,
     check_array,
     check_output_dir,
@@ -121,3 +125,120 @@ def test_output_checks(tmp_path):
     assert check_output_dir(tmp_path / "new" / "deeper") is None
     assert "exists and is not a folder" in check_output_dir(tmp_path / "file")
     assert "is not a folder" in check_output_dir(tmp_path / "file" / "sub")
+
+
+def _npy_bytes(header: str, data: bytes = b"", version: int = 1) -> bytes:
+    """An .npy file of ``header`` (a dict literal) and ``data``, as numpy lays it out."""
+    text = header.encode("latin1")
+    size = struct.pack("<H" if version == 1 else "<I", len(text))
+    return b"\x93NUMPY" + bytes([version, 0]) + size + text + data
+
+
+def test_read_npy_refuses_a_header_claiming_more_data_than_the_file_holds(tmp_path):
+    path = tmp_path / "lie.npy"
+    path.write_bytes(_npy_bytes("{'descr': '<f8', 'fortran_order': False, "
+                                "'shape': (1000000000000, 8), }\n", bytes(64)))
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: the header claims shape (1000000000000, 8) of float64 "
+            "(64000000000000 bytes) but 64 bytes of data follow it")):
+        read_npy(path)
+
+
+def test_read_npy_refuses_bytes_after_the_data(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros(4))
+    path = tmp_path / "x.npy"
+    path.write_bytes(path.read_bytes() + b"junk")
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: 4 bytes after the data of shape (4,) of float64 (32 bytes")):
+        read_npy(path)
+
+
+def test_read_npz_refuses_an_entry_whose_header_lies(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, good=np.zeros(3))
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("c1.generators.npy", _npy_bytes(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 8), }\n", bytes(64)))
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: entry 'c1.generators.npy': the header claims shape (1000000000000, 8) "
+            "of float64 (64000000000000 bytes) but 64 bytes")):
+        read_npz(path)
+
+
+def test_read_npz_refuses_an_entry_that_is_not_an_array(tmp_path):
+    path = tmp_path / "w.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("notes.txt", b"hello")
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: entry 'notes.txt': not a NumPy array")):
+        read_npz(path)
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (_npy_bytes("{'descr': __import__"[:20]), "EOF in multi-line statement"),  # TokenError
+    (_npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-1, 8), }\n"),
+     "negative dimension"),
+    (_npy_bytes("{'descr': 'zz', 'fortran_order': False, 'shape': (1,), }\n"),
+     "descr is not a valid dtype descriptor"),
+    (b"\x93NUMPY\x09\x00" + bytes(8), "unknown .npy format version 9.0"),
+    (b"\x93NUMPY", "EOF: reading magic string"),
+])
+def test_read_npy_malformed_headers(tmp_path, raw, reason):
+    path = tmp_path / "x.npy"
+    path.write_bytes(raw)
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: not a valid .npy header ({reason}")):
+        read_npy(path)
+
+
+@pytest.mark.parametrize("read", [read_npy, read_npz])
+def test_readers_refuse_a_fifo_unopened(tmp_path, read):
+    path = tmp_path / "x.npy"
+    os.mkfifo(path)
+    with pytest.raises(ArrayFileError, match=re.escape(
+            f"{path}: a FIFO (named pipe), not a regular file")):
+        read(path)
+
+
+def test_output_check_refuses_what_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert check_output_file(fifo) == (f"{fifo} is a FIFO (named pipe), not a regular file; "
+                                       "give a file name")
+    assert "is a character device, not a regular file" in check_output_file("/dev/null")
+    os.symlink(fifo, tmp_path / "to_fifo")
+    assert "is a FIFO (named pipe)" in check_output_file(tmp_path / "to_fifo")
+    (tmp_path / "file").write_text("x")
+    os.symlink(tmp_path / "file", tmp_path / "to_file")
+    assert check_output_file(tmp_path / "to_file") is None
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/version"), reason="needs Linux /proc")
+def test_output_check_tries_the_folder():
+    assert check_output_file("/proc/version").startswith("cannot create a file in folder /proc")
+
+
+def test_atomic_write_never_replaces_a_fifo(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputFileError, match=re.escape(
+            f"{fifo}: a FIFO (named pipe), not a regular file; not replaced")):
+        atomic_write(fifo, lambda f: f.write(b"x"))
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_atomic_write_fails_cleanly_without_its_temporary_file(tmp_path):
+    path = tmp_path / "gone" / "out.npz"
+    with pytest.raises(OutputFileError, match=re.escape(
+            f"{path}: cannot create a temporary file in folder {tmp_path / 'gone'}")) as exc:
+        atomic_write(path, lambda f: f.write(b"x"))
+    assert isinstance(exc.value, OSError)  # callers catching OSError around writes catch it
+
+
+def test_atomic_write_through_a_link_keeps_the_link(tmp_path):
+    (tmp_path / "real").write_bytes(b"old")
+    os.symlink("real", tmp_path / "link")
+    atomic_write(tmp_path / "link", lambda f: f.write(b"new"))
+    assert os.readlink(tmp_path / "link") == "real"
+    assert (tmp_path / "real").read_bytes() == b"new"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import threading
 import time
 
 import pytest
@@ -72,3 +75,43 @@ def test_not_text(tmp_path, raw, message):
 def test_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_document(tmp_path / "nope.yaml")
+
+
+def test_a_fifo_is_refused_unopened(tmp_path):
+    fifo = tmp_path / "net.yaml"
+    os.mkfifo(fifo)
+
+    def feed():  # if read_document opened the FIFO, it would read "a: 1" instead of failing
+        with open(fifo, "w") as f:
+            f.write("a: 1\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(DocumentError, match=re.escape(
+                "a FIFO (named pipe), not a regular file")) as exc:
+            read_document(fifo)
+        assert exc.value.where == ""
+    finally:
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # releases the writer
+        writer.join(5)
+        os.close(reader)
+
+
+def test_a_device_is_refused(tmp_path):
+    with pytest.raises(DocumentError, match="a character device, not a regular file"):
+        read_document("/dev/zero")
+
+
+def test_an_integer_beyond_pythons_digit_limit_names_its_line(tmp_path):
+    text = "name: x\ninput: {channels: " + "9" * 5000 + ", depth: 4}\n"
+    with pytest.raises(DocumentError, match=r"the number '9+'\.\.\.'9+' is too long \(5000 "
+                                            r"digits; Python reads at most \d+\)") as exc:
+        _read(tmp_path, text)
+    assert exc.value.where == "line 2, column 19"
+
+
+def test_a_date_that_does_not_exist_names_its_line(tmp_path):
+    with pytest.raises(DocumentError, match=re.escape(
+            "line 2, column 7: cannot read the timestamp '2001-13-45': month must be in")):
+        _read(tmp_path, "a: 1\nname: 2001-13-45\n")
