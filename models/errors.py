@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -205,10 +206,23 @@ _TYPE_NAMES = {
 }
 
 
+#: Plain scalars YAML 1.1 reads as base-60 or octal numbers (models.yaml_doc leaves them text).
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
 def _yaml_number_hint(value: Any, integer: bool) -> str:
     """A hint for a number YAML 1.1 reads as text (``2e2``, ``1e-3``: an exponent needs a
     dot and a signed exponent there), else ``""``; ``integer``: the key takes an integer."""
-    if not isinstance(value, str) or "e" not in value.lower():
+    if not isinstance(value, str):
+        return ""
+    if _SEXAGESIMAL.fullmatch(value):
+        return (f" (YAML 1.1 reads {value} as base 60; this loader leaves it text: write the "
+                "number itself)")
+    if _LEADING_ZERO.fullmatch(value):
+        return (f" (YAML 1.1 reads {value} as octal; this loader leaves it text: write it "
+                "without the leading zero)")
+    if "e" not in value.lower():
         return ""
     try:
         number = float(value)

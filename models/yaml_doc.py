@@ -13,6 +13,7 @@ loader and duplicate mapping keys rejected.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import typing
 from pathlib import Path
@@ -96,6 +97,22 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+#: Plain scalars read as numbers: YAML 1.1's forms without its sexagesimal (``1:30`` is 90)
+#: and leading-zero octal (``010`` is 8) integers and floats, which turn a typo into a silently
+#: different value; such a scalar stays a string, which the schema refuses by its key.
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9_]*|0x[0-9a-fA-F_]+|0b[01_]+)$")
+_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X)
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers
+            if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT,
+                                       list("-+0123456789."))
 
 
 def _at(mark: yaml.Mark | None) -> str:

@@ -301,6 +301,10 @@ def test_yaml_1_1_exponents_get_a_hint(tmp_path: Path) -> None:
     data.update(clock_mhz="1.5e3")
     file, err = acc_error(tmp_path, data)
     assert_line(err, file, "clock_mhz", "e.g. 1500.0")
+    file, err = net_error(tmp_path, layer_with(0, out_channels="1:4"))
+    assert_line(err, file, "layers[0] (c1).out_channels", "the string '1:4'", "base 60")
+    file, err = net_error(tmp_path, layer_with(0, out_channels="010"))
+    assert_line(err, file, "layers[0] (c1).out_channels", "the string '010'", "octal")
 
 
 def test_wrong_type_bool_for_int(tmp_path: Path) -> None:

@@ -24,6 +24,16 @@ def test_plain_document_with_anchors_and_merge(tmp_path):
     assert doc["list"] == [{"k": 3, "s": 1}] * 2
 
 
+def test_numbers_without_yaml_1_1_base_60_and_octal(tmp_path):
+    # base 60 (1:30 would be 90) and leading-zero octal (010 would be 8) stay text, for the
+    # schema to refuse by key; every other YAML 1.1 number reads as before
+    doc = _read(tmp_path, "a: [1:30, 010, 190:20:30.15, 0, -5, +3, 1_000, 0x1F, 0b101, 1.5, "
+                          "2.0e+2, 1., .5, -.inf, 2e2]\n")
+    assert doc["a"] == ["1:30", "010", "190:20:30.15", 0, -5, 3, 1000, 31, 5, 1.5, 200.0, 1.0,
+                        0.5, float("-inf"), "2e2"]
+    assert _read(tmp_path, "a: .nan\n")["a"] != _read(tmp_path, "a: .nan\n")["a"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("a: &x [1, *x]\n", "refers to the list or mapping it is part of"),
     ("a: &x {b: {c: *x}}\n", "refers to the list or mapping it is part of"),
