@@ -468,7 +468,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         state = read_checkpoint(args.checkpoint)
         weights, report = import_state_dict(net, state)
-    except (ArrayFileError, CheckpointError) as exc:
+    except ArrayFileError as exc:  # the reader's message names the file
+        raise UserError(f"--checkpoint: {exc}") from None
+    except CheckpointError as exc:
         raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
     print("\n".join(format_table(["layer", "taken as", "rel. error"],
                                   [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
@@ -1475,6 +1477,7 @@ def _stdout_closed() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from fcircnn.models.config import ConfigError
+    from fcircnn.models.files import OutputFileError
 
     args = build_parser().parse_args(argv)
     try:
@@ -1483,7 +1486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _stdout_closed()
-    except (ConfigError, UserError) as exc:
+    except (ConfigError, UserError, OutputFileError) as exc:
+        # OutputFileError: a result file that could not be written after the up-front checks
+        # (a full disk, a folder changed meanwhile); the message names the file
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Unavailable as exc:

@@ -344,3 +344,28 @@ def test_debug_says_the_traceback_is_above(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "Traceback" in err and "the full traceback is above" in err
     assert "rerun with --debug" not in err
+
+
+def test_a_result_file_that_fails_late_is_an_error_not_a_crash(tiny, tmp_path, capsys,
+                                                                monkeypatch):
+    # after the up-front checks a write can still fail (a full disk): exit 2, the file named
+    from fcircnn.models import files
+
+    def full(path, write, binary=True):
+        raise files.OutputFileError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr(files, "atomic_write", full)
+    out = tmp_path / "out.npz"
+    assert main(["golden", str(tiny), "--mode", "float", "-q", "--save", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"\nerror: {out}: cannot write" in err  # after golden's banner line
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_import_names_the_checkpoint_once(tiny, tmp_path, capsys):
+    empty = tmp_path / "empty.pth"
+    empty.write_bytes(b"")
+    assert main(["import", str(tiny), "--checkpoint", str(empty), "-o",
+                 str(tmp_path / "w.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count(str(empty)) == 1 and "empty file" in err
