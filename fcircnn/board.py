@@ -120,9 +120,13 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     input)."""
     args = _parser().parse_args(argv)
     try:
-        if args.timeout <= 0 or args.top < 1 or (args.mem_size is not None
-                                                 and args.mem_size <= 0):
-            raise BoardError("--timeout, --top and --mem-size must be positive")
+        from fcircnn.driver import MAX_TIMEOUT_S
+
+        if not 0 < args.timeout <= MAX_TIMEOUT_S:  # NaN too
+            raise BoardError(f"--timeout must be seconds in (0, {MAX_TIMEOUT_S:g}], not "
+                             f"{args.timeout}")
+        if args.top < 1 or (args.mem_size is not None and args.mem_size <= 0):
+            raise BoardError("--top and --mem-size must be positive")
         manifest = read_manifest(folder)
         bitstream = args.bitstream or folder / manifest["bitstream"]
         if not bitstream.is_file() or not bitstream.with_suffix(".hwh").is_file():

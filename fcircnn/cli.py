@@ -422,6 +422,15 @@ def _ranged(convert: Callable[[str], float], ok: Callable[[float], bool], rule: 
 
 
 _seed = _ranged(int, lambda v: 0 <= v < 2**32, f"must be an integer in 0..{2**32 - 1}")
+def _timeout(text: str) -> float:
+    """``--timeout``: seconds in (0, :data:`~fcircnn.driver.MAX_TIMEOUT_S`] (imported here:
+    the driver is not needed to build the parser)."""
+    from fcircnn.driver import MAX_TIMEOUT_S
+
+    return _ranged(float, lambda v: 0 < v <= MAX_TIMEOUT_S,
+                   f"must be seconds in (0, {MAX_TIMEOUT_S:g}]")(text)
+
+
 def _clock(text: str) -> float:
     """``--clock-mhz``: a number in :data:`~fcircnn.models.schema.CLOCK_MHZ_RANGE`."""
     from fcircnn.models.schema import CLOCK_MHZ_RANGE
@@ -1286,8 +1295,7 @@ def _add_run(sub) -> None:
                      help="target (default: golden); board: on this board's PYNQ overlay")
     run.add_argument("--bitstream", type=_path, metavar="BIT",
                      help="--on board: the overlay's .bit (its .hwh beside it)")
-    run.add_argument("--timeout", default=None, metavar="S", type=_ranged(
-                         float, lambda v: 0 < v <= 86400, "must be seconds in (0, 86400]"),
+    run.add_argument("--timeout", default=None, metavar="S", type=_timeout,
                      help="--on board: seconds one clip may run (default 10)")
     run.add_argument("--weights", type=_path, metavar="W.npz",
                      help="weights (default: random from --seed)")

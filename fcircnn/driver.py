@@ -35,6 +35,7 @@ from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, offset
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
 
 __all__ = [
+    "MAX_TIMEOUT_S",
     "Backend",
     "Counters",
     "Driver",
@@ -246,10 +247,15 @@ class Backend(Protocol):
         ``timeout_s`` seconds (of the backend's clock) without it."""
 
 
+#: The longest a run may be given, seconds (a day; a clip takes milliseconds).
+MAX_TIMEOUT_S = 86400.0
+
+
 def _check_timeout(timeout_s: float) -> float:
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (
-            timeout_s > 0):
-        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+            0 < timeout_s <= MAX_TIMEOUT_S):
+        raise ValueError(f"timeout_s must be seconds in (0, {MAX_TIMEOUT_S:g}], not "
+                         f"{timeout_s!r}")
     return float(timeout_s)
 
 

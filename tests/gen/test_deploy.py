@@ -105,6 +105,10 @@ def test_run_py_without_the_overlay_or_with_bad_clips_exits_2(tmp_path, acc_path
     proc = subprocess.run([*run, "--clips", str(tmp_path / "bad.npy")], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "clips must be" in proc.stderr
+    for timeout in ("nan", "0", "1e9"):
+        proc = subprocess.run([*run, "--timeout", timeout], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and "--timeout must be seconds in (0, 86400]" in proc.stderr
     # With every file in place, a host without PYNQ says so (exit 2), no traceback.
     proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "pynq" in proc.stderr and "Traceback" not in proc.stderr
