@@ -62,7 +62,12 @@ def load_network(path: str | os.PathLike[str]) -> NetworkConfig:
         Listing every problem found (missing file, YAML syntax, schema, references, shapes).
     """
     file = os.fspath(path)
-    return _network_from(_read_yaml(Path(file), file, allowed_keys(NetworkConfig)), file)
+    data = _read_yaml(Path(file), file, allowed_keys(NetworkConfig))
+    if is_accelerator_data(data):
+        raise ConfigError(file, [Problem("", "an accelerator file, not a network file (it has "
+                                             "a 'cores' or 'network' key); give the network "
+                                             "file its 'network' key names")])
+    return _network_from(data, file)
 
 
 def _network_from(data: dict[str, Any], file: str) -> NetworkConfig:

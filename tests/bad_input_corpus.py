@@ -146,10 +146,13 @@ _ACCS: dict[str, tuple[str, str]] = {
     "acc_queue.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\ndma_queue: 9"),
                        "dma_queue: must be in the range 1..8"),
     "acc_big7.yaml": (ACC.replace("tiny.yaml", "acc_bound.yaml"), "accumulator bound"),
+    "acc_acc_network.yaml": (ACC.replace("network: tiny.yaml", "network: acc.yaml"),
+                             "an accelerator file, not a network file"),
 }
 
 
-_NAMED = {"acc_bad_network.yaml": "recursive.yaml", "acc_big7.yaml": "acc_bound.yaml"}
+_NAMED = {"acc_bad_network.yaml": "recursive.yaml", "acc_big7.yaml": "acc_bound.yaml",
+          "acc_acc_network.yaml": "acc.yaml"}
 
 
 def _npz_with(folder: Path, name: str, arrays: dict[str, np.ndarray]) -> None:
