@@ -969,6 +969,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from fcircnn.gen import sweep
+    from fcircnn.gen.estimate import format_cap
     from fcircnn.gen.staging import staged_folder
 
     _needs("plot", "fcircnn sweep (pareto.png)")
@@ -988,7 +989,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                 *(("--reference", r) for r in refs)])
     total = space.size(net.block_size)
     print(f"fcircnn sweep: network {net.name} ({net.path or args.network}) on {device.name}, "
-          f"{total} points, cap {args.cap:.0%}, {args.clock_mhz:g} MHz, "
+          f"{total} points, cap {format_cap(args.cap)}, {args.clock_mhz:g} MHz, "
           f"{min(args.jobs, total)} worker(s)", file=sys.stderr)
     bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0.1)
 
@@ -1030,6 +1031,7 @@ def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device)
     """Write ``sweep.csv`` into ``tmp`` and, unless ``best`` is ``None`` (no point fits),
     ``pareto.png`` and the best accelerator file (``--best-yaml`` where it says)."""
     from fcircnn.gen import sweep
+    from fcircnn.gen.estimate import format_cap
 
     sweep.write_csv(result, tmp / "sweep.csv")
     if best is None:
@@ -1040,7 +1042,7 @@ def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device)
         tmp / "best.yaml" if args.best_yaml is None else args.best_yaml,
         name=f"{net.name}_{device.name}_best",
         comment=(f"Best configuration of `fcircnn sweep {args.network} --device {device.name}` "
-                 f"(cap {args.cap:.0%}, {args.clock_mhz:g} MHz):\n{best.label}: "
+                 f"(cap {format_cap(args.cap)}, {args.clock_mhz:g} MHz):\n{best.label}: "
                  f"{best.effective_gops:.1f} GOP/s effective, {best.gops_per_dsp:.3f} GOP/s "
                  f"per DSP, DSP {best.dsp}, BRAM36 {best.bram36:.1f}, LUT {best.lut}, FF "
                  f"{best.ff} (calibrated estimator and performance model).\nThe network is "

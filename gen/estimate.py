@@ -122,6 +122,7 @@ __all__ = [
     "calibration_accelerator",
     "component_models",
     "estimate_resources",
+    "format_cap",
     "map_memory",
 ]
 
@@ -134,6 +135,12 @@ RESOURCE_NAMES: tuple[str, ...] = ("dsp", "bram36", "lut", "ff")
 #: rarely close timing at 200 MHz on a design this regular and wide, so the margin is part
 #: of "fits" for every command that answers that question.
 DEFAULT_CAP = 0.9
+
+
+def format_cap(cap: float) -> str:
+    """A utilisation cap as messages show it: ``0.9`` -> ``"90%"``, ``0.005`` -> ``"0.5%"``
+    (never rounded to a misleading ``0%``)."""
+    return f"{cap * 100:.4g}%"
 
 #: Slots per 128-bit beat (NC/8DHW8) and lanes of the post chain.
 _LANES = 8

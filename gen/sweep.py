@@ -44,7 +44,7 @@ from fcircnn.models.config import (
 )
 from fcircnn.models.files import atomic_write
 
-from .estimate import DEFAULT_CAP
+from .estimate import DEFAULT_CAP, format_cap
 
 __all__ = [
     "DEVICES",
@@ -492,14 +492,14 @@ def no_fit_message(evaluations: Sequence[Evaluation], device: Device, cap: float
         limit = cap * getattr(device, k)
         if need > limit:
             text = (f"{k} (the smallest legal point needs {need:g}, the cap is {limit:g} = "
-                    f"{cap:.0%} of {getattr(device, k)})")
+                    f"{format_cap(cap)} of {getattr(device, k)})")
             lines.append((need / limit, text))
     if not lines:  # each resource fits somewhere, but never all at once
         binding = Counter(e.binding for e in legal).most_common(1)[0][0]
-        return (f"no legal point fits {device.name} under the {cap:.0%} cap: every point is "
-                f"over on some resource, most often {binding}")
+        return (f"no legal point fits {device.name} under the {format_cap(cap)} cap: every "
+                f"point is over on some resource, most often {binding}")
     lines.sort(reverse=True)
-    return (f"no legal point fits {device.name} under the {cap:.0%} cap; binding resource: "
+    return (f"no legal point fits {device.name} under the {format_cap(cap)} cap; binding resource: "
             + "; ".join(text for _, text in lines))
 
 
@@ -635,7 +635,7 @@ def plot_pareto(result: SweepResult, path: str | os.PathLike[str]) -> Path:
             ax.scatter([getattr(ref, cost)], [ref.effective_gops], marker="X", s=120,
                        color="tab:red", zorder=6, label=f"paper config {ref.label} (model)")
         ax.axvline(result.cap * getattr(result.device, cost), color="k", ls="--", lw=0.8,
-                   label=f"{result.cap:.0%} of {result.device.name}")
+                   label=f"{format_cap(result.cap)} of {result.device.name}")
         ax.set_xlabel(title)
         ax.set_ylabel("effective GOP/s")
         ax.set_title(f"{result.network.name} on {result.device.name}: GOP/s vs {title}")

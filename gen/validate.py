@@ -21,7 +21,7 @@ import warnings
 from fcircnn.models.config import AcceleratorConfig, ConfigError, Problem
 
 from .compiler import CompileError, NetworkPlan, plan_network
-from .estimate import RESOURCE_NAMES, ResourceEstimate, estimate_resources
+from .estimate import RESOURCE_NAMES, ResourceEstimate, estimate_resources, format_cap
 from .vivado import VivadoTarget
 
 __all__ = ["HardwareUnavailable", "hardware_installed", "over_cap_message",
@@ -57,7 +57,7 @@ def over_cap_message(est: ResourceEstimate, acc: AcceleratorConfig, cap: float) 
         value = f"{value:g}" if isinstance(value, float) else str(value)
         return f"{name} {value} of {getattr(resources, name)} ({use[name]:.0%})"
 
-    under = "" if cap == 1 else f" under the {cap:.0%} cap"
+    under = "" if cap == 1 else f" under the {format_cap(cap)} cap"
     text = (f"{acc.name} does not fit {acc.device.part}{under}: binding resource "
             f"{need(over[0])}")
     if len(over) > 1:

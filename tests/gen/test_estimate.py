@@ -238,3 +238,8 @@ def test_calibration_cache_is_current(name, tmp_path):
     assert est.dsp == measured["dsp"]
     err = errors(est, measured)
     assert all(err[k] <= TOLERANCE[k] for k in TOLERANCE), (est, measured)
+
+
+def test_a_cap_is_shown_without_rounding_it_away():
+    assert [estimate.format_cap(c) for c in (0.9, 1.0, 0.005, 1e-300)] == [
+        "90%", "100%", "0.5%", "1e-298%"]
