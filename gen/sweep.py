@@ -224,6 +224,10 @@ class SweepSpace:
             big = [v for v in getattr(self, name) if v > limit]
             if big:
                 raise SweepError(f"--{name}: {big} over the hardware's limit of {limit}")
+        big = [f"{a}x{b}" for a, b in self.pointwise if max(a, b) > MAX_CHANNEL_TILE]
+        if big and 2 in self.cores:
+            raise SweepError(f"--pointwise: {big} over the hardware's limit of "
+                             f"{MAX_CHANNEL_TILE} for Tn and Tm")
         # (flag, value, Tn, Tm, the rule's fields that judge it): Tn and Tm are judged by
         # their own part of the rule, a pointwise pair by all of it.
         tiles = [("tn", v, v, 0, {"tn"}) for v in self.tn]

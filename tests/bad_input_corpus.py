@@ -401,6 +401,8 @@ def _cases() -> list[Case]:
         ("tr-300", ("--tr", "300"), "--tr", "limit of 255"),
         ("tn-2048", ("--tn", "2048"), "--tn", "limit of 1024"),
         ("pointwise", ("--pointwise", "7x32"), "--pointwise: 7x32"),
+        ("pointwise-2048", ("--pointwise", "2048x16", "--cores", "1,2"), "--pointwise",
+         "limit of 1024"),
         ("block", ("--block-size", "3"), "--block-size: [3] are not allowed"),
         ("tn-zero", ("--tn", "0"), "--tn"),
         ("cores", ("--cores", "3"), "cores"),
