@@ -134,13 +134,17 @@ def _npy_bytes(header: str, data: bytes = b"", version: int = 1) -> bytes:
     return b"\x93NUMPY" + bytes([version, 0]) + size + text + data
 
 
+#: An .npy of 64 bytes whose header claims 64 TB (numpy would try to allocate them).
+_LYING = _npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 8), }\n",
+                    bytes(64))
+_LIE = ("the header claims shape (1000000000000, 8) of float64 (64000000000000 bytes) but 64 "
+        "bytes of data follow it")
+
+
 def test_read_npy_refuses_a_header_claiming_more_data_than_the_file_holds(tmp_path):
     path = tmp_path / "lie.npy"
-    path.write_bytes(_npy_bytes("{'descr': '<f8', 'fortran_order': False, "
-                                "'shape': (1000000000000, 8), }\n", bytes(64)))
-    with pytest.raises(ArrayFileError, match=re.escape(
-            f"{path}: the header claims shape (1000000000000, 8) of float64 "
-            "(64000000000000 bytes) but 64 bytes of data follow it")):
+    path.write_bytes(_LYING)
+    with pytest.raises(ArrayFileError, match=re.escape(f"{path}: {_LIE}")):
         read_npy(path)
 
 
@@ -157,11 +161,9 @@ def test_read_npz_refuses_an_entry_whose_header_lies(tmp_path):
     path = tmp_path / "w.npz"
     np.savez(path, good=np.zeros(3))
     with zipfile.ZipFile(path, "a") as z:
-        z.writestr("c1.generators.npy", _npy_bytes(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 8), }\n", bytes(64)))
+        z.writestr("c1.generators.npy", _LYING)
     with pytest.raises(ArrayFileError, match=re.escape(
-            f"{path}: entry 'c1.generators.npy': the header claims shape (1000000000000, 8) "
-            "of float64 (64000000000000 bytes) but 64 bytes")):
+            f"{path}: entry 'c1.generators.npy': {_LIE}")):
         read_npz(path)
 
 
