@@ -55,8 +55,14 @@ def _commit(tmp: Path, out: Path) -> None:
     file (every target checked first)."""
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(tmp, out)
-        return
+        try:
+            os.rename(tmp, out)
+            return
+        except OSError:
+            if not out.is_dir():
+                raise
+            # another writer (a parallel run saving the same image) made it meanwhile: move
+            # the files one by one, each replaced whole
     files = _files_under(tmp)
     if why := target_conflict(out, files):
         raise OutputConflict(why)

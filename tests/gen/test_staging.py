@@ -62,3 +62,25 @@ def test_a_folder_where_a_file_goes_moves_nothing(tmp_path):
             (tmp / "a.txt").write_text("new")
             (tmp / "b.txt").write_text("new")
     assert (out / "a.txt").read_text() == "old"
+
+
+def test_a_folder_made_meanwhile_by_another_writer_is_filled_file_by_file(tmp_path,
+                                                                         monkeypatch):
+    # two runs saving the same image at once: the other makes the folder between the check
+    # and the rename
+    import errno
+    import os
+
+    from fcircnn.gen import staging
+
+    out = tmp_path / "image"
+
+    def rename(src, dst):
+        os.mkdir(dst)
+        (out / "b.txt").write_text("theirs")
+        raise OSError(errno.ENOTEMPTY, "Directory not empty")
+
+    monkeypatch.setattr(staging.os, "rename", rename)
+    with staged_folder(out) as tmp:
+        (tmp / "a.txt").write_text("mine")
+    assert _tree(out) == {"a.txt": "mine", "b.txt": "theirs"}
