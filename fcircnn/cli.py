@@ -680,25 +680,14 @@ def _address(text: str) -> int:
     return value
 
 
-def _check_base(acc, base: int) -> None:
-    """Refuse, before calibrating, a ``--base`` at which the image does not fit the
-    accelerator's ``address_width`` (the layout does not depend on the base)."""
-    from fcircnn.gen.compiler import CompileError, plan_network
-
-    try:
-        plan = plan_network(acc)
-    except CompileError as exc:
-        raise UserError(str(exc)) from None
-    limit = 1 << acc.address_width
-    if base + plan.end > limit:
-        raise UserError(f"--base {base:#x}: the image of {plan.end:#x} bytes would end at "
-                        f"{base + plan.end:#x}, beyond the {acc.address_width}-bit address space "
-                        f"of {acc.path or acc.name} (address_width: {acc.address_width}, up to "
-                        f"{limit:#x}); give a base of at most {limit - plan.end:#x}")
-
-
 def cmd_compile(args: argparse.Namespace) -> int:
-    from fcircnn.gen.compiler import CompileError, DdrImage, PostOverflowError, compile_network
+    from fcircnn.gen.compiler import (
+        AddressSpaceError,
+        CompileError,
+        DdrImage,
+        PostOverflowError,
+        compile_network,
+    )
 
     _output_dir(args.output, "-o")
     outputs = _folder_outputs("-o", args.output, DdrImage.FILES)
@@ -706,7 +695,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     net = acc.network
     _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",
                                             "--calibration"))
-    _check_base(acc, args.base)
     weights, x = _load_weights_and_input(net, args)
     clips, how = _load_calibration(net, args)
     _check_memory(net, ("float", "int"), 0 if clips is None else len(clips))
@@ -718,6 +706,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                 calibration=clips, statistic=args.calibration_statistic)
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
+    except AddressSpaceError as exc:  # planned before calibration: nothing was run
+        raise UserError(f"--base {args.base:#x}: {exc}") from None
     except CompileError as exc:
         raise UserError(str(exc)) from None
     try:

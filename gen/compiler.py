@@ -163,6 +163,7 @@ __all__ = [
     "ALIGN",
     "CYCLE_BYTES",
     "POST_RECORD_BYTES",
+    "AddressSpaceError",
     "CompileError",
     "DdrImage",
     "LayerPlan",
@@ -194,6 +195,11 @@ _INT48 = 1 << 47
 class CompileError(ValueError):
     """The network cannot be compiled for this accelerator; the message names the layer (or
     the argument) and the limit."""
+
+
+class AddressSpaceError(CompileError):
+    """The image, placed at its base, ends beyond the accelerator's ``address_width``; found
+    while planning, before any calibration."""
 
 
 class PostOverflowError(CompileError):
@@ -521,8 +527,10 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     end = alloc.cursor
     limit = 1 << acc.address_width
     if end > limit:
-        raise CompileError(f"image [{base:#x}, {end:#x}) passes the {acc.address_width}-bit "
-                           f"address space (ends beyond 2**{acc.address_width} = {limit:#x})")
+        raise AddressSpaceError(
+            f"image [{base:#x}, {end:#x}) passes the {acc.address_width}-bit address space of "
+            f"{acc.path or acc.name} (address_width: {acc.address_width}, up to {limit:#x}); "
+            f"give a base of at most {max(0, limit - (end - base)):#x}")
 
     limits = DmaLimits.from_config(acc)
     plans = []
