@@ -12,6 +12,25 @@ from pathlib import Path
 
 import pytest
 
+
+def unit_simulators() -> list:
+    """The simulators a unit's cocotb testbench is parametrised over (``simulator``): both,
+    with the Verilator run marked ``slow`` where Icarus is installed.
+
+    Icarus compiles a unit in about a second and Verilator in 15 to 40 s, so the default suite
+    runs each unit testbench on one simulator (Icarus; Verilator where Icarus is missing) and
+    ``-m slow`` on the other; Verilator stays in the default suite through the accelerator
+    runs, which need it.
+    """
+    from fcircnn.sim.runner import SimulatorUnavailable, find_simulator
+
+    try:
+        find_simulator("icarus")
+    except SimulatorUnavailable:
+        return ["verilator", "icarus"]
+    return [pytest.param("verilator", marks=pytest.mark.slow), "icarus"]
+
+
 SMALL_NET = """
 name: small
 input: {channels: 3, depth: 4, height: 8, width: 8}

@@ -88,6 +88,7 @@ def test_pools_are_fused(core, cores):
     assert not any(r.name.endswith(".conv") for r in image.plan.regions)
 
 
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
 def test_fused_pools_are_bit_exact_under_backpressure(compiled, backpressured):
     check_run(backpressured, compiled[1])
 
@@ -98,6 +99,7 @@ def test_fused_pools_are_bit_exact_without_backpressure(compiled, run_image):
     check_run(run_image(acc, root, "plain"), compiled[1])
 
 
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
 def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
     acc, image, _ = compiled
     flags = {lp.layer.name: lp.descriptor.flags & (FLAG_WSPLIT | FLAG_ISPLIT | FLAG_MINNER)
@@ -120,6 +122,7 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
         assert read[0] > halves + upper
 
 
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
 def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
         cores, run_image, tmp_path):
     """The fc layer alone (its input pre-filled with the golden map): a read error on the first

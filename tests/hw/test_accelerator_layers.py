@@ -39,16 +39,20 @@ TESTBENCH = "fcircnn.sim.tb_accelerator"
 
 
 @pytest.fixture(scope="module")
-def hardware():
-    """The test accelerator and its Verilog (converted once)."""
-    acc = load_accelerator(CONFIG)
-    return acc, accelerator_verilog(acc)
+def accelerator():
+    """The test accelerator."""
+    return load_accelerator(CONFIG)
 
 
 @pytest.fixture(scope="module")
-def image(hardware, tmp_path_factory):
-    acc, _ = hardware
-    img = compile_network(acc, seed=5, base=0x10000)
+def hardware(accelerator):
+    """The test accelerator and its Verilog (converted once)."""
+    return accelerator, accelerator_verilog(accelerator)
+
+
+@pytest.fixture(scope="module")
+def image(accelerator, tmp_path_factory):
+    img = compile_network(accelerator, seed=5, base=0x10000)
     folder = tmp_path_factory.mktemp("kinds")
     img.save(folder / "image")
     return img, folder
@@ -73,8 +77,8 @@ def check_bit_exact(doc: dict, img) -> None:
         assert 0 < layer["pe_busy"] < layer["cycles"], layer
 
 
-def test_network_has_every_kind_on_both_cores(hardware, image):
-    acc, _ = hardware
+def test_network_has_every_kind_on_both_cores(accelerator, image):
+    acc = accelerator
     img, _ = image
     by_name = {lp.layer.name: lp for lp in img.plan.layers}
     cores = {name: lp.core.name for name, lp in by_name.items()}
@@ -95,6 +99,7 @@ def test_network_has_every_kind_on_both_cores(hardware, image):
     assert r["c1"].conv_shape[2] % acc.cores[1].tc and r["c1"].conv_shape[0] % acc.cores[1].td
 
 
+@pytest.mark.slow  # suite budget: the run under back-pressure below is the default one
 def test_every_layer_kind_is_bit_exact(hardware, image):
     img, folder = image
     doc = run_image(hardware, folder, "plain")
@@ -109,6 +114,7 @@ def test_every_layer_kind_under_axi_backpressure_and_latency(hardware, image):
     check_bit_exact(doc, img)
 
 
+@pytest.mark.slow  # suite budget: a third run of the shared build
 def test_selected_layers_run_alone(hardware, image):
     """The downsampling block alone (inputs pre-filled with golden maps), polling for done."""
     img, folder = image

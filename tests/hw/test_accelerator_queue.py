@@ -37,6 +37,7 @@ def _run(acc, tmp_path, run_image, seed):
     return image
 
 
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
 def test_one_port_with_a_queue_of_two_is_bit_exact_under_backpressure(tmp_path, run_image):
     acc = load_accelerator(write_small_accelerator(tmp_path))
     acc = acc.model_copy(update={"dma_queue": 2})

@@ -6,6 +6,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -422,7 +423,7 @@ def test_from_config_and_port_names():
 # cocotb on the generated Verilog (cocotbext-axi AxiRam as DDR)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_axi_dma_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(AxiDma(AW, read_outstanding=4, write_outstanding=4), "axi_dma",

@@ -5,10 +5,11 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.complex_mul_pair import PAIR_LATENCY, ComplexMultiplierPair
 from fcircnn.models.spectral import conv3d_slots_int
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_complex_mul_pair import (
     pair_inputs,
     pair_reference,
@@ -80,7 +81,7 @@ def test_all_extreme_corners(slot0):
     assert rtl_products(ops, seed=slot0) == [pair_reference(op) for op in ops]
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(

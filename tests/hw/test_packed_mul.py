@@ -6,10 +6,11 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.common import never_elaborated
 from fcircnn.hw.packed_mul import PackedDualMultiplier
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 
 LATENCY = 3
 EXTREMES = (-255, -254, -128, -127, -1, 0, 1, 127, 128, 254, 255)
@@ -90,7 +91,7 @@ def test_ports_are_signed_int9():
     gc.collect()  # the inspected hardware goes while never_elaborated's filter holds
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(

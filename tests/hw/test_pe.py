@@ -4,9 +4,10 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.pe import PE, tree_levels
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_pe import pe_beats, pe_products, pe_reference
 
 
@@ -100,7 +101,7 @@ def test_tree_levels():
     assert [tree_levels(n) for n in (1, 2, 3, 4, 5, 8, 9)] == [0, 1, 2, 2, 3, 3, 4]
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(

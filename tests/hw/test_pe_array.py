@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.common import never_elaborated
 from fcircnn.hw.pe_array import PEArray, in_layout, out_layout
 from fcircnn.models.spectral import conv3d_slots_int
-from fcircnn.sim.runner import SIMULATORS, pack, require_simulator, run_cocotb, unpack
+from fcircnn.sim.runner import pack, require_simulator, run_cocotb, unpack
 from fcircnn.sim.tb_pe_array import (
     conv_beats,
     conv_results,
@@ -176,7 +177,7 @@ def test_from_core():
     gc.collect()  # the inspected hardware goes while never_elaborated's filter holds
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_cocotb(simulator):
     """Random beats, a whole 3x3x3 conv tile over two input-channel tiles and the II=1 count."""
     require_simulator(simulator)

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import unit_simulators
 
 from fcircnn.hw.post_cbn import DSP_PER_LANE, CBNResidual, cbn_input_layout
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import cbn_cases, from_beats, ref_cbn, run_amaranth, to_beats
 
 FIELDS = ("acc", "mult", "bias", "res", "res_mult", "shift")
@@ -60,7 +61,7 @@ def test_layout_width():
     assert DSP_PER_LANE == 6
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_cbn_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(CBNResidual(2), "post_cbn", "fcircnn.sim.tb_post_cbn", simulator,

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from conftest import unit_simulators
 
 from fcircnn.hw.post_chain import DSP_PER_LANE, LATENCY_NO_POOL, PostChain
 from fcircnn.models import spectral
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import (
     beats_to_map,
     cbn_cases,
@@ -99,7 +100,7 @@ def test_bad_parameters(kwargs, exc):
         PostChain(**kwargs)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_chain_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(PostChain(2, MAX_SIZE, 2), "post_chain", "fcircnn.sim.tb_post_chain", simulator,

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from conftest import unit_simulators
 
 from fcircnn.hw.post_crelu import CReLU
 from fcircnn.models import spectral
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import from_beats, run_amaranth, slot_cases, to_beats
 
 
@@ -45,7 +46,7 @@ def test_bad_lanes(lanes, exc):
         CReLU(lanes)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_crelu_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(CReLU(3), "post_crelu", "fcircnn.sim.tb_post_crelu", simulator,

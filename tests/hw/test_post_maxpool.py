@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
+from conftest import unit_simulators
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fcircnn.hw.post_maxpool import LATENCY, CMaxPool, maxpool_config
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import (
     beats_to_map,
     from_beats,
@@ -213,7 +214,7 @@ def test_bad_config_groups():
         maxpool_config((4, 8, 8), (4, 4, 4), groups=3, max_groups=2)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_maxpool_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(CMaxPool(2, (4, 8, 8), 2), "post_maxpool", "fcircnn.sim.tb_post_maxpool",

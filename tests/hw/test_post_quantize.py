@@ -2,12 +2,13 @@
 
 import numpy as np
 import pytest
+from conftest import unit_simulators
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fcircnn.hw.post_quantize import Quantize
 from fcircnn.models import spectral
-from fcircnn.sim.runner import SIMULATORS, require_simulator, run_cocotb
+from fcircnn.sim.runner import require_simulator, run_cocotb
 from fcircnn.sim.tb_post_util import (
     T_MAX,
     T_MIN,
@@ -81,7 +82,7 @@ def test_bad_lanes(lanes):
         Quantize(lanes)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_quantize_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(Quantize(2), "post_quantize", "fcircnn.sim.tb_post_quantize", simulator,

@@ -5,6 +5,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.regfile import (
     FIELDS,
@@ -551,7 +552,7 @@ def test_signature_equality_and_narrow_ports():
 # cocotb on the generated Verilog (cocotbext-axi AxiLiteMaster)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_regfile_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(ControlRegisters(), "regfile", "fcircnn.sim.tb_regfile", simulator,

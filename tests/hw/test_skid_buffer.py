@@ -6,9 +6,10 @@ import pytest
 from amaranth.hdl import Value, signed, unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
+from conftest import unit_simulators
 
 from fcircnn.hw.skid_buffer import LATENCY, SkidBuffer
-from fcircnn.sim.runner import SIMULATORS, pack, require_simulator, run_cocotb, unpack
+from fcircnn.sim.runner import pack, require_simulator, run_cocotb, unpack
 
 LAYOUT = data.StructLayout({"a": signed(8), "b": unsigned(5), "c": data.ArrayLayout(4, 3)})
 
@@ -140,7 +141,7 @@ def test_bad_layout(layout):
         SkidBuffer(layout)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("simulator", unit_simulators())
 def test_skid_buffer_cocotb(simulator):
     require_simulator(simulator)
     run_cocotb(SkidBuffer(unsigned(12)), "skid_buffer", "fcircnn.sim.tb_skid_buffer", simulator,
