@@ -2,9 +2,9 @@
 ``c3d_zcu102`` ((Tn, Tm, Td, Tr, Tc) = (32, 64, 2, 7, 7)), bit-exact, PE utilisation >= 90% and
 the performance model within 3% of the RTL's cycle count.
 
-Slow: the Verilator build of the full-size accelerator takes 15 to 30 minutes on two cores and
-the run about 170,000 cycles (4 minutes); it is the figure of ``bench/README.md``
-("Full-size C3D conv5a").
+Slow: the Verilator build of the full-size accelerator takes about 2 minutes on two cores and
+the run of about 341,000 cycles under a minute (3.6 minutes in all, 2026-11-28); it is the
+figure of ``bench/README.md`` ("Full-size C3D conv5a").
 """
 
 import pytest
