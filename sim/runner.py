@@ -119,7 +119,8 @@ DEFAULT_VERILATOR_OPT = "-O0"
 VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-flat-rw",
                         "--public-depth", "1", "-fno-merge-cond")
 
-# Bump when the build recipe changes, so old build folders are not reused.
+# Bump when the build recipe changes beyond VERILATOR_BUILD_ARGS (hashed themselves), so old
+# build folders are not reused.
 _RECIPE_VERSION = "2"
 
 
@@ -473,9 +474,10 @@ def run_cocotb(
 
     key = hashlib.sha256()
     opt = verilator_opt if simulator == "verilator" else None
+    build_args = " ".join(VERILATOR_BUILD_ARGS) if simulator == "verilator" else ""
     for part in (
         _RECIPE_VERSION, verilog, simulator, info.version, toplevel, params_json, str(waves),
-        str(opt),
+        str(opt), build_args,
     ):
         key.update(part.encode())
         key.update(b"\0")
