@@ -36,7 +36,7 @@ def test_the_pool_is_fused_and_carried_on_every_axis(compiled):
     assert not any(r.name.endswith(".conv") for r in image.plan.regions)
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_carried_pool_is_bit_exact_under_backpressure(compiled, run_image):
     acc, image, root = compiled
     doc = run_image(acc, root, "backpressure", backpressure=0.3, latency=6, seed=3)

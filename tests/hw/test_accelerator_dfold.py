@@ -25,7 +25,7 @@ from fcircnn.models.config import load_accelerator
 pytestmark = pytest.mark.xdist_group("accelerator_dfold")
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_a_first_layer_folding_output_depths_is_bit_exact_under_backpressure(tmp_path,
                                                                               run_image):
     acc = load_accelerator(write_dfold_accelerator(tmp_path))

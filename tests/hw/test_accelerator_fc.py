@@ -30,7 +30,7 @@ pytestmark = pytest.mark.xdist_group("accelerator_fc")
 _SPLITS = FLAG_WSPLIT | FLAG_ISPLIT | FLAG_WQUARTER
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_fc_layers_in_quarters_over_four_ports_are_bit_exact_under_backpressure(
         tmp_path, run_image):
     acc = load_accelerator(write_fc_accelerator(tmp_path, tm=64, axi_ports=4, dma_queue=2))

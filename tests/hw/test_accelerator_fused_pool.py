@@ -22,7 +22,8 @@ both filling the input buffer at once); f2 keeps whole tiles and boxes (its last
 slot group: its boxes cannot split). A read error on ``m_axi1`` (the first half of an fc weight
 tile) ends the run with its address, and the next start runs the layer again.
 
-The one-lane core's runs are slow tests (see ``compiled``); its plan is checked here.
+Every run is a slow test (a Verilator build per core; the one-lane core's: see ``compiled``);
+the default suite checks both cores' plans here.
 """
 
 import pytest
@@ -57,8 +58,8 @@ def cores(tmp_path_factory, fused_accelerator):
     return get
 
 
-# The one-lane core's runs are slow tests (a second Verilator build and a 19,000-cycle run: two
-# minutes of the default suite): its drain's walk through the depths, pooling the partial sums
+# The one-lane core's runs were slow tests before the two-lane core's (a second Verilator build
+# and a 19,000-cycle run): its drain's walk through the depths, pooling the partial sums
 # a word per depth, is checked beat for beat under stalls by test_engine_drain.py
 # (test_a_pool_on_the_partial_sums_with_one_lane_steps_through_the_depths), the pool's
 # arithmetic by the two-lane core's runs here, and the one-lane engine by test_accelerator.py.
@@ -88,7 +89,7 @@ def test_pools_are_fused(core, cores):
     assert not any(r.name.endswith(".conv") for r in image.plan.regions)
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_fused_pools_are_bit_exact_under_backpressure(compiled, backpressured):
     check_run(backpressured, compiled[1])
 
@@ -99,7 +100,7 @@ def test_fused_pools_are_bit_exact_without_backpressure(compiled, run_image):
     check_run(run_image(acc, root, "plain"), compiled[1])
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
     acc, image, _ = compiled
     flags = {lp.layer.name: lp.descriptor.flags & (FLAG_WSPLIT | FLAG_ISPLIT | FLAG_MINNER)
@@ -122,7 +123,7 @@ def test_reads_split_over_two_ports_where_they_bind(compiled, backpressured):
         assert read[0] > halves + upper
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_a_failing_weight_read_on_the_second_port_ends_the_run_with_its_address(
         cores, run_image, tmp_path):
     """The fc layer alone (its input pre-filled with the golden map): a read error on the first

@@ -38,7 +38,7 @@ def lane1_pool_bytes(image) -> int:
     return total
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_two_pool_lanes_are_bit_exact_under_backpressure(compiled, run_image):
     acc, image, root = compiled
     pool = image.plan.layers[0].descriptors[1]
@@ -51,7 +51,7 @@ def test_two_pool_lanes_are_bit_exact_under_backpressure(compiled, run_image):
     assert lane1_pool_bytes(image) == 4 * 8 * 7 * 16
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 @pytest.mark.parametrize("kind", ["write", "read"])
 def test_a_failing_transfer_of_the_second_lane_ends_the_run_with_its_address(compiled,
                                                                            run_image, kind):

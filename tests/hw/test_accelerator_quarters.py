@@ -52,7 +52,7 @@ def test_the_compiler_reads_the_stride_2_block_in_quarters(compiled):
     assert not flags["q0"] & FLAG_IQUARTER
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_input_quarters_are_bit_exact_and_every_port_reads_its_share(compiled, run_image):
     acc, image, root = compiled
     doc = run_image(acc, root, "quarters", backpressure=0.3, latency=5, seed=59)

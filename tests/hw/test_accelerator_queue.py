@@ -9,9 +9,9 @@ layer kind, post records, residual, input and weight tiles, through one loader a
 engine) and the fused-pool core on two ports (the input and the weight loader each with its own
 queue, weight tiles and input boxes split over both ports). Their cycles are recorded as
 ``small_q2`` and, for the two-port FC accelerator, ``fc_2ports_q2``
-(``bench/record_rtl_cycles.py``). The two-port run is slow (its own Verilator build, 2.3 min
-on two cores): the default suite keeps the queue on one port here and on four ports, every
-loader with its own queue and both splits, in ``test_accelerator_ports.py``.
+(``bench/record_rtl_cycles.py``). Both runs are slow tests (each its own Verilator build), as
+are the four-port runs of ``test_accelerator_ports.py``; the default suite checks the queued
+loaders against the walk in ``test_engine_loader.py``.
 """
 
 import pytest
@@ -37,7 +37,7 @@ def _run(acc, tmp_path, run_image, seed):
     return image
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_one_port_with_a_queue_of_two_is_bit_exact_under_backpressure(tmp_path, run_image):
     acc = load_accelerator(write_small_accelerator(tmp_path))
     acc = acc.model_copy(update={"dma_queue": 2})

@@ -61,7 +61,7 @@ def test_the_compiler_gives_the_shallow_convs_row_lanes(compiled, tmp_path):
     assert engine_geometry(acc, acc.cores[0]).row_lanes
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_row_lanes_are_bit_exact_under_backpressure(compiled, run_image):
     acc, image, root = compiled
     doc = run_image(acc, root, "rows", backpressure=0.3, latency=4, seed=43)

@@ -48,7 +48,7 @@ def test_the_compiler_runs_trimmed_kernels_with_their_taps_weights_only(compiled
     assert gap.stored_output == (32, (1, 1, 1))
 
 
-@pytest.mark.slow  # suite budget: a Verilator build of its own, 2 to 4 minutes cold
+@pytest.mark.slow  # suite budget: a Verilator build of its own, 1.5 to 4 minutes cold
 def test_trimmed_kernels_and_a_viewed_gap_are_bit_exact_under_backpressure(compiled,
                                                                             run_image):
     acc, image, root = compiled
