@@ -121,6 +121,7 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         from fcircnn.driver import MAX_TIMEOUT_S
+        from fcircnn.models.overlay import overlay_problem
 
         if not 0 < args.timeout <= MAX_TIMEOUT_S:  # NaN too
             raise BoardError(f"--timeout must be seconds in (0, {MAX_TIMEOUT_S:g}], not "
@@ -133,6 +134,8 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
             raise BoardError(f"{bitstream}: the overlay's .bit and .hwh are not both there "
                              "(see BITSTREAM.md in the folder)")
         acc, weights, calibration, clips = _load(folder, manifest, args.clips)
+        if problem := overlay_problem(bitstream, acc.device.part, manifest["ip_name"]):
+            raise BoardError(problem)
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

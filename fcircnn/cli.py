@@ -518,14 +518,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.on == "sim":
         _needs("sim", "fcircnn run --on sim (cocotb on Verilator or Icarus)")
         _output_dir(args.build_dir, "--build-dir")
-    if args.on == "board":
-        bit = Path(args.bitstream or "")
-        if args.bitstream is None:
-            raise UserError("--on board needs --bitstream (the overlay's .bit, its .hwh "
-                            "beside it)")
-        if not bit.is_file() or not bit.with_suffix(".hwh").is_file():
-            raise UserError(f"--bitstream {bit}: the .bit and its .hwh are not both there")
+    if args.on == "board" and args.bitstream is None:
+        raise UserError("--on board needs --bitstream (the overlay's .bit, its .hwh beside it)")
     acc = _accelerator(args.config)
+    if args.on == "board":
+        from fcircnn.gen.deploy import IP_NAME
+        from fcircnn.models.overlay import overlay_problem
+
+        if problem := overlay_problem(args.bitstream, acc.device.part, IP_NAME):
+            raise UserError(f"--bitstream: {problem}")
     net = acc.network
     if problem := class_scores_problem(net):
         raise UserError(f"{args.config}: {problem}; fcircnn run ranks class scores "
@@ -598,7 +599,7 @@ def _board_backend(acc, args: argparse.Namespace):
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from fcircnn.gen.compiler import CompileError, PostOverflowError
-    from fcircnn.gen.deploy import OUTPUT_FILES, OVERLAY_FILES, deploy
+    from fcircnn.gen.deploy import OUTPUT_FILES, OVERLAY_FILES, deploy, overlay_problem_in
     from fcircnn.models.network import (
         class_scores_problem,
         load_clips,
@@ -618,6 +619,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     net = acc.network
     if problem := class_scores_problem(net):
         raise UserError(f"{args.config}: {problem}; the board's run.py ranks class scores")
+    if args.vivado is not None and (problem := overlay_problem_in(args.vivado, acc)):
+        raise UserError(f"--vivado: {problem}")
     overlay = [] if args.vivado is None else [("--vivado", Path(args.vivado) / f)
                                               for f in OVERLAY_FILES]
     _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from fcircnn.models.config import AcceleratorConfig
+from fcircnn.models.overlay import overlay_problem
 
 from . import TOOL_VERSION
 from .compiler import DdrImage, compile_network
@@ -38,7 +39,7 @@ from .image import CompiledImage
 from .staging import OutputConflict, staged_folder, target_conflict
 
 __all__ = ["BOARD_FILES", "MANIFEST", "OUTPUT_FILES", "OVERLAY_FILES", "DeployResult",
-           "deploy", "image_bytes_needed"]
+           "OverlayError", "deploy", "image_bytes_needed", "overlay_problem_in"]
 
 #: The manifest's name in the folder.
 MANIFEST = "deploy.json"
@@ -109,7 +110,7 @@ are printed); 2: bad input.
 
 _BITSTREAM_MD = '''# The overlay is not here yet
 
-`fcircnn deploy` found no Vivado build output ({where}). Make it on a machine with Vivado
+`fcircnn deploy` was given no Vivado build output (`--vivado`). Make it on a machine with Vivado
 (2019.2 or newer), then deploy again with `--vivado DIR`:
 
 ```sh
@@ -149,9 +150,19 @@ def _accelerator_yaml(acc: AcceleratorConfig) -> str:
                                         width=100))
 
 
+class OverlayError(ValueError):
+    """The Vivado build's folder given to :func:`deploy` holds no loadable overlay."""
+
+
+def overlay_problem_in(vivado: str | os.PathLike[str], acc: AcceleratorConfig) -> str | None:
+    """What is wrong with the overlay in the Vivado build's folder ``vivado`` for ``acc``
+    (:func:`fcircnn.models.overlay.overlay_problem`), or ``None``."""
+    return overlay_problem(Path(vivado) / OVERLAY_FILES[0], acc.device.part, IP_NAME)
+
+
 def _copy_overlay(vivado: Path | None, out: Path) -> bool:
-    """Copy the overlay's files from ``vivado`` into ``out``; ``False`` if there is none."""
-    if vivado is None or not all((vivado / f).is_file() for f in OVERLAY_FILES[:2]):
+    """Copy the overlay's files from ``vivado`` (checked) into ``out``; ``False`` without."""
+    if vivado is None:
         return False
     for name in OVERLAY_FILES:
         if (vivado / name).is_file():
@@ -179,7 +190,9 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         Of the calibration (:func:`fcircnn.models.network.calibrate`).
     vivado : path, optional
         The Vivado build's output folder (``vivado/out`` of ``fcircnn generate``) holding
-        ``fcircnn_accel.bit`` and ``.hwh``; without it the folder gets ``BITSTREAM.md``.
+        ``fcircnn_accel.bit`` and ``.hwh`` (checked: a Xilinx bitstream for ``acc``'s part,
+        whole, and the hardware handoff of a block design with the accelerator's IP); without
+        it the folder gets ``BITSTREAM.md``.
     config : str
         How the user named the accelerator (for the commands in ``BITSTREAM.md``).
 
@@ -187,6 +200,8 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
     ------
     OutputConflict
         Before any work: a folder of ``out`` stands where a file goes (:data:`OUTPUT_FILES`).
+    OverlayError
+        Before any work: ``vivado`` holds no overlay for ``acc`` (:func:`overlay_problem_in`).
     CompileError
         The network does not compile for ``acc`` with these weights.
     OSError
@@ -195,6 +210,8 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
     out = Path(out)
     if why := target_conflict(out, OUTPUT_FILES):
         raise OutputConflict(why)
+    if vivado is not None and (problem := overlay_problem_in(vivado, acc)):
+        raise OverlayError(problem)
     image = compile_network(acc, weights=weights, x=clips[0], calibration=calibration,
                             statistic=statistic, granularity=granularity)
     vivado = Path(vivado) if vivado is not None else None
@@ -242,8 +259,7 @@ def _write_folder(tmp: Path, acc: AcceleratorConfig, image: Any, *, weights: Any
     if overlay:
         files += [f for f in OVERLAY_FILES if (tmp / f).is_file()]
     else:
-        where = f"no fcircnn_accel.bit and .hwh in {vivado}" if vivado else "no --vivado"
         (tmp / "BITSTREAM.md").write_text(_BITSTREAM_MD.format(
-            where=where, config=config, name=acc.name, out=out))
+            config=config, name=acc.name, out=out))
         files.append("BITSTREAM.md")
     return tuple(files), overlay

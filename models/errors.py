@@ -22,8 +22,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ConfigError", "Problem", "Problems", "allowed_keys", "describe_value", "fail", "show",
-           "validate_model"]
+__all__ = ["ConfigError", "Problem", "Problems", "allowed_keys", "describe_value", "fail",
+           "label", "show", "validate_model"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,11 @@ def fail(message: str) -> PydanticCustomError:
 
 
 def show(value: object) -> str:
-    """Render a YAML value for messages (YAML spelling for booleans and null)."""
+    """Render a YAML value for messages (YAML spelling for booleans and null).
+
+    Long values are clipped; an integer too long to print whole is named by its digit count
+    (``"a 20,000-digit integer"``), never cut into a misleading shorter number.
+    """
     if value is True:
         return "true"
     if value is False:
@@ -96,6 +100,9 @@ def show(value: object) -> str:
         return "null"
     if isinstance(value, str):
         return _clip(repr(value))
+    if isinstance(value, int):
+        digits = _digits(value)
+        return repr(value) if digits <= _SHOW_DIGITS else f"a {digits:,}-digit integer"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, (list, tuple)):
@@ -105,8 +112,23 @@ def show(value: object) -> str:
     return _clip(repr(value))
 
 
-#: Entries of a list and characters of a value a message shows at most.
-_SHOW_ITEMS, _SHOW_CHARS = 6, 80
+#: Entries of a list, characters of a value and digits of an integer a message shows at most.
+_SHOW_ITEMS, _SHOW_CHARS, _SHOW_DIGITS = 6, 80, 30
+
+
+def _digits(value: int) -> int:
+    """Decimal digits of ``value`` (Python refuses ``str`` beyond 4,300 digits)."""
+    magnitude = abs(value)
+    digits = max(1, int((magnitude.bit_length() - 1) * math.log10(2)))
+    while 10 ** digits <= magnitude:
+        digits += 1
+    return digits
+
+
+def label(name: str) -> str:
+    """A user's name (a layer's, a key's) as a key path shows it: as written when it is
+    short and printable, else quoted with its control characters escaped and clipped."""
+    return name if name.isprintable() and len(name) <= _SHOW_CHARS // 2 else show(name)
 
 
 def _clip(text: str) -> str:
@@ -124,7 +146,8 @@ def describe_value(value: object) -> str:
     if isinstance(value, float):
         return f"a number with a fraction ({value!r})"
     if isinstance(value, int):
-        return f"the integer {value}"
+        shown = show(value)
+        return f"the integer {shown}" if shown[0] in "-0123456789" else shown
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, (list, tuple)):
@@ -174,7 +197,7 @@ def _walk(root: type[BaseModel], raw: Any, loc: Sequence[int | str]) -> tuple[st
             raw = raw[elem] if isinstance(raw, list) and 0 <= elem < len(raw) else None
             key += f"[{elem}]"
             if isinstance(raw, dict) and isinstance(raw.get("name"), str):
-                key += f" ({raw['name']})"
+                key += f" ({label(raw['name'])})"
             continue
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
             members = [m for m in typing.get_args(tp) if _is_model(m)]
@@ -188,8 +211,25 @@ def _walk(root: type[BaseModel], raw: Any, loc: Sequence[int | str]) -> tuple[st
         else:
             tp = None
         raw = raw.get(elem) if isinstance(raw, dict) else None
-        key += f".{elem}" if key else str(elem)
+        key += f".{label(str(elem))}" if key else label(str(elem))
     return key, _unwrap(tp)
+
+
+def _raw_key(raw: Any, loc: Sequence[int | str], key: Any) -> Any:
+    """The key as the file wrote it: pydantic reports YAML's ``true:`` as the integer 1."""
+    for elem in loc:
+        if isinstance(raw, dict):
+            if elem in raw:
+                raw = raw[elem]  # else a discriminator tag pydantic inserted: not in the file
+        elif isinstance(raw, list) and isinstance(elem, int) and 0 <= elem < len(raw):
+            raw = raw[elem]
+        else:
+            return key
+    if isinstance(raw, dict):
+        written = [k for k in raw if not isinstance(k, str) and k == key]
+        if written:
+            return written[0]
+    return key
 
 
 _TYPE_NAMES = {
@@ -253,8 +293,11 @@ def _problems_from(exc: ValidationError, root: type[BaseModel], raw: Any) -> lis
             loc = (*loc, "type")
         if kind == "invalid_key":  # a non-string key: loc ends with the key itself
             parent, _ = _walk(root, raw, loc[:-1])
-            key = f"{parent}.{loc[-1]}" if parent else str(loc[-1])
-            problems.append(Problem(key, f"keys must be strings, not {describe_value(loc[-1])}"))
+            written = _raw_key(raw, loc[:-1], loc[-1])
+            key = f"{parent}.{show(written)}" if parent else show(written)
+            problems.append(Problem(key, "keys must be strings, not " + (
+                f"a boolean (YAML reads {show(written)} as one: quote the key)"
+                if isinstance(written, bool) else describe_value(written))))
             continue
         key, _ = _walk(root, raw, loc)
         if kind == "extra_forbidden":
@@ -275,6 +318,8 @@ def _problems_from(exc: ValidationError, root: type[BaseModel], raw: Any) -> lis
             message = f"must be one of {expected}, not {show(value)}"
         elif kind in _TYPE_NAMES:
             message = f"must be {_TYPE_NAMES[kind]}, not {describe_value(value)}"
+            if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+                message = f"must be a number a float can hold, not {describe_value(value)}"
             if kind in ("int_type", "float_type"):
                 message += _yaml_number_hint(value, kind == "int_type")
         elif kind == "greater_than_equal":

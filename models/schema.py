@@ -72,7 +72,7 @@ INLINE_NETWORK = "(inline)"
 
 def _check_block_size(value: int) -> int:
     if value not in ALLOWED_BLOCK_SIZES:
-        raise fail(f"B must be an even power of two: 4, 8 or 16, not {value}")
+        raise fail(f"B must be an even power of two: 4, 8 or 16, not {show(value)}")
     return value
 
 
@@ -95,7 +95,7 @@ def _check_bus_width(value: int) -> int:
     if value not in ALLOWED_BUS_WIDTHS:
         raise fail(
             "only 128 is supported (NC/8DHW8: 8 slots x 16 bit per beat), "
-            f"not {value}"
+            f"not {show(value)}"
         )
     return value
 
@@ -111,7 +111,7 @@ def clock_problem(value: float) -> str | None:
     lo, hi = CLOCK_MHZ_RANGE
     if lo <= value <= hi:
         return None
-    return f"must be in the range [{lo:g}, {hi:g}] MHz, not {value}"
+    return f"must be in the range [{lo:g}, {hi:g}] MHz, not {show(value)}"
 
 
 def _check_clock(value: float) -> float:
@@ -123,19 +123,20 @@ def _check_clock(value: float) -> float:
 
 def _check_axi_ports(value: int) -> int:
     if value not in AXI_PORTS:
-        raise fail(f"allowed values are {', '.join(map(str, AXI_PORTS))}, not {value}")
+        raise fail(f"allowed values are {', '.join(map(str, AXI_PORTS))}, not {show(value)}")
     return value
 
 
 def _check_dma_queue(value: int) -> int:
     if value not in DMA_QUEUE:
-        raise fail(f"must be in the range {DMA_QUEUE[0]}..{DMA_QUEUE[-1]} commands, not {value}")
+        raise fail(f"must be in the range {DMA_QUEUE[0]}..{DMA_QUEUE[-1]} commands, "
+                   f"not {show(value)}")
     return value
 
 
 def _check_address_width(value: int) -> int:
     if not 32 <= value <= 64:
-        raise fail(f"must be in the range 32..64 bits, not {value}")
+        raise fail(f"must be in the range 32..64 bits, not {show(value)}")
     return value
 
 
@@ -170,7 +171,7 @@ def _at_most(limit: int, why: str) -> AfterValidator:
 
     def check(value: int) -> int:
         if value > limit:
-            raise fail(f"must be at most {limit} ({why}), not {value}")
+            raise fail(f"must be at most {limit} ({why}), not {show(value)}")
         return value
 
     return AfterValidator(check)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from overlay_files import write_overlay
 
 from fcircnn.models.config import load_network
 from fcircnn.models.network import random_input, random_weights
@@ -94,6 +95,16 @@ _YAML: dict[str, tuple[str | bytes, str]] = {
     "long_string.yaml": (TINY.replace("name: tiny", "name: '" + "x-" * 2500 + "'"),
                          "must be an identifier"),
     "non_str_key.yaml": ("1: x\n" + TINY, "keys must be strings"),
+    "bool_key.yaml": ("true: x\n" + TINY, ("true: keys must be strings, not a boolean (YAML "
+                      "reads true as one: quote the key)")),
+    "control_name.yaml": (TINY.replace("name: c2", 'name: "c\\e[31m2\\a"'),
+                          "layers[1] ('c\\x1b[31m2\\x07').name: must be an identifier"),
+    "digits_4000.yaml": (TINY.replace("classes: 16", "classes: " + "9" * 4000),
+                         ("classes: must be at most 65536 (the descriptor's 16-bit slot count), "
+                         "not a 4,000-digit integer")),
+    "binary_20000.yaml": (TINY.replace("classes: 16", "classes: 0b1" + "0" * 20000),
+                          ("classes: must be at most 65536 (the descriptor's 16-bit slot count), "
+                          "not a 6,021-digit integer")),
 }
 
 #: Sizes beyond reason and rules the hardware imposes (class 3 and 4).
@@ -141,6 +152,9 @@ _ACCS: dict[str, tuple[str, str]] = {
     "acc_inline_bad.yaml": (ACC.replace("network: tiny.yaml", "network: {name: t, classes: 0}"),
                             "network.classes"),
     "acc_clock.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 5000"), "clock_mhz"),
+    "acc_clock_huge.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 0b1" + "0" * 20000),
+                            ("clock_mhz: must be a number a float can hold, not a 6,021-digit "
+                            "integer")),
     "acc_ports.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\naxi_ports: 5"),
                        "axi_ports"),
     "acc_queue.yaml": (ACC.replace("clock_mhz: 200", "clock_mhz: 200\ndma_queue: 9"),
@@ -175,6 +189,8 @@ def write_files(folder: Path) -> None:
     (folder / "acc_no_fc.yaml").write_text(ACC.replace("tiny.yaml", "no_fc.yaml"))
     (folder / "a_folder.yaml").mkdir(exist_ok=True)
     (folder / "a_file").write_text("not a folder\n")
+    write_overlay(folder / "vivado_zu3", part="xczu3eg-sbva484-1-e")  # another device's build
+    write_overlay(folder / "vivado_empty").write_bytes(b"")
     net = load_network(folder / "tiny.yaml")
     weights = random_weights(net, 0)
     good = {f"{n}.generators": lw.generators for n, lw in weights.layers.items()
@@ -383,6 +399,15 @@ def _cases() -> list[Case]:
                           "{d}/x_nan.npy"), "--input", "x_nan.npy"),
         ("deploy-network", ("deploy", "{d}/tiny.yaml", "-o", "{d}/out/dep"), "tiny.yaml",
          "a network file, not an accelerator file"),
+        ("deploy-vivado-foreign", ("deploy", "{d}/acc.yaml", "-o", "{d}/out/dep", "--vivado",
+                                   "{d}/vivado_zu3"), "--vivado", ("fcircnn_accel.bit: built for "
+         "xczu3eg-sbva484-1-e, not for the accelerator's xczu9eg-ffvb1156-2-e")),
+        ("deploy-vivado-no-overlay", ("deploy", "{d}/acc.yaml", "-o", "{d}/out/dep", "--vivado",
+                                      "{d}/a_folder.yaml"), "--vivado", ("fcircnn_accel.bit: not "
+         "found (an overlay is a .bit with its .hwh beside it")),
+        ("run-board-empty-bit", ("run", "{d}/acc.yaml", "--input", "{d}/c_shape.npy", "--on",
+                                 "board", "--bitstream", "{d}/vivado_empty/fcircnn_accel.bit"),
+         "--bitstream", "fcircnn_accel.bit: an empty file"),
         ("run-board-no-bit", ("run", "{d}/acc.yaml", "--input", "{d}/c_shape.npy", "--on",
                               "board"), "--on board needs --bitstream"),
         ("run-board-timeout", ("run", "{d}/acc.yaml", "--input", "{d}/c_shape.npy", "--on",

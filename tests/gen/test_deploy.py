@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from overlay_files import write_overlay
 
 from fcircnn.cli import main
 from fcircnn.gen.deploy import BOARD_FILES, OVERLAY_FILES
@@ -67,18 +68,21 @@ def test_the_folder_holds_what_the_board_needs(tmp_path, acc_path, capsys):
 
 def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
     vivado = tmp_path / "vivado" / "out"
-    vivado.mkdir(parents=True)
-    for name in OVERLAY_FILES:
-        (vivado / name).write_bytes(name.encode())
+    write_overlay(vivado)
+    (vivado / "fcircnn_accel.xsa").write_bytes(b"xsa")
     out = _deploy(tmp_path, acc_path, "--vivado", str(vivado))
     for name in OVERLAY_FILES:
-        assert (out / name).read_bytes() == name.encode()
+        assert (out / name).read_bytes() == (vivado / name).read_bytes()
     assert not (out / "BITSTREAM.md").exists()
     assert "copied from the Vivado build" in (out / "README.md").read_text()
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["-o", "{out}", "--vivado", "{tmp}/nowhere"], "--vivado"),
+    # A Vivado folder without the overlay, or with one that is not for this accelerator.
+    (["-o", "{out}", "--vivado", "{tmp}"], "--vivado: {tmp}/fcircnn_accel.bit: not found"),
+    (["-o", "{out}", "--vivado", "{tmp}/empty"], "fcircnn_accel.bit: an empty file"),
+    (["-o", "{out}", "--vivado", "{tmp}/zu3"], "built for xczu3eg-sbva484-1-e"),
     (["-o", "{full}"], "not empty"),
     (["-o", "{out}", "--input", "{tmp}/bad.npy"], "--input"),
 ])
@@ -87,10 +91,12 @@ def test_bad_deploy_input_is_refused_before_any_work(tmp_path, acc_path, argv, m
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     np.save(tmp_path / "bad.npy", np.zeros((1, 2, 3)))
+    write_overlay(tmp_path / "empty").write_bytes(b"")
+    write_overlay(tmp_path / "zu3", part="xczu3eg-sbva484-1-e")
     argv = [a.format(out=tmp_path / "out", tmp=tmp_path, full=tmp_path / "full")
             for a in argv]
     assert main(["deploy", str(acc_path), *argv]) == 2
-    assert message in capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -101,6 +107,9 @@ def test_run_py_without_the_overlay_or_with_bad_clips_exits_2(tmp_path, acc_path
     assert proc.returncode == 2 and "BITSTREAM.md" in proc.stderr
     (out / "fcircnn_accel.bit").write_bytes(b"bit")
     (out / "fcircnn_accel.hwh").write_bytes(b"hwh")
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "fcircnn_accel.bit: not a Xilinx bitstream" in proc.stderr
+    write_overlay(out)
     np.save(tmp_path / "bad.npy", np.zeros((2, 3)))
     proc = subprocess.run([*run, "--clips", str(tmp_path / "bad.npy")], capture_output=True,
                           text=True, timeout=120)
@@ -131,9 +140,7 @@ def test_run_py_on_the_simulated_board_prints_the_golden_scores_bit_exact(tmp_pa
     clips = _clips(acc, 2, 5)
     np.save(tmp_path / "clips.npy", clips)
     vivado = tmp_path / "vivado"
-    vivado.mkdir()
-    for name in OVERLAY_FILES[:2]:
-        (vivado / name).write_bytes(b"overlay")
+    write_overlay(vivado)
     out = _deploy(tmp_path, acc_path, "--input", str(tmp_path / "clips.npy"),
                   "--vivado", str(vivado), "--calibration-statistic", "p99.9")
     doc = run_on_fake_board(acc, out, ["--timeout", "600", "--json", str(tmp_path / "r.json")],
