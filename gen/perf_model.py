@@ -61,9 +61,10 @@ What a descriptor costs
 
   A per-pass recurrence of these event times (max-plus, exact for the modelled rules) gives
   the layer's cycles, PE-busy and DMA-stall cycles. Runs of identical tiles (interior tiles,
-  identical rows, planes and m-tiles) are not stepped one by one: once one iteration shifts
-  every event time by the same amount as the one before (a periodic steady state), the rest of
-  the run is extrapolated exactly, so a full-size layer costs a few hundred steps.
+  identical rows, planes and m-tiles) and of a tile's identical passes (its n-tiles after the
+  first) are not stepped one by one: once one iteration shifts every event time by the same
+  amount as the one before (a periodic steady state), the rest of the run is extrapolated
+  exactly, so a full-size layer costs a few hundred passes, whatever its channels.
 * **Pool pass** (``OP_POOL``): per slot group one read box and one write box issued together,
   beats through the post chain with CMaxPool (trailing pool padding inserted as extra cycles),
   both statuses before the next group.
@@ -495,6 +496,9 @@ def _m_runs(d: LayerDescriptor, tm: int) -> list[tuple[int, int]]:
  _BR1, _BR2) = range(21)           # input box releases of the last two boxes (FLAG_MINNER:
 #                                    a box serves both m-tiles of its tile)
 _NSTATE = 21
+#: What a tile's passes after its first leave alone: the drain's and store's state, the
+#: m-tile's post-record gates and the tile's post records.
+_TILE_STATE = [_DRW, _STW, _DR1, _DR2, _SR1, _SR2, _MD1, _MD2, _PRM, _LAST]
 
 
 class _Queue:
@@ -582,6 +586,14 @@ class _Conv:
         self.minner = bool(d.flags & FLAG_MINNER)
         self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
         self.n_tiles = d.n_tiles
+        # A tile's passes in runs alike: the first alone, then one run per input group count.
+        self.pass_runs: list[tuple[int, int]] = [(0, 1)]
+        for nt in range(1, self.n_tiles):
+            start, count = self.pass_runs[-1]
+            if start > 0 and self.in_groups[nt] == self.in_groups[start]:
+                self.pass_runs[-1] = (start, count + 1)
+            else:
+                self.pass_runs.append((nt, 1))
         self.steps = 0
         # accumulators: pe_busy, stall, bytes read, bytes written
         self.acc = [0, 0, 0, 0]
@@ -601,6 +613,16 @@ class _Conv:
                              and mem.input_half_engine else []) + (
             [_W1L] if mem.weight_half_engine and (self.split or self.residual
                                                   or self.i_quarter) else [])
+        # What the extrapolation shifts, and the walkers whose earliest position bounds the
+        # clamp: between tiles the whole state and every walker; between a tile's passes the
+        # state its passes read and write (the rest must stay put), and the pass walkers (the
+        # drain and store walkers wait for the tile's end).
+        everything = list(range(self.nstate))
+        self.scopes = {
+            False: (everything, [], [_LD, _CPW, _DRW, _STW, _WL, *self.half_walkers]),
+            True: ([i for i in everything if i not in _TILE_STATE], _TILE_STATE,
+                   [_LD, _CPW, _WL, *self.half_walkers]),
+        }
 
     def _read(self, s: list, who: str, dec: float, dest: str, gate: float, n: int, rows: int,
               burst_rows: int, gaps: int, lead: int = 0) -> tuple[float, float]:
@@ -636,7 +658,6 @@ class _Conv:
         # last releases it.
         reuse = self.minner and mt > 0
         releases = not self.minner or mt == d.m_tiles - 1
-        self.steps += 1
         ad, ah, aw = ax
         ext_d, ext_h, ext_w = ad.ext, ah.ext, aw.ext
         acc = self.acc
@@ -648,14 +669,15 @@ class _Conv:
         # groups, each lane min(Rh, ext_h) rows); one lane steps through them.
         rows = min(self.lane_rows, ext_h)
         compute = (1 if self.lanes > 1 else ext_d) * rows * ext_w * self.taps
-        ld = s[_LD]
-        prm = s[_PRM]
-        res_ready = _NEG
-        for nt in range(self.n_tiles):
+        res_ready = [_NEG]
+
+        def one_pass(s: list, nt: int) -> None:
+            self.steps += 1
+            ld = s[_LD]
             # phase 0: post records of this m-tile
             if first_of_mt and nt == 0:
                 ld, last = self._read(s, "in", ld, "params", s[_MD2], self.core.tm, 1, 1, 1)
-                prm = last + t.read_status
+                s[_PRM] = last + t.read_status
                 acc[2] += self.core.tm * _BEAT
             else:
                 ld += 1
@@ -670,7 +692,7 @@ class _Conv:
                 else:
                     ld, last = self._read(s, "in", ld, "residual", s[_DR2] + 1, out_beats,
                                           out_rows, out_rows, gaps)
-                res_ready = last + 1
+                res_ready[0] = last + 1
                 acc[2] += out_beats * _BEAT
             else:
                 ld += 1
@@ -705,9 +727,18 @@ class _Conv:
             if releases:
                 s[_BR2], s[_BR1] = s[_BR1], end
             s[_CPW] = end + 1
-        s[_LD] = ld
-        s[_PRM] = prm
-        self._drain_and_store(s, groups, ax, out_beats, max(prm, res_ready))
+            s[_LD] = ld
+
+        # The n-tiles' passes: the first (post records, residual box) alone, then runs of
+        # passes alike (the same input groups), extrapolated once steady (a steady state
+        # shows after three passes at the earliest: shorter runs are stepped).
+        for start, count in self.pass_runs:
+            if count > 3:
+                self._run_repeat(s, count, lambda s, nt=start: one_pass(s, nt), passes=True)
+            else:
+                for nt in range(start, start + count):
+                    one_pass(s, nt)
+        self._drain_and_store(s, groups, ax, out_beats, max(s[_PRM], res_ready[0]))
 
     def _input_box(self, s: list, ld: int, g_in: int, reuse: bool, ax, whole_rows: bool):
         """Phase 2 of a pass: its input box of ``g_in`` slot groups, once compute released the
@@ -895,27 +926,31 @@ class _Conv:
             self._run_repeat(s, cd, plane)
             first = False
 
-    def _run_repeat(self, s: list, count: int, body) -> None:
+    def _run_repeat(self, s: list, count: int, body, *, passes: bool = False) -> None:
         """Run ``body(s)`` ``count`` times; once an iteration shifts every (clamped) event
-        time by the same amount as the previous one did, extrapolate the rest exactly."""
+        time in scope by the same amount as the previous one did, and the rest not at all,
+        extrapolate the remaining iterations exactly. ``passes``: the iterations are passes of
+        one tile (:attr:`scopes`)."""
+        moving, fixed, walkers = self.scopes[passes]
         prev_shift = None
         done = 0
         while done < count:
-            self._clamp(s)
+            self._clamp(s, moving, walkers)
             before = list(s)
             dests_before = [q.dests[:] for q in self.queues.values()]
             acc_before = list(self.acc)
             body(s)
             done += 1
-            self._clamp(s)
-            diffs = {b - a for a, b in zip(before, s, strict=True)}
+            self._clamp(s, moving, walkers)
+            diffs = {s[i] - before[i] for i in moving}
+            still = all(s[i] == before[i] for i in fixed)
             same_dests = dests_before == [q.dests for q in self.queues.values()]
-            if len(diffs) == 1 and same_dests:
+            if len(diffs) == 1 and still and same_dests:
                 (shift,) = diffs
                 if self.extrapolate and shift == prev_shift and done < count:
                     rem = count - done
                     inc = [a - b for a, b in zip(self.acc, acc_before, strict=True)]
-                    for i in range(self.nstate):
+                    for i in moving:
                         s[i] += shift * rem
                     for i in range(4):
                         self.acc[i] += inc[i] * rem
@@ -924,13 +959,16 @@ class _Conv:
             else:
                 prev_shift = None
 
-    def _clamp(self, s: list) -> None:
+    @staticmethod
+    def _clamp(s: list, moving: list[int], walkers: list[int]) -> None:
         # Event times older than every walker's position can no longer bind: raise them to
         # the cycle before that floor (a gate one cycle after an event then still does not
         # bind a walker at the floor) so a steady state shifts the whole state uniformly.
-        floor = min(s[_LD], s[_CPW], s[_DRW], s[_STW], s[_WL],
-                    *(s[i] for i in self.half_walkers))
-        for i in range(self.nstate):
+        # Between passes the drain and store walkers may lag the floor: of what they read
+        # only the last compute end is in scope, and it is never below the floor's cycle
+        # before (it is the compute walker's position less one).
+        floor = min(s[i] for i in walkers)
+        for i in moving:
             if s[i] < floor:
                 s[i] = floor - 1
 

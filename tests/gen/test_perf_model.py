@@ -300,3 +300,23 @@ def test_recording_is_current(record):
     fresh = RECORDER.record_case(_case(record["name"]))
     assert fresh["layers"] == record["layers"], (
         f"RTL cycle counts of {record['name']} changed: run python bench/record_rtl_cycles.py")
+
+
+def test_a_tiles_passes_are_extrapolated_exactly(tmp_path):
+    # 65,536 input channels: 1,024 n-tiles a tile on a Tn = 64 core. Their passes are
+    # extrapolated like tiles are (an estimate of such a network took minutes).
+    text = (MODELS / "r3d18_zcu102_best.yaml").read_text().replace(
+        "network: r3d18.yaml", "network: {name: wide, input: {channels: 65536, depth: 2, "
+        "height: 16, width: 16}, classes: 8, layers: [{name: c1, type: conv, out_channels: 8, "
+        "kernel: 1}]}")
+    (tmp_path / "wide.yaml").write_text(text)
+    acc = load_accelerator(tmp_path / "wide.yaml")
+    for lp in plan_network(acc).layers:
+        mem = memory_of(acc)
+        fast = _Conv(lp.descriptor, lp.core, acc.block_size, mem, EngineTiming())
+        full = _Conv(lp.descriptor, lp.core, acc.block_size, mem, EngineTiming(),
+                     extrapolate=False)
+        assert fast.run() == full.run(), lp.layer.name
+        assert full.steps >= lp.descriptor.n_tiles
+        if lp.descriptor.n_tiles > 1:
+            assert fast.steps < lp.descriptor.n_tiles / 20, (lp.layer.name, fast.steps)
