@@ -265,13 +265,17 @@ def _fmt_error(mode: str, value: float | None) -> str:
     if value is None:
         return "-"
     if mode == "int":
-        return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
+        if math.isinf(value):
+            return "inf" if value > 0 else "undef"  # undef: an all-zero float output
+        return f"{value:.1f}"
     return f"{value:.1e}"
 
 
 def _report(result, modes: Sequence[str], scores: bool = True) -> str:
     """The golden run's table; ``scores``: the network's output is class scores (else the
     last lines show the output's shape, not a top-1 class)."""
+    from fcircnn.models.network import snr_db
+
     extra = [m for m in ("slots", "int") if m in modes]
     header = ["layer", "type", "in CxDxHxW", "out CxDxHxW", "GOP", "slot MMAC",
               "params dense", "params circ", *(
@@ -294,19 +298,26 @@ def _report(result, modes: Sequence[str], scores: bool = True) -> str:
                  f"({result.total_dense_ops / 2 / max(macs, 1):.2f} dense MACs per slot MAC)")
     lines.append(f"weights: {dense / 1e6:.2f} M dense -> {circ / 1e6:.2f} M circulant "
                  f"({dense / max(circ, 1):.2f}x; x4 more with int8 instead of float32)")
+    if any(r.errors.get("int") == -math.inf for r in result.layers):
+        lines.append("undef: the layer's float output is all zero (an all-zero input, CBN "
+                     "gain or weights), so it has no SNR")
     ref = result.outputs["float"].ravel()
     for mode in result.outputs:
         out = result.outputs[mode].ravel()
         # a network without class scores (class_scores_problem) has no top-1 to show
         what = (f"top-1 class {int(np.argmax(out))}" if scores else
                 f"output {_fmt_shape(result.outputs[mode].shape)}")
+        if scores and np.all(out == out[0]):
+            what += " (every score equal)"
         timing = f"{result.seconds[mode]:.1f} s"
         if mode == "float":
             lines.append(f"{mode:<6} {timing:>8}  {what} (reference)")
-        else:
-            err = out - ref
-            snr = 10 * np.log10(np.sum(ref**2) / max(np.sum(err**2), 1e-300))
-            lines.append(f"{mode:<6} {timing:>8}  {what}, output SNR {snr:.1f} dB vs float")
+            continue
+        snr = snr_db(ref, out)
+        quality = (f"output SNR {snr:.1f} dB vs float" if math.isfinite(snr) else
+                   "output equal to float" if snr > 0 else
+                   "output SNR undefined (the float output is all zero)")
+        lines.append(f"{mode:<6} {timing:>8}  {what}, {quality}")
     return "\n".join(lines)
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "run_int",
     "run_memory_bytes",
     "run_network",
+    "snr_db",
     "weight_arrays",
 ]
 
@@ -596,7 +597,10 @@ def _rel_error(ref: np.ndarray, got: np.ndarray) -> float:
     return float(np.abs(got - ref).max() / peak) if peak > 0 else float(np.abs(got).max())
 
 
-def _snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+    """Signal-to-noise ratio of ``got`` against the reference ``ref`` in dB: ``inf`` when they
+    are equal (an all-zero reference too), ``-inf`` when ``ref`` is all zero and ``got`` is
+    not (undefined: there is no signal to compare with)."""
     noise = np.sum(np.abs(got - ref) ** 2)
     signal = np.sum(np.abs(ref) ** 2)
     if noise == 0:
@@ -740,7 +744,7 @@ def run_network(
         if "slots" in slots:
             errors["slots"] = _rel_error(ref, slots["slots"][layer.name])
         if "int" in slots:
-            errors["int"] = _snr_db(ref, slots["int"][layer.name])
+            errors["int"] = snr_db(ref, slots["int"][layer.name])
         P = layer.padded_out_channels // layer.block_size
         Q = layer.padded_in_channels // layer.block_size
         slot_macs = (

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -66,6 +67,27 @@ def test_golden_of_a_network_without_class_scores_shows_its_output(tmp_path, cap
     out = capsys.readouterr().out
     assert "top-1" not in out
     assert "float     " in out and "output 16x2x2x2 (reference)" in out
+
+
+def test_golden_of_an_all_zero_clip_says_so_without_a_numpy_warning(tiny, tmp_path, capsys):
+    from fcircnn.models.config import load_network
+
+    net = load_network(tiny)
+    np.save(tmp_path / "zero.npy", np.zeros((net.input.channels, *net.input.shape)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log10(0) warned "divide by zero" on stderr
+        assert main(["golden", str(tiny), "--input", str(tmp_path / "zero.npy"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "top-1 class 0 (every score equal), output equal to float" in out
+    assert "SNR -inf" not in out and "SNR inf" not in out
+
+
+def test_snr_of_an_all_zero_reference_is_undefined():
+    from fcircnn.models.network import snr_db
+
+    zero, one = np.zeros(4), np.ones(4)
+    assert snr_db(zero, zero) == np.inf and snr_db(zero, one) == -np.inf
+    assert snr_db(one, one * 1.1) == pytest.approx(20.0)
 
 
 def test_golden_tiny_all_modes_and_save(tiny, tmp_path, capsys):
