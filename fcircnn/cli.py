@@ -610,7 +610,7 @@ def _board_backend(acc, args: argparse.Namespace):
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from fcircnn.gen.compiler import CompileError, PostOverflowError
-    from fcircnn.gen.deploy import OUTPUT_FILES, OVERLAY_FILES, deploy, overlay_problem_in
+    from fcircnn.gen.deploy import OUTPUT_FILES, deploy, overlay_problem_in
     from fcircnn.models.network import (
         class_scores_problem,
         load_clips,
@@ -622,7 +622,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     _output_dir(args.output, "-o")
     if Path(args.output).is_dir() and any(Path(args.output).iterdir()) and not args.force:
         raise UserError(f"-o {args.output}: the folder is not empty (--force writes into it)")
-    outputs = _folder_outputs("-o", args.output, OUTPUT_FILES)
+    _folder_outputs("-o", args.output, OUTPUT_FILES)
     if args.vivado is not None and not Path(args.vivado).is_dir():
         raise UserError(f"--vivado {args.vivado}: no such folder (the Vivado build's "
                         "vivado/out, with fcircnn_accel.bit and .hwh)")
@@ -632,10 +632,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         raise UserError(f"{args.config}: {problem}; the board's run.py ranks class scores")
     if args.vivado is not None and (problem := overlay_problem_in(args.vivado, acc)):
         raise UserError(f"--vivado: {problem}")
-    overlay = [] if args.vivado is None else [("--vivado", Path(args.vivado) / f)
-                                              for f in OVERLAY_FILES]
-    _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",
-                                            "--calibration") + overlay)
+    # An input may be one of the folder's files only with --force (the folder is otherwise
+    # empty or new): redeploying an earlier deployment from its own files, with the overlay.
+    # Every input is read before the folder is staged and moved into place (gen.staging), so
+    # each is replaced only by what was made from it.
     weights = _load_array("--weights", load_weights, net, args.weights)
     clips = _load_array("--input", load_clips, net, args.input)
     calibration, how = _load_calibration(net, args)

@@ -77,6 +77,23 @@ def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
     assert "copied from the Vivado build" in (out / "README.md").read_text()
 
 
+def test_a_deployment_is_redeployed_from_its_own_files_with_the_overlay(tmp_path, acc_path):
+    out = _deploy(tmp_path, acc_path, "--seed", "3")
+    kept = ("weights.npz", "clips.npy", "calibration.npy", "accelerator.yaml", "deploy.json")
+    before = {name: (out / name).read_bytes() for name in kept}
+    data = CompiledImage.load(out / "image").data
+    write_overlay(tmp_path / "vivado")
+    assert main(["deploy", str(out / "accelerator.yaml"), "-o", str(out), "--force",
+                 "--weights", str(out / "weights.npz"), "--input", str(out / "clips.npy"),
+                 "--calibration", str(out / "calibration.npy"),
+                 "--vivado", str(tmp_path / "vivado")]) == 0
+    assert {name: (out / name).read_bytes() for name in kept} == before
+    assert CompiledImage.load(out / "image").data == data
+    assert (out / "fcircnn_accel.bit").read_bytes() == (tmp_path / "vivado" /
+                                                        "fcircnn_accel.bit").read_bytes()
+    assert not (out / "BITSTREAM.md").exists()
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["-o", "{out}", "--vivado", "{tmp}/nowhere"], "--vivado"),
     # A Vivado folder without the overlay, or with one that is not for this accelerator.
