@@ -533,7 +533,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError("--on board needs --bitstream (the overlay's .bit, its .hwh beside it)")
     acc = _accelerator(args.config)
     if args.on == "board":
-        from fcircnn.gen.deploy import IP_NAME
+        from fcircnn.arch.ip import IP_NAME
         from fcircnn.models.overlay import overlay_problem
 
         if problem := overlay_problem(args.bitstream, acc.device.part, IP_NAME):

@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from fcircnn.arch.ip import IP_NAME
 from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, offset
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
 
@@ -491,7 +492,8 @@ class PynqBackend:
     overlay : str, os.PathLike or pynq.Overlay
         Bitstream path (its ``.hwh`` next to it) or a loaded overlay.
     ip_name : str
-        Name of the accelerator in the block design (default ``"fcircnn_accel_0"``).
+        Name of the accelerator in the block design (default
+        :data:`fcircnn.arch.ip.IP_NAME`, ``"fcircnn_accel_0"``).
     mem_size : int
         Bytes of the DDR buffer (must hold the image; default 64 MiB).
     poll_interval_s : float
@@ -503,7 +505,7 @@ class PynqBackend:
         If ``pynq`` is not installed, or the overlay has no IP ``ip_name``.
     """
 
-    def __init__(self, overlay: Any, ip_name: str = "fcircnn_accel_0", *,
+    def __init__(self, overlay: Any, ip_name: str = IP_NAME, *,
                  mem_size: int = 64 << 20, poll_interval_s: float = 1e-4):
         try:
             import pynq

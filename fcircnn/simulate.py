@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fcircnn.arch.ip import TOP_NAME
 from fcircnn.report import format_table
 
 __all__ = [
@@ -71,8 +72,8 @@ __all__ = [
     "save_image",
 ]
 
-#: Verilog module name of the accelerator top.
-ACCEL_TOPLEVEL = "fcircnn_accel"
+#: Verilog module name of the accelerator top (:data:`fcircnn.arch.ip.TOP_NAME`).
+ACCEL_TOPLEVEL = TOP_NAME
 #: cocotb module that runs a DDR image on it.
 ACCEL_TESTBENCH = "fcircnn.sim.tb_accelerator"
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from fcircnn.arch.ip import IP_NAME
 from fcircnn.models.config import AcceleratorConfig
 from fcircnn.models.overlay import overlay_problem
 
@@ -51,8 +52,6 @@ BOARD_FILES = ("accelerator.yaml", "weights.npz", "calibration.npy", "clips.npy"
 #: Every file a deployment may write (or, for BITSTREAM.md, remove), relative to its folder.
 OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_FILES,
                 "BITSTREAM.md")
-#: Name of the accelerator IP in the block design (gen/vivado.py).
-IP_NAME = "fcircnn_accel_0"
 
 _RUN_PY = '''#!/usr/bin/env python3
 """Run {name} on this board: the overlay, then every clip through the accelerator.

@@ -70,6 +70,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fcircnn.arch.ip import IP_NAME, TOP_NAME
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, REGISTERS
 from fcircnn.gen import TOOL_VERSION
@@ -95,8 +96,6 @@ __all__ = [
     "vivado_scripts",
 ]
 
-#: Verilog module name of the accelerator top level.
-TOP_NAME = "fcircnn_accel"
 #: Paths of the generated files, relative to the output folder.
 RTL_PATH = f"rtl/{TOP_NAME}.v"
 XDC_PATH = f"constraints/{TOP_NAME}.xdc"
@@ -380,7 +379,7 @@ def block_design_tcl(acc: AcceleratorConfig | VivadoTarget,
     smc_clocks = " ".join(f"[get_bd_pins {smc}/aclk]" for smc in smcs)
     smc_resets = " ".join(f"[get_bd_pins {smc}/aresetn]" for smc in smcs)
     hp_nets = "".join(
-        f"connect_bd_intf_net [get_bd_intf_pins {TOP_NAME}_0/{bus}] "
+        f"connect_bd_intf_net [get_bd_intf_pins {IP_NAME}/{bus}] "
         f"[get_bd_intf_pins {smc}/S00_AXI]\n"
         f"connect_bd_intf_net [get_bd_intf_pins {smc}/M00_AXI] "
         f"[get_bd_intf_pins {ps}/S_AXI_HP{k}_FPD]\n"
@@ -418,7 +417,7 @@ set_property -dict [list \\
     CONFIG.PSU__USE__IRQ0 {{1}} \\
 ] $fcircnn_ps
 
-create_bd_cell -type ip -vlnv {IP_VLNV} {TOP_NAME}_0
+create_bd_cell -type ip -vlnv {IP_VLNV} {IP_NAME}
 create_bd_cell -type ip -vlnv xilinx.com:ip:proc_sys_reset rst_pl_clk0
 foreach fcircnn_smc {{ctrl_smc {" ".join(smcs)}}} {{
     create_bd_cell -type ip -vlnv xilinx.com:ip:smartconnect $fcircnn_smc
@@ -428,16 +427,16 @@ foreach fcircnn_smc {{ctrl_smc {" ".join(smcs)}}} {{
 
 connect_bd_net [get_bd_pins {ps}/pl_clk0] [get_bd_pins {ps}/maxihpm0_fpd_aclk] \\
     {hp_clocks} [get_bd_pins rst_pl_clk0/slowest_sync_clk] \\
-    [get_bd_pins ctrl_smc/aclk] {smc_clocks} [get_bd_pins {TOP_NAME}_0/ap_clk]
+    [get_bd_pins ctrl_smc/aclk] {smc_clocks} [get_bd_pins {IP_NAME}/ap_clk]
 connect_bd_net [get_bd_pins {ps}/pl_resetn0] [get_bd_pins rst_pl_clk0/ext_reset_in]
 connect_bd_net [get_bd_pins rst_pl_clk0/peripheral_aresetn] \\
-    [get_bd_pins {TOP_NAME}_0/ap_rst_n]
+    [get_bd_pins {IP_NAME}/ap_rst_n]
 connect_bd_net [get_bd_pins rst_pl_clk0/interconnect_aresetn] \\
     [get_bd_pins ctrl_smc/aresetn] {smc_resets}
 connect_bd_intf_net [get_bd_intf_pins {ps}/M_AXI_HPM0_FPD] [get_bd_intf_pins ctrl_smc/S00_AXI]
 connect_bd_intf_net [get_bd_intf_pins ctrl_smc/M00_AXI] \\
-    [get_bd_intf_pins {TOP_NAME}_0/s_axi_control]
-{hp_nets}connect_bd_net [get_bd_pins {TOP_NAME}_0/interrupt] [get_bd_pins {ps}/pl_ps_irq0]
+    [get_bd_intf_pins {IP_NAME}/s_axi_control]
+{hp_nets}connect_bd_net [get_bd_pins {IP_NAME}/interrupt] [get_bd_pins {ps}/pl_ps_irq0]
 
 # s_axi_control gets a {CONTROL_WINDOW_BYTES}-byte window in the HPM0 space; m_axi
 # ({t.address_width}-bit addresses) sees the DDR through HP0{hp1_seen}.
@@ -465,7 +464,7 @@ def _address_segments(t: VivadoTarget) -> str:
 # {", ".join(t.memory_ports)}: {t.address_width}-bit addresses: exclude the HP segments that
 # end beyond {limit:#x}.
 foreach fcircnn_seg [get_bd_addr_segs -of_objects [get_bd_addr_spaces [list \\
-        {" ".join(f"{TOP_NAME}_0/{b}" for b in t.memory_ports)}]]] {{
+        {" ".join(f"{IP_NAME}/{b}" for b in t.memory_ports)}]]] {{
     set fcircnn_end [expr {{[get_property OFFSET $fcircnn_seg] + [get_property RANGE \\
         $fcircnn_seg]}}]
     if {{$fcircnn_end > {limit:#x}}} {{

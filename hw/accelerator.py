@@ -22,6 +22,7 @@ from fcircnn.arch.descriptor import (
     descriptor_layout,
     flags_fault,
 )
+from fcircnn.arch.ip import TOP_NAME
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
 from fcircnn.models.layout import BEAT_BYTES
 
@@ -36,7 +37,6 @@ from .regfile import AXI4LiteSignature, ControlRegisters
 __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_CODES", "TOP_NAME", "Accelerator"]
 
 #: Verilog module name of the top level.
-TOP_NAME = "fcircnn_accel"
 #: Address width of ``s_axi_control`` (a 4 KiB window).
 
 _DESC_BEATS = DESCRIPTOR_BYTES // BEAT_BYTES

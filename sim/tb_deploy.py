@@ -34,6 +34,7 @@ from cocotb.clock import Clock
 from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles
 
+from fcircnn.arch.ip import IP_NAME
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH
 from fcircnn.sim.backend_cocotb import CocotbBackend
 from fcircnn.sim.runner import tb_params
@@ -43,8 +44,6 @@ PERIOD_NS = 5
 RESET_CYCLES = 10
 #: Physical address of the accelerator's register window in the fake overlay.
 PHYS_ADDR = 0xA000_0000
-#: Name of the accelerator IP in the block design (gen/deploy.py).
-IP_NAME = "fcircnn_accel_0"
 
 
 class _Buffer(np.ndarray):
