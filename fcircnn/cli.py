@@ -345,7 +345,7 @@ def _load_weights_and_input(net, args: argparse.Namespace):
 def _load_calibration(net, args: argparse.Namespace):
     """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the line
     that names how the int8 scales are calibrated."""
-    from fcircnn.models.network import load_clips
+    from fcircnn.models.network import calibration_problem, load_clips
 
     args.calibration_statistic = args.calibration_statistic or "max"  # None: not given
     stat = "the maximum" if args.calibration_statistic == "max" else (
@@ -353,6 +353,8 @@ def _load_calibration(net, args: argparse.Namespace):
     if args.calibration is None:
         return None, f"int8 scales from {stat} over the input clip"
     clips = _load_array("--calibration", load_clips, net, args.calibration)
+    if problem := calibration_problem(clips):
+        raise UserError(f"--calibration {args.calibration}: {problem}")
     return clips, (f"int8 scales from {stat} over {len(clips)} calibration clip(s) "
                    f"({args.calibration})")
 

@@ -55,6 +55,7 @@ __all__ = [
     "QuantizedNetwork",
     "RunResult",
     "calibrate",
+    "calibration_problem",
     "check_weights",
     "class_scores_problem",
     "load_clips",
@@ -659,6 +660,16 @@ def class_scores_problem(net: NetworkConfig) -> str | None:
     return (f"network {net.name} has no class scores: its last layer {last.name!r} outputs "
             f"{last.out_channels} channels on a {fmt3(last.out_shape)} map, not on 1x1x1 "
             "(end the network with an fc or gap layer)")
+
+
+def calibration_problem(clips: np.ndarray) -> str | None:
+    """Why the calibration set ``clips`` cannot calibrate int8 scales, or ``None``: every
+    value zero (or below the smallest normal float, 2.2e-308) leaves every activation scale
+    undefined, and the clips run later would saturate at +-127."""
+    if np.any(np.abs(clips) >= np.finfo(np.float64).tiny):
+        return None
+    return ("every value is 0 (or below 2.2e-308): it cannot calibrate the int8 scales; give "
+            "clips like the network's input")
 
 
 def run_network(

@@ -99,13 +99,20 @@ def calibration_percentile(statistic: str) -> float | None:
     return q
 
 
+#: The smallest normal float64: the smallest quantization step.
+_TINY = float(np.finfo(np.float64).tiny)
+
+
 def _scales_from_max(peak: np.ndarray, granularity: Granularity) -> np.ndarray:
     if granularity == "tensor":
         peak = np.full_like(peak, peak.max())
     elif granularity != "bin":
         raise ValueError(f"granularity must be 'tensor' or 'bin', not {granularity!r}")
-    # A part that is identically zero gets scale 1: any scale represents it exactly.
-    return np.where(peak > 0, peak / INT8_MAX, 1.0)
+    # A part that is identically zero gets scale 1: any scale represents it exactly. A step
+    # below the smallest normal float (a peak of subnormal values, e.g. 5e-324 / 127 = 0)
+    # cannot be represented: the step is that smallest float and the part quantizes to the
+    # integers it gives (zero for such a peak), as a float64 contract must.
+    return np.where(peak > 0, np.maximum(peak / INT8_MAX, _TINY), 1.0)
 
 
 def slot_scales(xs: np.ndarray, B: int, granularity: Granularity = "tensor",

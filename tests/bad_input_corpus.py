@@ -218,6 +218,8 @@ def write_files(folder: Path) -> None:
     clips = np.stack([x, x])
     clips[1, 0, 0, 0, 1] = np.nan
     np.save(folder / "c_nan.npy", clips)
+    np.save(folder / "c_zero.npy", np.zeros_like(clips))
+    np.save(folder / "c_subnormal.npy", np.full_like(clips, 5e-324))
     (folder / "x_empty.npy").write_bytes(b"")
     raw = (folder / "x_nan.npy").read_bytes()
     (folder / "x_truncated.npy").write_bytes(raw[: len(raw) // 2])
@@ -313,7 +315,9 @@ def _cases() -> list[Case]:
                                             f"{{d}}/{name}"), "--input", name, fragment)
     calibration = [("c_shape.npy", "expected clips (N, 3, 4, 8, 8)"),
                    ("c_nan.npy", "not finite"), ("x_as_npz.npz", "an .npz archive"),
-                   ("x_nan.npy", "expected clips")]
+                   ("x_nan.npy", "expected clips"),
+                   ("c_zero.npy", "every value is 0 (or below 2.2e-308): it cannot calibrate"),
+                   ("c_subnormal.npy", "every value is 0 (or below 2.2e-308)")]
     for name, fragment in calibration:
         for command, target in (("golden", "{d}/tiny.yaml"), ("compile", "{d}/acc.yaml")):
             add("input", f"calibration-{name}-{command}", _cmd(command, target, "--calibration",

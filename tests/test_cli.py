@@ -82,6 +82,18 @@ def test_golden_of_an_all_zero_clip_says_so_without_a_numpy_warning(tiny, tmp_pa
     assert "SNR -inf" not in out and "SNR inf" not in out
 
 
+def test_golden_of_subnormal_weights_runs(tiny, tmp_path, capsys):
+    # A layer's weights all 5e-324: the int8 step underflowed to 0 (internal error before).
+    from fcircnn.models.config import load_network
+    from fcircnn.models.network import random_weights
+
+    weights = random_weights(load_network(tiny), 1)
+    weights.layers["c1"].generators[...] = 5e-324
+    weights.save(str(tmp_path / "w.npz"))
+    assert main(["golden", str(tiny), "--weights", str(tmp_path / "w.npz"), "-q"]) == 0
+    assert "int " in capsys.readouterr().out
+
+
 def test_snr_of_an_all_zero_reference_is_undefined():
     from fcircnn.models.network import snr_db
 

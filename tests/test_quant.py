@@ -120,3 +120,13 @@ def test_percentile_scales():
     for bad in ("p0", "p101", "99", "pmax", "", "P50"):
         with pytest.raises(ValueError, match="must be 'max' or 'pQ'"):
             calibration_percentile(bad)
+
+
+@pytest.mark.parametrize("peak", [5e-324, 1e-310, 2.2e-308])
+def test_a_peak_of_subnormal_values_gets_the_smallest_normal_step(peak):
+    # 5e-324 / 127 underflows to a step of 0: every value became NaN and then INT64_MIN.
+    ws = np.full((1, 1, 4, 1, 1, 1), peak + 0j)
+    scale = quant.weight_scales(ws)
+    assert np.all(scale >= np.finfo(np.float64).tiny) and np.all(np.isfinite(1 / scale))
+    q_re, q_im = quant.quantize_slots(ws, scale, axis=2)
+    assert q_re.min() >= 0 and q_re.max() <= 127 and not q_im.any()
