@@ -175,7 +175,9 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
            config: str = "ACCEL") -> DeployResult:
     """Write the deployment folder of ``acc`` into ``out`` (created if missing), all files or
     none: they are written into a temporary folder and moved into ``out`` together
-    (:func:`~fcircnn.gen.staging.staged_folder`), so an error leaves ``out`` as it was.
+    (:func:`~fcircnn.gen.staging.staged_folder`), so an error leaves ``out`` as it was. Then
+    what an earlier deployment left in ``out`` that this one does not write is removed: its
+    ``BITSTREAM.md``, or its overlay files (perhaps another accelerator's).
 
     Parameters
     ----------
@@ -219,8 +221,11 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
                                        calibration=calibration, clips=clips,
                                        statistic=statistic, granularity=granularity,
                                        vivado=vivado, config=config, out=out)
-    if overlay:
-        (out / "BITSTREAM.md").unlink(missing_ok=True)  # of an earlier deployment
+    # What an earlier deployment in the folder left that this one does not write: its
+    # BITSTREAM.md, or its overlay (another accelerator's, perhaps; run.py would load it).
+    for stale in ("BITSTREAM.md", *OVERLAY_FILES):
+        if stale not in files:
+            (out / stale).unlink(missing_ok=True)
     return DeployResult(out, files, overlay)
 
 

@@ -8,7 +8,8 @@ name rather than failing on the board (PYNQ programs whatever bytes it is given)
 * the ``.bit`` starts with the Xilinx bitstream header (the 13-byte preamble, then the fields
   ``a`` design, ``b`` part, ``c`` date, ``d`` time, each a 16-bit big-endian length and a
   NUL-terminated text, and ``e``: the 32-bit length of the configuration data that follows),
-  that length is the rest of the file, and the part is the accelerator's device;
+  that length is the rest of the file and not zero, the data has the sync word ``aa 99 55 66``
+  in its first 256 bytes, and the part is the accelerator's device;
 * the ``.hwh`` is the hardware handoff of a block design (XML, root ``EDKSYSTEM``) with the
   accelerator's IP among its modules (``MODULES/MODULE``, as PYNQ's parser reads it) and, where
   it names one, the same device.
@@ -22,10 +23,14 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BitHeader", "BitstreamError", "overlay_problem", "read_bit_header"]
+__all__ = ["BIT_PREAMBLE", "SYNC_WORD", "BitHeader", "BitstreamError", "overlay_problem",
+           "read_bit_header"]
 
 #: The first 13 bytes of every Xilinx ``.bit``: a 9-byte field and the length 1 of the next.
 BIT_PREAMBLE = b"\x00\x09\x0f\xf0\x0f\xf0\x0f\xf0\x0f\xf0\x00\x00\x01"
+#: The configuration sync word, after the dummy and bus-width words at the data's start.
+SYNC_WORD = b"\xaa\x99\x55\x66"
+_SYNC_WINDOW = 256
 
 
 class BitstreamError(ValueError):
@@ -78,7 +83,7 @@ def read_bit_header(data: bytes) -> BitHeader:
         text = data[at + 3:at + 3 + size]
         if len(text) != size or not text.endswith(b"\x00"):
             raise BitstreamError(f"its header's field {chr(key)!r} is cut short")
-        texts.append(text[:-1].decode("ascii", errors="replace"))
+        texts.append(text[:-1].decode("ascii", errors="backslashreplace"))
         at += 3 + size
     if data[at:at + 1] != b"e" or len(data) < at + 5:
         raise BitstreamError(f"its header has no field 'e' (the data length) at byte {at}")
@@ -87,23 +92,32 @@ def read_bit_header(data: bytes) -> BitHeader:
 
 
 def _same_device(written: str, part: str) -> bool:
-    """Whether a part name as a ``.bit`` or ``.hwh`` spells it (``xczu9eg-ffvb1156-2-e``,
-    ``xczu9eg``, ``zu9egffvb1156``) is the die of ``part`` (``xczu9eg-ffvb1156-2-e``)."""
-    die = part.lower().removeprefix("xc").split("-")[0]
-    return written.lower().removeprefix("xc").replace("-", "").startswith(die)
+    """Whether a part name as a ``.bit`` or ``.hwh`` spells it is ``part``'s device
+    (``xczu9eg-ffvb1156-2-e``): the die alone (``xczu9eg``, a ``.hwh``'s ``DEVICE``), die and
+    package (``zu9egffvb1156``, older headers) or the part with its speed grade and
+    temperature range."""
+    die, package = part.lower().removeprefix("xc").split("-")[:2]
+    name = written.lower().removeprefix("xc")
+    fields = name.split("-")
+    return name in (die, die + package) or (fields[:2] == [die, package] and len(fields) <= 4)
 
 
 def _bit_problem(bit: Path, part: str) -> str | None:
     size = bit.stat().st_size
     with open(bit, "rb") as f:
-        head = f.read(4096)
+        head = f.read(4096 + _SYNC_WINDOW)
     try:
         header = read_bit_header(head)
     except BitstreamError as exc:
         return f"{bit}: {'an empty file' if size == 0 else exc}"
+    if header.data_length == 0:
+        return f"{bit}: its header announces no configuration data"
     if header.header_length + header.data_length != size:
         return (f"{bit}: its header announces {header.data_length:,} bytes of configuration "
                 f"data, the file holds {size - header.header_length:,} (truncated or padded)")
+    if SYNC_WORD not in head[header.header_length:header.header_length + _SYNC_WINDOW]:
+        return (f"{bit}: no sync word (aa 99 55 66) in the first {_SYNC_WINDOW} bytes of its "
+                "configuration data: not a bitstream")
     if not _same_device(header.part, part):
         return (f"{bit}: built for {header.part}, not for the accelerator's {part} "
                 f"(design {header.design.split(';')[0]})")

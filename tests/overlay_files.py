@@ -1,6 +1,7 @@
 """Overlay files as Vivado writes them, for tests without Vivado: a ``.bit`` with a Xilinx
-bitstream header (its configuration data random bytes) and a ``.hwh`` naming the block
-design's modules and device (:mod:`fcircnn.models.overlay` reads both)."""
+bitstream header and configuration data that starts as a real one does (dummy words, the
+bus-width detection pattern, the sync word) and goes on with random bytes, and a ``.hwh``
+naming the block design's modules and device (:mod:`fcircnn.models.overlay` reads both)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,23 @@ from pathlib import Path
 
 import numpy as np
 
-from fcircnn.models.overlay import BIT_PREAMBLE
+from fcircnn.models.overlay import BIT_PREAMBLE, SYNC_WORD
 
 ZCU102_PART = "xczu9eg-ffvb1156-2-e"
 
 
 def bit_bytes(part: str = ZCU102_PART, data_length: int = 4096, *, seed: int = 0,
               design: str = "fcircnn_bd_wrapper") -> bytes:
-    """A ``.bit``: the header (``a`` to ``e``) and ``data_length`` random bytes."""
+    """A ``.bit``: the header (``a`` to ``e``) and ``data_length`` bytes of configuration data
+    (at least 68: the preamble of a real bitstream's data)."""
     fields = b""
     for key, text in zip(b"abcd", (f"{design};UserID=0XFFFFFFFF;Version=2023.2", part,
                                     "2026/11/28", "12:00:00"), strict=True):
         raw = text.encode() + b"\x00"
         fields += bytes([key]) + struct.pack(">H", len(raw)) + raw
-    data = np.random.default_rng(seed).integers(0, 256, data_length, dtype=np.uint8).tobytes()
+    start = b"\xff" * 48 + bytes.fromhex("000000bb11220044ffffffffffffffff") + SYNC_WORD
+    data = start + np.random.default_rng(seed).integers(
+        0, 256, data_length - len(start), dtype=np.uint8).tobytes()
     return BIT_PREAMBLE + fields + b"e" + struct.pack(">I", data_length) + data
 
 

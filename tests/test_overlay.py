@@ -15,7 +15,7 @@ def test_a_vivado_overlay_for_the_part_is_accepted(tmp_path):
     bit = write_overlay(tmp_path)
     assert overlay_problem(bit, ZCU102_PART, IP) is None
     # The spellings a .bit or .hwh uses for the part (full, die and package, die alone).
-    for spelling in ("xczu9egffvb1156", "zu9eg-ffvb1156-2-e"):
+    for spelling in ("xczu9egffvb1156", "zu9eg-ffvb1156-2-e", "XCZU9EG-FFVB1156-2-I"):
         bit.write_bytes(bit_bytes(spelling))
         assert overlay_problem(bit, ZCU102_PART, IP) is None
 
@@ -38,6 +38,12 @@ def test_the_header_fields_are_read():
     (lambda b: bit_bytes("xczu3eg-sbva484-1-e"), ("built for xczu3eg-sbva484-1-e, not for the "
                                                  "accelerator's xczu9eg-ffvb1156-2-e")),
     (lambda b: bit_bytes("xczu9"), "built for xczu9,"),
+    (lambda b: bit_bytes("xczu9eg-ffvb1156-2-e-x"), "built for xczu9eg-ffvb1156-2-e-x,"),
+    (lambda b: bit_bytes("xczu9egé"), "built for xczu9eg\\xc3\\xa9,"),  # escaped
+    (lambda b: bit_bytes("xczu9eg-sfvc784-2-e"), "built for xczu9eg-sfvc784-2-e,"),
+    (lambda b: b[:b.index(b"e\x00\x00\x10")] + b"e\x00\x00\x00\x00",
+     "its header announces no configuration data"),
+    (lambda b: b.replace(b"\xaa\x99\x55\x66", b"\xaa\x99\x55\x67", 1), "no sync word"),
 ])
 def test_a_bad_bitstream_is_named(tmp_path, mangle, fragment):
     bit = write_overlay(tmp_path)

@@ -92,6 +92,10 @@ def test_a_deployment_is_redeployed_from_its_own_files_with_the_overlay(tmp_path
     assert (out / "fcircnn_accel.bit").read_bytes() == (tmp_path / "vivado" /
                                                         "fcircnn_accel.bit").read_bytes()
     assert not (out / "BITSTREAM.md").exists()
+    # Redeployed without the overlay (another accelerator, say), the old one is not left.
+    assert main(["deploy", str(acc_path), "-o", str(out), "--force"]) == 0
+    assert (out / "BITSTREAM.md").is_file()
+    assert not any((out / name).exists() for name in OVERLAY_FILES)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
