@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,6 +116,24 @@ def _report(pred, acc, top: int) -> list[dict[str, Any]]:
     return out
 
 
+def _json_problem(args: argparse.Namespace, folder: Path, manifest: dict[str, Any],
+                  bitstream: Path) -> str | None:
+    """Why ``--json`` cannot take the results, before any work: not a file that can be
+    written, or one of the files the run reads (the folder's, ``--clips``, the overlay)."""
+    from fcircnn.models.files import check_output_file
+
+    if problem := check_output_file(args.json):
+        return f"--json: {problem}"
+    reads = [folder / "deploy.json", folder / "run.py", bitstream,
+             bitstream.with_suffix(".hwh"), *(folder / manifest[key] for key in (
+                 "config", "weights", "calibration", "clips")), args.clips]
+    for path in reads:
+        if path is not None and args.json.exists() and path.exists() and (
+                os.path.samefile(args.json, path)):
+            return f"--json {args.json}: the same file as {path}, which this run reads"
+    return None
+
+
 def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     """run.py: returns the exit code (0 every clip bit-exact, 1 a mismatch or failed run, 2 bad
     input)."""
@@ -133,6 +152,9 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
         if not bitstream.is_file() or not bitstream.with_suffix(".hwh").is_file():
             raise BoardError(f"{bitstream}: the overlay's .bit and .hwh are not both there "
                              "(see BITSTREAM.md in the folder)")
+        if args.json is not None and (problem := _json_problem(args, folder, manifest,
+                                                                bitstream)):
+            raise BoardError(problem)
         acc, weights, calibration, clips = _load(folder, manifest, args.clips)
         if problem := overlay_problem(bitstream, acc.device.part, manifest["ip_name"]):
             raise BoardError(problem)
@@ -163,6 +185,13 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     ok = pred.bit_exact
     print("PASS: every layer of every clip bit-exact" if ok else "FAIL: see the mismatches above")
     if args.json is not None:
-        args.json.write_text(json.dumps({"accelerator": manifest["accelerator"], "passed": ok,
-                                         "clips": results}, indent=2) + "\n")
+        from fcircnn.models.files import OutputFileError, atomic_write
+
+        text = json.dumps({"accelerator": manifest["accelerator"], "passed": ok,
+                           "clips": results}, indent=2) + "\n"
+        try:
+            atomic_write(args.json, lambda f: f.write(text), binary=False)
+        except OutputFileError as exc:
+            print(f"error: --json: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     return 0 if ok else EXIT_MISMATCH

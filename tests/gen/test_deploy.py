@@ -139,6 +139,14 @@ def test_run_py_without_the_overlay_or_with_bad_clips_exits_2(tmp_path, acc_path
         proc = subprocess.run([*run, "--timeout", timeout], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 2 and "--timeout must be seconds in (0, 86400]" in proc.stderr
+    # --json is checked before the run: not a file the run reads, in a folder that exists.
+    for target, fragment in ((out / "clips.npy", "the same file as"),
+                             (tmp_path / "no" / "r.json", "does not exist"),
+                             (out, "is a folder")):
+        proc = subprocess.run([*run, "--json", str(target)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and "--json" in proc.stderr and fragment in proc.stderr
+        assert "Traceback" not in proc.stderr
     # With every file in place, a host without PYNQ says so (exit 2), no traceback.
     proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "pynq" in proc.stderr and "Traceback" not in proc.stderr
