@@ -35,6 +35,7 @@ from fcircnn.arch.geometry import (
 from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE
 
 from . import placement
+from .devices import device_problems
 from .errors import Problem, Problems, describe_value, fail, show
 from .resolve import ResolvedLayer, resolve_network
 from .spectral import BLOCK_SIZES
@@ -441,7 +442,9 @@ class AcceleratorConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_cores(self) -> AcceleratorConfig:
-        problems = []
+        dev = self.device
+        problems = [Problem(f"device.{key}", message) for key, message in device_problems(
+            dev.part, dev.board, dev.resources.model_dump())]
         b = self.block_size
         seen: dict[str, int] = {}
         for i, core in enumerate(self.cores):

@@ -145,6 +145,14 @@ _ACCS: dict[str, tuple[str, str]] = {
                         "no core can run layer"),
     "acc_part.yaml": (ACC.replace("xczu9eg-ffvb1156-2-e", "xc7a35tcpg236-1"),
                       "not a Zynq UltraScale+"),
+    # another die with the ZU9EG's resources: "fits" was judged against resources it lacks
+    "acc_part_zu3.yaml": (ACC.replace("xczu9eg-ffvb1156-2-e", "xczu3eg-sbva484-1-e"),
+                          "device.resources.bram36: 912 is more than the xczu3eg's 216"),
+    "acc_board_part.yaml": (ACC.replace("xczu9eg-ffvb1156-2-e", "xczu7ev-ffvc1156-2-e\n"
+                                        "  board: xilinx.com:zcu102:part0:3.4").replace(
+        "dsp: 2520, bram36: 912, lut: 274080, ff: 548160",
+        "dsp: 1728, bram36: 312, lut: 230400, ff: 460800"),
+        "device.board: xilinx.com:zcu102:part0:3.4 is a board with xczu9eg-ffvb1156-2-e"),
     "acc_no_network.yaml": (ACC.replace("network: tiny.yaml", "network: nope.yaml"),
                             "network file not found"),
     "acc_bad_network.yaml": (ACC.replace("network: tiny.yaml", "network: recursive.yaml"),
