@@ -25,7 +25,7 @@ import tempfile
 import tokenize
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -171,6 +171,10 @@ def _check_npz_entries(path: Path) -> None:
             raise ArrayFileError(f"{path}: its entries hold {total / 2**30:.1f} GiB once "
                                  f"uncompressed, more than the {MAX_ARRAY_FILE_BYTES >> 30} "
                                  "GiB an array file may have")
+        names = [i.filename for i in infos]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ArrayFileError(f"{path}: entry {twice[0]!r} appears more than once (numpy "
+                                 "would read the last; which one is meant?)")
         for info in infos:
             where = f"{path}: entry {info.filename!r}"
             with z.open(info) as f:
@@ -178,11 +182,42 @@ def _check_npz_entries(path: Path) -> None:
                     raise ArrayFileError(f"{where}: not a NumPy array (.npy)")
                 f.seek(0)
                 shape, dtype = _npy_header(f, where)
+                if dtype.hasobject:
+                    raise ArrayFileError(f"{where}: an object array, which cannot be read "
+                                         "without unpickling")
                 _check_data_size(where, shape, dtype, info.file_size - f.tell())
 
 
-def read_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz`` archive, by name (no pickled objects).
+class _NpzArrays(Mapping[str, np.ndarray]):
+    """The arrays of a checked ``.npz`` archive by name, each read when first asked for: an
+    entry nobody asks for (an unknown name the caller refuses) is never decompressed."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        self._path, self._names, self._read = path, names, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            try:
+                with np.load(self._path, allow_pickle=False) as data:
+                    self._read[name] = data[name]
+            except (zipfile.BadZipFile, EOFError, OSError, zlib.error, ValueError,
+                    NotImplementedError, RuntimeError) as exc:
+                raise ArrayFileError(f"{self._path}: entry {name!r}: truncated or damaged "
+                                     f"({_first_line(exc)})") from None
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def read_npz(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
+    """Every array of an ``.npz`` archive, by name (no pickled objects), each decompressed
+    when first asked for (so an entry the caller refuses by name is never unpacked).
 
     Raises
     ------
@@ -202,7 +237,7 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     try:
         _check_npz_entries(path)
         with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
+            return _NpzArrays(path, list(data.files))
     except ArrayFileError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError,

@@ -6,6 +6,8 @@ import os
 import re
 import stat
 import struct
+import tracemalloc
+import warnings
 import zipfile
 
 import numpy as np
@@ -244,3 +246,29 @@ def test_atomic_write_through_a_link_keeps_the_link(tmp_path):
     atomic_write(tmp_path / "link", lambda f: f.write(b"new"))
     assert os.readlink(tmp_path / "link") == "real"
     assert (tmp_path / "real").read_bytes() == b"new"
+
+
+def test_read_npz_refuses_an_entry_written_twice(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, a=np.zeros(3))
+    with warnings.catch_warnings():  # zipfile warns of the duplicate name it writes
+        warnings.simplefilter("ignore")
+        with zipfile.ZipFile(path, "a") as z, z.open("a.npy", "w") as f:
+            np.lib.format.write_array(f, np.full(3, 9999.0))
+    with pytest.raises(ArrayFileError, match=r"entry 'a.npy' appears more than once"):
+        read_npz(path)
+
+
+def test_read_npz_unpacks_only_the_entries_asked_for(tmp_path):
+    # A 1.5 MB archive of 1.6 GB of zeros under a name the caller refuses took 1.6 GB of
+    # memory before the refusal; entries are now read when asked for.
+    path = tmp_path / "w.npz"
+    np.savez_compressed(path, good=np.ones(4), junk=np.zeros(64 << 20, dtype=np.uint8))
+    tracemalloc.start()
+    try:
+        arrays = read_npz(path)
+        assert set(arrays) == {"good", "junk"} and arrays["good"].sum() == 4
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
