@@ -79,10 +79,18 @@ def _unconstructible(node: yaml.Node, exc: Exception) -> DocumentError:
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
                        deep: bool = False) -> dict[Any, Any]:
-    # Only keys written in this mapping count; ``<<: *anchor`` merges may be overridden.
+    # Only keys written in this mapping count; ``<<: *anchor`` merges may be overridden. One
+    # ``<<`` a mapping: a second is a duplicate key (loaders disagree on which one wins).
     seen: dict[Any, yaml.Node] = {}
+    merge: yaml.Node | None = None
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
+            if merge is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"duplicate merge key '<<' (first at line {merge.start_mark.line + 1}; "
+                    "merge several mappings with one: <<: [*a, *b])", key_node.start_mark)
+            merge = key_node
             continue
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, typing.Hashable):

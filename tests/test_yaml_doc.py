@@ -125,3 +125,10 @@ def test_a_date_that_does_not_exist_names_its_line(tmp_path):
     with pytest.raises(DocumentError, match=re.escape(
             "line 2, column 7: cannot read the timestamp '2001-13-45': month must be in")):
         _read(tmp_path, "a: 1\nname: 2001-13-45\n")
+
+
+def test_a_second_merge_key_is_a_duplicate(tmp_path):
+    with pytest.raises(DocumentError, match=r"duplicate merge key '<<' \(first at line 2"):
+        _read(tmp_path, "a: &a {k: 3}\nb: {<<: *a,\n    <<: {k: 5}}\n")
+    # one merge of several mappings: the first to name a key wins (YAML 1.1)
+    assert _read(tmp_path, "a: &a {k: 3}\nb: {<<: [*a, {k: 5, x: 1}]}\n")["b"] == {"k": 3, "x": 1}
