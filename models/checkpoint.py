@@ -129,19 +129,31 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ArrayFileError(f"{path}: cannot read the PyTorch checkpoint: "
-                             f"{_reason(exc)}") from None
-    state = state.get("model_state_dict", state) if isinstance(state, dict) else state
+        raise ArrayFileError(f"{path}: not a PyTorch checkpoint, or a damaged one (torch.load: "
+                             f"{_reason(exc)})") from None
+    if isinstance(state, dict):  # a training checkpoint: the model's state dict inside
+        for wrapper in ("model_state_dict", "state_dict"):
+            if isinstance(state.get(wrapper), Mapping):
+                state = state[wrapper]
+                break
     if not isinstance(state, Mapping):
         raise ArrayFileError(f"{path}: not a state dict")
-    return {k: _tensor_array(torch, v, f"{path}: {k!r}") for k, v in state.items()
-            if isinstance(v, torch.Tensor)}
+    arrays = {k: _tensor_array(torch, v, f"{path}: {k!r}") for k, v in state.items()
+              if isinstance(v, torch.Tensor)}
+    if not arrays:
+        keys = ", ".join(repr(k) for k in list(state)[:5]) or "none"
+        raise ArrayFileError(f"{path}: holds no tensors (its keys: {keys}); a state dict "
+                             "maps parameter names to tensors (torch.save(model.state_dict(), "
+                             "path))")
+    return arrays
 
 
 def _reason(exc: Exception) -> str:
     """The first line of ``exc``'s message (torch's run to paragraphs; for a refused pickle,
     the unpickler's own line), or what an empty message means."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if isinstance(exc, KeyError | OSError) or (lines and lines[0].isdigit()):
+        lines = [f"{type(exc).__name__} {lines[0] if lines else ''}".strip()]
     if not lines:
         return ("the file ends early (empty or truncated)" if isinstance(exc, EOFError)
                 else type(exc).__name__)
@@ -307,6 +319,8 @@ def _fold_cbn(state, used, layer: ResolvedLayer) -> tuple[np.ndarray, np.ndarray
         how, sources = how + ", bias folded into the CBN offset", [*sources, f"'{bias_key}'"]
     identity = np.allclose(gain, 1) and np.allclose(offset, 0)  # e.g. a zero bias
     if not sources or (identity and not layer.cbn):
+        if sources:  # nothing to fold, and no CBN to fold it into
+            how = f", {' and '.join(sources)} an identity (zero bias), not used (no CBN)"
         return gain, offset, how, spread
     if not layer.cbn:
         raise CheckpointError(f"layer {layer.name!r} has a batch norm or bias in the checkpoint "

@@ -112,7 +112,8 @@ def test_time_domain_layers_are_projected_and_reported(net):
     conv1, fc = report[0], report[2]
     assert conv1.how.startswith("dense weight projected, time-domain BN as CBN")
     assert "bias folded" in conv1.how and 0 < conv1.error < 1
-    assert fc.how == "dense weight projected, bias folded into the CBN offset"
+    # fc has no CBN: its zero bias is not folded anywhere (it said "folded into the CBN")
+    assert fc.how == "dense weight projected, 'fc.bias' an identity (zero bias), not used (no CBN)"
     assert weights.layers["conv1"].generators.shape == (2, 1, B, 3, 3, 3)
 
 
@@ -225,3 +226,25 @@ def test_import_refuses_a_fifo_output_and_leaves_it(net, tmp_path, capsys):
                  "-o", str(tmp_path / "out")]) == 2
     assert "FIFO (named pipe), not a regular file" in capsys.readouterr().err
     assert stat.S_ISFIFO((tmp_path / "out").stat().st_mode)
+
+
+@pytest.mark.parametrize("wrapper", ["model_state_dict", "state_dict"])
+def test_a_training_checkpoint_is_read_from_its_state_dict(net, tmp_path, wrapper):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "ckpt.pth"
+    torch.save({"epoch": 3, wrapper: _tensors(torch, _state(), torch.float32)}, path)
+    assert set(read_checkpoint(path)) == set(_state())
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda t, p: t.save({"epoch": 3, "optimizer": {}}, p), ("holds no tensors (its keys: "
+                                                            "'epoch', 'optimizer')")),
+    (lambda t, p: p.write_text("conv1.weight = 3\n"), ("not a PyTorch checkpoint, or a damaged "
+                                                     "one (torch.load: ")),
+])
+def test_a_checkpoint_without_tensors_or_not_one_says_so(tmp_path, make, message):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "c.pth"
+    make(torch, path)
+    with pytest.raises(ArrayFileError, match=re.escape(f"{path}: {message}")):
+        read_checkpoint(path)
