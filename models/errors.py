@@ -144,6 +144,10 @@ def describe_value(value: object) -> str:
     if isinstance(value, str):
         return f"the string {show(value)}"
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return f"the float {value!r}"
+        if value.is_integer():
+            return f"the float {value!r} (write {int(value)})"
         return f"a number with a fraction ({value!r})"
     if isinstance(value, int):
         shown = show(value)
@@ -216,7 +220,8 @@ def _walk(root: type[BaseModel], raw: Any, loc: Sequence[int | str]) -> tuple[st
 
 
 def _raw_key(raw: Any, loc: Sequence[int | str], key: Any) -> Any:
-    """The key as the file wrote it: pydantic reports YAML's ``true:`` as the integer 1."""
+    """The key as the file wrote it: pydantic reports YAML's ``true:`` as the integer 1 and
+    ``~:`` (null) as the string ``'None'``."""
     for elem in loc:
         if isinstance(raw, dict):
             if elem in raw:
@@ -226,7 +231,7 @@ def _raw_key(raw: Any, loc: Sequence[int | str], key: Any) -> Any:
         else:
             return key
     if isinstance(raw, dict):
-        written = [k for k in raw if not isinstance(k, str) and k == key]
+        written = [k for k in raw if not isinstance(k, str) and (k == key or str(k) == key)]
         if written:
             return written[0]
     return key

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, Problem, allowed_keys, describe_value, validate_model
+from .errors import ConfigError, Problem, allowed_keys, describe_value, show, validate_model
 from .schema import INLINE_NETWORK, AcceleratorConfig, NetworkConfig
 from .yaml_doc import DocumentError, read_document
 
@@ -135,8 +135,12 @@ def _accelerator_from(data: dict[str, Any], file: str) -> AcceleratorConfig:
     acc: AcceleratorConfig = validate_model(AcceleratorConfig, data, file)
     if not isinstance(inline, Mapping):
         net_file = os.path.join(os.path.dirname(file), acc.network_file)
-        if not os.path.isfile(net_file):
-            raise ConfigError(file, [Problem("network", f"network file not found: {net_file} "
+        kind = ("not a valid file name (a NUL character)" if "\0" in net_file else
+                "not found" if not os.path.exists(net_file) else
+                "a folder" if os.path.isdir(net_file) else
+                None if os.path.isfile(net_file) else "not a regular file")
+        if kind is not None:
+            raise ConfigError(file, [Problem("network", f"network file {show(net_file)}: {kind} "
                                                         "(paths are relative to this file)")])
         network = load_network(net_file)
     problems = acc.bind(network, Path(file))

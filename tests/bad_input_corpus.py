@@ -95,6 +95,9 @@ _YAML: dict[str, tuple[str | bytes, str]] = {
     "long_string.yaml": (TINY.replace("name: tiny", "name: '" + "x-" * 2500 + "'"),
                          "must be an identifier"),
     "non_str_key.yaml": ("1: x\n" + TINY, "keys must be strings"),
+    "null_key.yaml": ("~: x\n" + TINY, "null: keys must be strings, not null"),
+    "float_int.yaml": (TINY.replace("classes: 16", "classes: 16.0"),
+                       "classes: must be an integer, not the float 16.0 (write 16)"),
     "bool_key.yaml": ("true: x\n" + TINY, ("true: keys must be strings, not a boolean (YAML "
                       "reads true as one: quote the key)")),
     "control_name.yaml": (TINY.replace("name: c2", 'name: "c\\e[31m2\\a"'),
@@ -154,7 +157,7 @@ _ACCS: dict[str, tuple[str, str]] = {
         "dsp: 1728, bram36: 312, lut: 230400, ff: 460800"),
         "device.board: xilinx.com:zcu102:part0:3.4 is a board with xczu9eg-ffvb1156-2-e"),
     "acc_no_network.yaml": (ACC.replace("network: tiny.yaml", "network: nope.yaml"),
-                            "network file not found"),
+                            "nope.yaml': not found"),
     "acc_bad_network.yaml": (ACC.replace("network: tiny.yaml", "network: recursive.yaml"),
                              "recursive document"),
     "acc_inline_bad.yaml": (ACC.replace("network: tiny.yaml", "network: {name: t, classes: 0}"),

@@ -594,8 +594,14 @@ def test_missing_files(tmp_path: Path) -> None:
     data = copy.deepcopy(ACC)
     data["network"] = "missing.yaml"
     file, err = acc_error(tmp_path, data)
-    assert_line(err, file, "network", "network file not found",
-                str(tmp_path / "missing.yaml"), "relative to this file")
+    assert_line(err, file, "network", "network file",
+                str(tmp_path / "missing.yaml"), ": not found (paths are relative to this file)")
+    for network, what in ((".", "a folder"), ("/dev/null", "not a regular file"),
+                          ("a\0b.yaml", "not a valid file name"), ("x" * 300, "not found")):
+        data["network"] = network
+        file, err = acc_error(tmp_path, data)
+        assert_line(err, file, "network", what)
+        assert "\0" not in str(err) and len(str(err)) < 300  # escaped and clipped
 
 
 def test_invalid_network_reported_against_network_file(tmp_path: Path) -> None:
