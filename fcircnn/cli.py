@@ -423,8 +423,8 @@ def _ranged(convert: Callable[[str], float], ok: Callable[[float], bool], rule: 
     """An argparse type: ``convert(text)`` if ``ok`` of it, else the ``rule`` it breaks."""
 
     def parse(text: str):
-        try:
-            value = convert(text)
+        try:  # decimal ASCII as written: int() and float() also read "5_0" and "１２"
+            value = convert(text) if text.isascii() and "_" not in text else None
         except ValueError:
             value = None
         if value is None or not ok(value):  # NaN fails every comparison: refused too
@@ -892,7 +892,7 @@ def _items(text: str, rule: str) -> list[str]:
 
 def _positive(item: str, rule: str, text: str) -> int:
     """``item`` as an integer in 1..:data:`MAX_RANGE_VALUE`, else the ``rule`` it breaks."""
-    if not item.isdigit():
+    if not (item.isascii() and item.isdigit()):
         raise argparse.ArgumentTypeError(f"{rule}, not {_shown(text)}")
     if len(item) > 7 or not 1 <= int(item) <= MAX_RANGE_VALUE:
         raise argparse.ArgumentTypeError(f"{rule}: values are 1..{MAX_RANGE_VALUE}, not "

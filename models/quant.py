@@ -25,6 +25,7 @@ with ``Y = acc * s_acc``, ``r = res * s_res`` and output scale ``s_y`` becomes t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,10 +90,10 @@ def calibration_percentile(statistic: str) -> float | None:
     """
     if statistic == "max":
         return None
-    try:
-        q = float(statistic[1:]) if statistic.startswith("p") else None
-    except ValueError:
-        q = None
+    # Q as written in decimal ASCII (float() also reads " 50", "1e2", "5_0" and other
+    # scripts' digits)
+    q = (float(statistic[1:]) if re.fullmatch(r"p[0-9]+(?:\.[0-9]*)?|p\.[0-9]+", statistic)
+         else None)
     if q is None or not 0 < q <= 100:
         raise ValueError(f"calibration statistic must be 'max' or 'pQ' with 0 < Q <= 100 "
                          f"(e.g. p99.9), not {statistic!r}")

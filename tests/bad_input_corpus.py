@@ -427,6 +427,12 @@ def _cases() -> list[Case]:
                               "board"), "--on board needs --bitstream"),
         ("run-board-timeout", ("run", "{d}/acc.yaml", "--input", "{d}/c_shape.npy", "--on",
                                "board", "--timeout", "0"), "--timeout"),
+        # decimal ASCII only: int() and float() also read digit groups and other scripts
+        ("seed-grouped", ("golden", "{d}/tiny.yaml", "--seed", "5_0"), "--seed", "'5_0'"),
+        ("cap-fullwidth", ("estimate", "{d}/acc.yaml", "--cap", "０.５"), "--cap", "'０.５'"),
+        ("tn-fullwidth", ("sweep", "{d}/tiny.yaml", "--tn", "１６", "-q"), "--tn"),
+        ("statistic-exponent", ("golden", "{d}/tiny.yaml", "--calibration-statistic", "p1e2"),
+         "--calibration-statistic", "'p1e2'"),
         ("unknown-flag", ("check", "{d}/tiny.yaml", "--frobnicate"), "unrecognized"),
         ("no-command", (), "required"),
         ("bad-command", ("frob",), "invalid choice"),
