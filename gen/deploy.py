@@ -155,7 +155,15 @@ class OverlayError(ValueError):
 
 def overlay_problem_in(vivado: str | os.PathLike[str], acc: AcceleratorConfig) -> str | None:
     """What is wrong with the overlay in the Vivado build's folder ``vivado`` for ``acc``
-    (:func:`fcircnn.models.overlay.overlay_problem`), or ``None``."""
+    (:func:`fcircnn.models.overlay.overlay_problem`; the ``.xsa``, which is optional, must be
+    the zip archive ``write_hw_platform`` writes), or ``None``."""
+    xsa = Path(vivado) / OVERLAY_FILES[2]
+    if xsa.exists() or xsa.is_symlink():
+        if not xsa.is_file():
+            return f"{xsa}: not a regular file"
+        with open(xsa, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":
+                return f"{xsa}: not a hardware platform (.xsa: a zip archive)"
     return overlay_problem(Path(vivado) / OVERLAY_FILES[0], acc.device.part, IP_NAME)
 
 

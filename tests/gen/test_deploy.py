@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -69,7 +70,8 @@ def test_the_folder_holds_what_the_board_needs(tmp_path, acc_path, capsys):
 def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
     vivado = tmp_path / "vivado" / "out"
     write_overlay(vivado)
-    (vivado / "fcircnn_accel.xsa").write_bytes(b"xsa")
+    with zipfile.ZipFile(vivado / "fcircnn_accel.xsa", "w") as xsa:
+        xsa.writestr("sysdef.xml", "<xml/>")
     out = _deploy(tmp_path, acc_path, "--vivado", str(vivado))
     for name in OVERLAY_FILES:
         assert (out / name).read_bytes() == (vivado / name).read_bytes()
@@ -104,6 +106,7 @@ def test_a_deployment_is_redeployed_from_its_own_files_with_the_overlay(tmp_path
     (["-o", "{out}", "--vivado", "{tmp}"], "--vivado: {tmp}/fcircnn_accel.bit: not found"),
     (["-o", "{out}", "--vivado", "{tmp}/empty"], "fcircnn_accel.bit: an empty file"),
     (["-o", "{out}", "--vivado", "{tmp}/zu3"], "built for xczu3eg-sbva484-1-e"),
+    (["-o", "{out}", "--vivado", "{tmp}/xsa"], "fcircnn_accel.xsa: not a hardware platform"),
     (["-o", "{full}"], "not empty"),
     (["-o", "{out}", "--input", "{tmp}/bad.npy"], "--input"),
 ])
@@ -114,6 +117,8 @@ def test_bad_deploy_input_is_refused_before_any_work(tmp_path, acc_path, argv, m
     np.save(tmp_path / "bad.npy", np.zeros((1, 2, 3)))
     write_overlay(tmp_path / "empty").write_bytes(b"")
     write_overlay(tmp_path / "zu3", part="xczu3eg-sbva484-1-e")
+    write_overlay(tmp_path / "xsa")
+    (tmp_path / "xsa" / "fcircnn_accel.xsa").write_bytes(b"not a zip")
     argv = [a.format(out=tmp_path / "out", tmp=tmp_path, full=tmp_path / "full")
             for a in argv]
     assert main(["deploy", str(acc_path), *argv]) == 2
