@@ -331,7 +331,8 @@ def _load_array(flag: str, load, net, path: str | None):
     try:
         return load(net, path)
     except ArrayFileError as exc:
-        raise UserError(f"{flag}: {exc} (network {net.name})") from None
+        named = f"network {net.name}" in str(exc)
+        raise UserError(f"{flag}: {exc}{'' if named else f' (network {net.name})'}") from None
 
 
 def _load_weights_and_input(net, args: argparse.Namespace):
