@@ -536,11 +536,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError("--on board needs --bitstream (the overlay's .bit, its .hwh beside it)")
     acc = _accelerator(args.config)
     if args.on == "board":
+        import importlib.util
+
         from fcircnn.arch.ip import IP_NAME
         from fcircnn.models.overlay import overlay_problem
 
         if problem := overlay_problem(args.bitstream, acc.device.part, IP_NAME):
             raise UserError(f"--bitstream: {problem}")
+        if importlib.util.find_spec("pynq") is None:  # before the calibration's work
+            raise UserError("--on board needs the 'pynq' package (the board's PYNQ image); "
+                            "this Python has none")
     net = acc.network
     if problem := class_scores_problem(net):
         raise UserError(f"{args.config}: {problem}; fcircnn run ranks class scores "

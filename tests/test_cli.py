@@ -1,5 +1,6 @@
 """CLI: help on every command, real jobs, and bad input giving exit code 2 without a traceback."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -403,3 +404,20 @@ def test_import_names_the_checkpoint_once(tiny, tmp_path, capsys):
                  str(tmp_path / "w.npz")]) == 2
     err = capsys.readouterr().err
     assert err.count(str(empty)) == 1 and "empty file" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pynq") is not None, reason="PYNQ is installed")
+def test_run_on_a_board_without_pynq_says_so_before_any_work(tmp_path, small_accelerator,
+                                                              capsys):
+    from overlay_files import write_overlay
+
+    from fcircnn.models.config import load_accelerator
+    from fcircnn.models.network import random_input
+
+    acc = small_accelerator(tmp_path / "acc")
+    np.save(tmp_path / "x.npy", random_input(load_accelerator(acc).network, 1)[None])
+    bit = write_overlay(tmp_path / "vivado")
+    assert main(["run", str(acc), "--input", str(tmp_path / "x.npy"), "--on", "board",
+                 "--bitstream", str(bit)]) == 2
+    err = capsys.readouterr().err
+    assert "needs the 'pynq' package" in err and "int8 scales" not in err
