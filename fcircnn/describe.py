@@ -119,4 +119,8 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} reads its {r.padded_in_channels} channels as "
                      f"{run.in_shape[0]} planes of {run.in_channels}: one channel tile")
+    used = {acc.core_for(r).name for r in acc.network.resolved}
+    for c in (c for c in acc.cores if c.name not in used):
+        lines.append(f"  note: core {c.name} runs no layer of {acc.network.name}; it is built "
+                     "all the same (its resources count), so leave it out of this file")
     return "\n".join(lines)

@@ -59,3 +59,17 @@ def test_a_residual_network_on_four_ports_reads_its_residual_boxes_on_port_3():
     assert "second halves of split weight tiles and residual boxes on m_axi3" in text
     # its core's four input slot groups: the input boxes in quarters (FLAG_IQUARTER)
     assert "; input boxes in quarters over all 4; 4 pool lanes)" in text
+
+
+def test_a_core_that_runs_no_layer_is_noted(tmp_path):
+    # A second core like the first: every layer runs on the first core that can run it.
+    text = builtin_path("c3d_zcu102").read_text().replace(
+        "network: c3d.yaml", f"network: {builtin_path('c3d')}")
+    spare = ("  - {name: spare, tn: 32, tm: 64, td: 2, tr: 7, tc: 7, unroll: [tn, tm], "
+             "max_kernel: [3, 3, 3]}\n")
+    (tmp_path / "acc.yaml").write_text(text.rstrip("\n") + "\n" + spare)
+    acc = load_accelerator(tmp_path / "acc.yaml")
+    assert [c.name for c in acc.cores] == ["main", "spare"]
+    summary = describe_accelerator(acc)
+    assert "note: core spare runs no layer of c3d" in summary
+    assert "note: core main" not in summary
