@@ -992,9 +992,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     references = _references(refs, net)
     out = Path(args.output if args.output is not None else f"build/sweep/{net.name}")
     _output_dir(out, "-o")
-    files = SWEEP_FILES if args.best_yaml is None else SWEEP_FILES[:2]
+    inside = _best_yaml_inside(args, out)
+    files = (SWEEP_FILES if args.best_yaml is None else
+             (*SWEEP_FILES[:2], *([inside] if inside else [])))
     outputs = _folder_outputs("-o", out, files)
-    if args.best_yaml is not None:
+    if args.best_yaml is not None and not inside:
         _output_file(args.best_yaml, "--best-yaml")
         outputs.append(("--best-yaml", args.best_yaml))
     _distinct_outputs(outputs, [*_input_files(args, "network", net),
@@ -1022,7 +1024,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         best, no_fit = None, str(exc)
     try:
         with staged_folder(out) as tmp:  # every file or none (sweep.csv alone if none fits)
-            _write_sweep(result, best, tmp, args, net, device)
+            _write_sweep(result, best, tmp, args, net, device,
+                         "best.yaml" if args.best_yaml is None else inside)
     except OSError as exc:
         raise UserError(f"-o: cannot write {out}: {exc}") from None
     counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
@@ -1039,9 +1042,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device) -> None:
+def _best_yaml_inside(args: argparse.Namespace, out: Path) -> str | None:
+    """The name of ``--best-yaml`` when it goes into the ``-o`` folder (written with the
+    folder's other files, which may not exist yet), else ``None``."""
+    if args.best_yaml is None:
+        return None
+    best = Path(args.best_yaml)
+    return best.name if best.resolve().parent == out.resolve() else None
+
+
+def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device,
+                 best_name: str | None) -> None:
     """Write ``sweep.csv`` into ``tmp`` and, unless ``best`` is ``None`` (no point fits),
-    ``pareto.png`` and the best accelerator file (``--best-yaml`` where it says)."""
+    ``pareto.png`` and the best accelerator file: ``best_name`` in ``tmp``, or where
+    ``--best-yaml`` says when ``best_name`` is ``None``."""
     from fcircnn.gen import sweep
     from fcircnn.gen.estimate import format_cap
 
@@ -1051,7 +1065,7 @@ def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device)
     sweep.plot_pareto(result, tmp / "pareto.png")
     sweep.write_accelerator_yaml(
         best.point, net, device, args.clock_mhz,
-        tmp / "best.yaml" if args.best_yaml is None else args.best_yaml,
+        tmp / best_name if best_name is not None else args.best_yaml,
         name=f"{net.name}_{device.name}_best",
         comment=(f"Best configuration of `fcircnn sweep {args.network} --device {device.name}` "
                  f"(cap {format_cap(args.cap)}, {args.clock_mhz:g} MHz):\n{best.label}: "

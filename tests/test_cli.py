@@ -241,6 +241,12 @@ def test_outputs_that_are_inputs_are_refused(tiny, tmp_path, capsys):
                  str(tmp_path / "sw"), "--best-yaml", str(tiny)]) == 2
     assert "--best-yaml" in capsys.readouterr().err and tiny.read_text() == before
     assert not (tmp_path / "sw").exists()
+    # --best-yaml inside the new -o folder is written with the folder's files
+    assert main(["sweep", str(tiny), "--tn", "16", "--tm", "16", "--td", "1", "--tr", "4",
+                 "--tc", "4", "--cores", "1", "--unroll-td", "no", "-q", "-o",
+                 str(tmp_path / "sw"), "--best-yaml", str(tmp_path / "sw" / "mine.yaml")]) == 0
+    assert sorted(p.name for p in (tmp_path / "sw").iterdir()) == ["mine.yaml", "pareto.png",
+                                                                   "sweep.csv"]
 
 
 def test_overflowing_weights_name_the_flag_in_every_command(tmp_path, small_accelerator,
