@@ -29,12 +29,12 @@ PAPER = {"c3d": (2692.81, 3.349), "r3d18": (1591.52, 1.677)}
 TARGETS = {"c3d": (5000.0, 3.8), "r3d18": (3200.0, 3.0)}
 
 
-def per_dsp_bound(acc) -> float:
-    """GOP/s per DSP of ``acc``'s PE arrays with every DSP busy every cycle: each lane takes
-    ``Tm x Tn`` dense-equivalent products a cycle (DESIGN.md section 5) on the estimator's
-    PE-array DSP48E2 (three a multiplier pair, two for the slot-0 pairs)."""
+def per_dsp_bound(acc, arch) -> float:
+    """GOP/s per DSP of ``acc``'s PE arrays (``arch``: its resource estimate) with every DSP
+    busy every cycle: each lane takes ``Tm x Tn`` dense-equivalent products a cycle (DESIGN.md
+    section 5) on the PE-array DSP48E2 (three a multiplier pair, two for the slot-0 pairs)."""
     ops = sum(2 * core_lanes(c) * c.tm * c.tn for c in acc.cores)
-    return ops / pe_dsp(estimate_resources(acc)) * acc.clock_mhz / 1e3
+    return ops / pe_dsp(arch) * acc.clock_mhz / 1e3
 
 
 def pe_dsp(arch) -> int:
@@ -42,7 +42,7 @@ def pe_dsp(arch) -> int:
     return sum(comp.counts.dsp for comp in arch.components if comp.name == "pe_array")
 
 
-def channel_fill_bound(acc) -> float:
+def channel_fill_bound(acc, arch) -> float:
     """:func:`per_dsp_bound` over the network: a circulant block computes all ``B`` of its
     input and output channels, so a layer whose channels do not fill its blocks (3D
     ResNet-18's and C3D's 3-channel first layers: 3 of 8) wastes the rest whatever the
@@ -54,7 +54,7 @@ def channel_fill_bound(acc) -> float:
             for n in (layer.in_channels, layer.out_channels):
                 fill *= n / (-(-n // B) * B)
         work += layer.dense_ops / fill
-    return per_dsp_bound(acc) * acc.network.dense_ops / work
+    return per_dsp_bound(acc, arch) * acc.network.dense_ops / work
 
 
 def rows_for(network: str) -> list[list[object]]:
@@ -94,12 +94,12 @@ def report() -> str:
         acc = load_accelerator(builtin_path(f"{network}_zcu102_best"))
         arch = estimate_resources(acc)
         pe, dsp = pe_dsp(arch), arch.total.dsp
-        fill = channel_fill_bound(acc)
+        fill = channel_fill_bound(acc, arch)
         bounds.append(f"{network} {fill:.2f} on its best configuration ({fill * pe / dsp:.2f} "
                       f"per DSP of the design: {pe:,} of its {dsp:,} DSP48E2 in the PE array)")
     lines = ["```", *format_table(header, rows), "```", "",
              (f"Bound per DSP at B = {acc.block_size}, {acc.clock_mhz:g} MHz: "
-              f"{per_dsp_bound(acc):.3f} GOP/s per DSP of the PE array (every DSP busy every "
+              f"{per_dsp_bound(acc, arch):.3f} GOP/s per DSP of the PE array (every DSP busy every "
               "cycle on whole circulant blocks; the post-units' DSPs and idle cycles come on "
               "top). With the networks' channels as they fill their blocks (the 3-channel "
               "first layers: 3 of 8), per PE DSP: " + "; ".join(bounds) + "."), "",

@@ -124,12 +124,13 @@ def _json_problem(args: argparse.Namespace, folder: Path, manifest: dict[str, An
 
     if problem := check_output_file(args.json):
         return f"--json: {problem}"
+    if not args.json.exists():  # a new file is none of the run's
+        return None
     reads = [folder / "deploy.json", folder / "run.py", bitstream,
              bitstream.with_suffix(".hwh"), *(folder / manifest[key] for key in (
                  "config", "weights", "calibration", "clips")), args.clips]
     for path in reads:
-        if path is not None and args.json.exists() and path.exists() and (
-                os.path.samefile(args.json, path)):
+        if path is not None and path.exists() and os.path.samefile(args.json, path):
             return f"--json {args.json}: the same file as {path}, which this run reads"
     return None
 

@@ -100,7 +100,7 @@ def _is_torch_file(path: str) -> bool:
     return path.lower().endswith(_TORCH_SUFFIXES)
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def read_checkpoint(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
     """The state dict of a checkpoint: an ``.npz`` of its arrays, or a file of ``torch.save``
     of the training code (``{"model_state_dict": ...}`` or the state dict itself; needs
     PyTorch), told apart by their content whatever the suffix.

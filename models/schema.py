@@ -441,7 +441,7 @@ class AcceleratorConfig(_Strict):
     _path: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _check_cores(self) -> AcceleratorConfig:
+    def _check_device_and_cores(self) -> AcceleratorConfig:
         dev = self.device
         problems = [Problem(f"device.{key}", message) for key, message in device_problems(
             dev.part, dev.board, dev.resources.model_dump())]
