@@ -470,9 +470,13 @@ def cmd_project(args: argparse.Namespace) -> int:
     except ArrayFileError as exc:
         raise UserError(f"--dense: {exc}") from None
     weights, errors = project_network(net, dense)
-    rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))),
-             "x".join(map(str, weights.layers[r.name].generators.shape)),
-             f"{errors[r.name]:.4f}"] for r in net.resolved if r.kind != "gap"]
+    def taken(r):
+        lw = weights.layers[r.name]
+        return ("x".join(map(str, lw.generators.shape)) if lw.generators is not None
+                else "dense (as given)")
+
+    rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))), taken(r),
+             f"{errors[r.name]:.4f}"] for r in net.resolved if r.weighted]
     print("\n".join(format_table(["layer", "type", "dense", "generators",
                                    "rel. projection error"], rows)))
     weights.save(args.output)
@@ -482,19 +486,21 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from fcircnn.models.checkpoint import CheckpointError, import_state_dict, read_checkpoint
+    from fcircnn.models.checkpoint import CheckpointError, import_state_dict, load_checkpoint
     from fcircnn.models.files import ArrayFileError
 
     _output_file(args.output, "-o")
     net = _network(args.network)
     _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--checkpoint"))
     try:
-        state = read_checkpoint(args.checkpoint)
-        weights, report = import_state_dict(net, state)
+        checkpoint = load_checkpoint(args.checkpoint)
+        weights, report, notes = import_state_dict(net, checkpoint.state)
     except ArrayFileError as exc:  # the reader's message names the file
         raise UserError(f"--checkpoint: {exc}") from None
     except CheckpointError as exc:
         raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
+    for note in (*checkpoint.notes, *notes):
+        print(f"note: {note}", file=sys.stderr)
     print("\n".join(format_table(["layer", "taken as", "rel. error"],
                                   [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
     weights.save(args.output)

@@ -41,14 +41,15 @@ def describe_network(net: NetworkConfig) -> str:
              + (f"  ({net.path})" if net.path else "")]
     rows = []
     for r in net.resolved:
-        post = "+".join(s for s, on in (("cbn", r.cbn), ("res", r.residual is not None),
-                                         ("crelu", r.crelu)) if on) or "-"
+        stages = ((("bias", r.bias), ("bn", r.cbn), ("relu", r.crelu)) if r.dense else
+                  (("cbn", r.cbn), ("res", r.residual is not None), ("crelu", r.crelu)))
+        post = "+".join(s for s, on in stages if on) or "-"
         pool = "-" if r.pool is None else (f"{fmt3(r.pool.window)}/s{fmt3(r.pool.stride)}"
                                            f"/p{fmt3(r.pool.padding)}")
         rows.append([
-            r.index, r.name, r.kind, r.input or "(input)", r.residual or "-", r.block_size,
-            fmt_dims(r.in_channels, r.in_shape),
-            "-" if r.kind == "gap" else f"{fmt3(r.kernel)}/s{fmt3(r.stride)}/p{fmt3(r.padding)}",
+            r.index, r.name, f"dense {r.kind}" if r.dense else r.kind, r.input or "(input)",
+            r.residual or "-", r.block_size, fmt_dims(r.in_channels, r.in_shape),
+            "-" if not r.weighted else f"{fmt3(r.kernel)}/s{fmt3(r.stride)}/p{fmt3(r.padding)}",
             fmt_dims(r.out_channels, r.conv_shape), post, pool,
             fmt_dims(r.out_channels, r.out_shape), f"{r.dense_ops / 1e9:.3f}",
         ])
@@ -58,7 +59,7 @@ def describe_network(net: NetworkConfig) -> str:
     dense = sum(r.dense_params for r in net.resolved)
     circ = sum(r.circulant_params for r in net.resolved)
     lines.append(f"total: {net.dense_ops / 1e9:.3f} GOP dense-equivalent "
-                 f"({net.dense_ops} ops), {dense} dense weights, {circ} circulant weights "
+                 f"({net.dense_ops} ops), {dense} dense weights, {circ} stored weights "
                  f"({dense / circ:.2f}x fewer)" if circ else "total: 0 GOP")
     return "\n".join(lines)
 

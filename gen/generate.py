@@ -106,16 +106,24 @@ class GenerateResult:
 #: compiler makes of a configuration (``row_lanes``) changes its recordings: the model's PE
 #: beats then differ from the recorded ones and the recording test asks for a new recording.
 _LATER_KEYS = {"dma_queue": 1, "fold_input_rows": True, "row_lanes": True}
+#: The same for a layer of the network (the keys of the time-domain layers).
+_LATER_LAYER_KEYS = {"dense": False, "bias": False, "bn": False, "relu": False}
 
 
 def canonical_config(acc: AcceleratorConfig) -> dict[str, Any]:
     """The validated accelerator and its network as plain JSON data (defaults applied; a key
-    of :data:`_LATER_KEYS` at its earlier value left out)."""
+    of :data:`_LATER_KEYS` or, in a layer, :data:`_LATER_LAYER_KEYS` at its earlier value left
+    out)."""
     accelerator = acc.model_dump(mode="json", by_alias=True)
     for key, value in _LATER_KEYS.items():
         if accelerator.get(key) == value:
             del accelerator[key]
-    return {"accelerator": accelerator, "network": acc.network.model_dump(mode="json")}
+    network = acc.network.model_dump(mode="json")
+    for layer in network["layers"]:
+        for key, value in _LATER_LAYER_KEYS.items():
+            if key in layer and layer[key] == value:
+                del layer[key]
+    return {"accelerator": accelerator, "network": network}
 
 
 def config_fingerprint(acc: AcceleratorConfig) -> str:

@@ -1,10 +1,13 @@
 """Importer of checkpoints of the paper's public training code into a weights file.
 
 The code (``Reconfigurable-Computing/Compress-C3D-With-Block-Circulant-Matrix``, PyTorch)
-trains ``SpectralCirC3D`` (``network/SpectralCirC3D.py``: network file ``spectral_c3d.yaml``)
-and saves ``{"model_state_dict": ...}``. Its layers map onto the accelerator's contract by
-name, ``<layer>`` of the network file being the checkpoint's module (``conv2``, ``conv3a``, ...,
-``fc``), with these conventions:
+trains ``SpectralCirC3D`` (``network/SpectralCirC3D.py``: network file ``spectral_c3d.yaml``,
+which describes it exactly). Its ``train.py`` wraps the model in ``torch.nn.DataParallel`` and
+saves ``{"model_state_dict", "optimizer_state_dict", "acc", "epoch"}``: the model's state dict
+is taken, and the ``module.`` prefix that ``DataParallel`` and ``DistributedDataParallel`` put
+on every key is dropped (:func:`load_checkpoint` says so). Its layers map onto the
+accelerator's contract by name, ``<layer>`` of the network file being the checkpoint's module
+(``conv1``, ``conv2``, ``conv3a``, ..., ``fc``), with these conventions:
 
 Block-circulant conv (``QSpatialCirConv``, ``SpatialCirConv``, ``BlockCirConv3d``)
     ``<layer>.weight`` ``[M/B, N/B, B, K, K, K]``: the generators. The code expands block
@@ -15,7 +18,7 @@ Block-circulant conv (``QSpatialCirConv``, ``SpatialCirConv``, ``BlockCirConv3d`
     (per output channel, time domain) adds ``rfft(bias)`` to every voxel's bins: it folds
     exactly into the CBN offset. The fake-quantisation buffers (``scale_w_r``, ``scale_w_i``,
     ``scale_a_r``, ``scale_a_i``: separate real and imaginary scales, which an integer complex
-    MAC cannot sum exactly) are not taken: ``fcircnn compile`` calibrates shared scales.
+    MAC cannot sum exactly) are not taken (:data:`FAKE_QUANT_NOTE`).
 Frequency-domain batch norm (``SBN``: ``bn<n>.bn_real``, ``bn<n>.bn_imag``)
     ``BatchNorm3d`` over the real and over the imaginary parts of ``(M/B)*(B/2 + 1)`` bins,
     feature ``q*(B/2 + 1) + k`` for bin ``k`` of block ``q``. In eval mode each is
@@ -24,14 +27,22 @@ Frequency-domain batch norm (``SBN``: ``bn<n>.bn_real``, ``bn<n>.bn_imag``)
     packing puts bin 0's real part in slot 0's real part and bin ``B/2``'s real part in slot
     0's imaginary part (their imaginary parts are zero and irfft drops them), bin ``k`` in
     slot ``k`` otherwise.
-Time-domain layers (``nn.Conv3d`` with ``BatchNorm3d`` and ReLU: the first conv; ``nn.Linear``)
+Dense layers of the network file (``dense: true``: the stem's ``nn.Conv3d``, the head's
+``nn.Linear``)
+    Taken exactly: ``<layer>.weight`` (a ``Linear``'s ``[M, C*D*H*W]`` as ``[M, C, D, H, W]``,
+    PyTorch's flatten order), ``<layer>.bias``, and the ``BatchNorm3d`` ``bn<suffix>`` as the
+    per-channel ``bn_gain = weight / sqrt(running_var + eps)`` and ``bn_offset = bias -
+    running_mean * bn_gain``.
+Time-domain layers of the checkpoint on block-circulant layers of the network file
     A dense weight is projected onto the nearest block-circulant one
     (:func:`~.spectral.project_circulant`; the relative error is reported). A time-domain
     batch norm's shift is exact in the frequency domain (``rfft`` of the per-channel shift);
     its scale is per channel, which no per-bin gain represents unless it is constant within a
     block: the gain of each block is the mean of its channels' scales, and the relative spread
-    is reported. A time-domain ReLU becomes the CReLU of the network file. These layers are
-    therefore approximations, to be fine-tuned or checked (``fcircnn run``).
+    is reported. A time-domain ReLU and max pool become the CReLU and CMaxPool of the network
+    file: a change of domain the report names. These layers are therefore approximations, to
+    be fine-tuned or checked (``fcircnn run``); a network file with dense layers for them
+    (``spectral_c3d.yaml``) takes them exactly instead.
 
 The batch norm of a layer is looked up as ``bn<suffix>`` where ``<suffix>`` follows ``conv`` in
 the layer's name (``conv3a`` -> ``bn3a``), as in the training code.
@@ -54,14 +65,26 @@ from .files import ArrayFileError, check_array, check_input_file, read_npz
 from .network import MAX_WEIGHT_ABS, LayerWeights, NetworkWeights
 from .spectral import expand_circulant, project_circulant
 
-__all__ = ["LayerImport", "import_state_dict", "read_checkpoint"]
+__all__ = ["FAKE_QUANT_NOTE", "Checkpoint", "CheckpointError", "LayerImport", "import_state_dict",
+           "load_checkpoint", "read_checkpoint", "strip_parallel_prefix"]
 
 #: ``BatchNorm3d``'s default ``eps``, which the training code keeps.
 BN_EPS = 1e-5
 #: Keys of a checkpoint that carry no weights of the contract (optimizer and fake-quantisation
 #: state, batch counters).
-_IGNORED_SUFFIXES = (".num_batches_tracked", ".scale_w_r", ".scale_w_i", ".scale_a_r",
-                     ".scale_a_i")
+_FAKE_QUANT_SUFFIXES = (".scale_w_r", ".scale_w_i", ".scale_a_r", ".scale_a_i")
+_IGNORED_SUFFIXES = (".num_batches_tracked", *_FAKE_QUANT_SUFFIXES)
+#: What replaces the training code's fake-quantisation scales (``bench/README.md`` measures the
+#: difference against its own fake-quantised forward).
+FAKE_QUANT_NOTE = (
+    "the fake-quantisation scales (scale_w_r/_i, scale_a_r/_i) are not taken: the integer "
+    "contract gives the real and imaginary parts of a slot one scale, because its complex MAC "
+    "sums products of both; the weights' scales follow the same rule as theirs (the largest "
+    "magnitude over 127, the two parts sharing the larger), the activations' are calibrated "
+    "on clips (`--calibration`), where theirs are a running average of the training batches' "
+    "maxima")
+#: The prefix ``torch.nn.DataParallel`` and ``DistributedDataParallel`` give every key.
+_PARALLEL_PREFIX = "module."
 
 
 @dataclass(frozen=True)
@@ -100,10 +123,48 @@ def _is_torch_file(path: str) -> bool:
     return path.lower().endswith(_TORCH_SUFFIXES)
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint's state dict and what reading it did that its user should know (``notes``:
+    the training checkpoint's other entries left)."""
+
+    state: Mapping[str, np.ndarray]
+    notes: tuple[str, ...] = ()
+
+
+def strip_parallel_prefix(state: Mapping[str, np.ndarray]
+                          ) -> tuple[Mapping[str, np.ndarray], str | None]:
+    """``state`` without the ``module.`` prefix ``DataParallel`` gives every key, and a note
+    saying so (``None`` when not every key has it)."""
+    keys = [k for k in state if isinstance(k, str)]
+    if not keys or len(keys) != len(state) or not all(k.startswith(_PARALLEL_PREFIX)
+                                                       for k in keys):
+        return state, None
+    n = len(_PARALLEL_PREFIX)
+    note = (f"dropped the prefix '{_PARALLEL_PREFIX}' of every key (a model saved inside "
+            "torch.nn.DataParallel or DistributedDataParallel)")
+    return {k[n:]: v for k, v in state.items()}, note
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+    """:func:`read_checkpoint` with a note of a training checkpoint's entries that were left.
+
+    Raises
+    ------
+    ArrayFileError
+        As :func:`read_checkpoint`.
+    """
+    notes: list[str] = []
+    return Checkpoint(read_checkpoint(path, notes), tuple(notes))
+
+
+def read_checkpoint(path: str | os.PathLike[str],
+                    notes: list[str] | None = None) -> Mapping[str, np.ndarray]:
     """The state dict of a checkpoint: an ``.npz`` of its arrays, or a file of ``torch.save``
-    of the training code (``{"model_state_dict": ...}`` or the state dict itself; needs
-    PyTorch), told apart by their content whatever the suffix.
+    of the training code (``{"model_state_dict": ..., "optimizer_state_dict": ..., "acc": ...,
+    "epoch": ...}`` as its ``train.py`` saves it, or the state dict itself; needs PyTorch),
+    told apart by their content whatever the suffix. With ``notes``, a line is appended there
+    naming the entries of a training checkpoint that were left.
 
     Floating tensors of any precision (bfloat16, float16, ...) are read as float32 or wider;
     values that are not tensors are left out.
@@ -134,6 +195,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
     if isinstance(state, dict):  # a training checkpoint: the model's state dict inside
         for wrapper in ("model_state_dict", "state_dict"):
             if isinstance(state.get(wrapper), Mapping):
+                others = [f"{k} = {v!r}" if isinstance(v, int | float) else str(k)
+                          for k, v in state.items() if k != wrapper]
+                if notes is not None and others:
+                    notes.append(f"took '{wrapper}'; left {', '.join(others)}")
                 state = state[wrapper]
                 break
     if not isinstance(state, Mapping):
@@ -259,7 +324,63 @@ def _time_bn(state, used, prefix: str, layer: ResolvedLayer) -> tuple[np.ndarray
     return gain, _bins_of(shift, B), spread
 
 
+def _dense_weight_shapes(layer: ResolvedLayer) -> list[tuple[int, ...]]:
+    """The shapes a checkpoint may give a dense weight of ``layer`` in: a conv's, and for an
+    fc layer also a ``Linear``'s ``[M, C*D*H*W]``."""
+    conv = (layer.out_channels, layer.in_channels, *layer.kernel)
+    if layer.kind != "fc":
+        return [conv]
+    return [(layer.out_channels, layer.in_channels * math.prod(layer.in_shape)), conv]
+
+
+def _import_dense(state, used, layer: ResolvedLayer) -> tuple[LayerWeights, LayerImport]:
+    """A dense layer of the network file, taken exactly (module docstring)."""
+    key, M = f"{layer.name}.weight", layer.out_channels
+    shapes = _dense_weight_shapes(layer)
+    wanted = " or ".join(str(s) for s in shapes)
+    if key not in state:
+        raise CheckpointError(f"missing key '{key}': the dense weight {wanted}")
+    shape = tuple(np.shape(state[key]))
+    if shape not in shapes:
+        circ = len(shape) == 6 and shape[2] == layer.block_size
+        raise CheckpointError(f"'{key}': expected the dense weight {wanted}, found shape {shape}"
+                              + ("; these are block-circulant generators, which a dense layer "
+                                 "does not take: set dense: false on this layer" if circ else ""))
+    weight = _take(state, used, key, shape).reshape(M, layer.in_channels, *layer.kernel)
+    parts, bias = ["dense weight"], None
+    bias_key = f"{layer.name}.bias"
+    if layer.bias:
+        bias = _take(state, used, bias_key, (M,))
+        parts.append("bias")
+    elif bias_key in state:
+        raise CheckpointError(f"'{bias_key}': layer {layer.name!r} has a bias in the checkpoint "
+                              "but bias: false in the network file; set bias: true")
+    bn = _bn_name(layer)
+    gain = offset = None
+    if f"{bn}.bn_real.weight" in state:
+        raise CheckpointError(f"'{bn}.bn_real.weight': a frequency-domain batch norm (SBN) for "
+                              f"the dense layer {layer.name!r}, which computes in the time "
+                              "domain; its batch norm is a BatchNorm3d")
+    if f"{bn}.weight" in state:
+        if not layer.cbn:
+            raise CheckpointError(f"'{bn}.weight': layer {layer.name!r} has a batch norm in the "
+                                  "checkpoint but bn: false in the network file; set bn: true")
+        p = {f: _take(state, used, f"{bn}.{f}", (M,))
+             for f in ("weight", "bias", "running_mean", "running_var")}
+        gain = _bn_scale(p, bn)
+        offset = p["bias"] - p["running_mean"] * gain
+        gain = _check_folded(gain, f"'{layer.name}.bn_gain' (from '{bn}')")
+        offset = _check_folded(offset, f"'{layer.name}.bn_offset' (from '{bn}')")
+        parts.append(f"'{bn}' per channel")
+    elif layer.cbn:
+        parts.append("no batch norm in the checkpoint (bn calibrated when used)")
+    how = ", ".join(parts) + ": exact, in the time domain"
+    return LayerWeights(None, gain, offset, weight, bias), LayerImport(layer.name, how)
+
+
 def _import_layer(state, used, layer: ResolvedLayer) -> tuple[LayerWeights, LayerImport]:
+    if layer.dense:
+        return _import_dense(state, used, layer)
     B = layer.block_size
     P, Q = layer.padded_out_channels // B, layer.padded_in_channels // B
     key = f"{layer.name}.weight"
@@ -283,7 +404,8 @@ def _import_layer(state, used, layer: ResolvedLayer) -> tuple[LayerWeights, Laye
         generators = project_circulant(dense, B)
         back = expand_circulant(generators)[: layer.out_channels, : layer.in_channels]
         error = float(np.linalg.norm(dense - back) / max(np.linalg.norm(dense), 1e-300))
-        how = "dense weight projected"
+        how = ("dense weight projected onto block-circulant, its layer moved from the time "
+               "domain to slots (not exact; dense: true takes it exactly)")
     gain, offset, folded_how, spread = _fold_cbn(state, used, layer)
     how, error = how + folded_how, max(error, spread)
     if not layer.cbn:
@@ -337,8 +459,10 @@ def _check_folded(values: np.ndarray, where: str) -> np.ndarray:
 
 
 def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
-                      ) -> tuple[NetworkWeights, list[LayerImport]]:
-    """The weights of ``net`` from a state dict of the training code (module docstring).
+                      ) -> tuple[NetworkWeights, list[LayerImport], list[str]]:
+    """The weights of ``net`` from a state dict of the training code (module docstring), how
+    each layer was taken, and notes on the whole checkpoint (a ``module.`` prefix dropped,
+    :data:`FAKE_QUANT_NOTE`).
 
     Raises
     ------
@@ -348,10 +472,15 @@ def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
         or a folded CBN gain or offset beyond :data:`~.network.MAX_WEIGHT_ABS` (named).
     """
     _refuse_non_string_keys(state)
+    state, note = strip_parallel_prefix(state)
+    notes = [note] if note else []
+    _refuse_other_architecture(net, state)
+    if any(k.endswith(_FAKE_QUANT_SUFFIXES) for k in state):
+        notes.append(FAKE_QUANT_NOTE)
     used: set[str] = set()
     layers, report = {}, []
     for layer in net.resolved:
-        if layer.kind == "gap":
+        if not layer.weighted:
             layers[layer.name] = LayerWeights(None)
             continue
         try:
@@ -364,7 +493,21 @@ def import_state_dict(net: NetworkConfig, state: Mapping[str, np.ndarray]
         raise CheckpointError(f"keys the network {net.name} has no layer for: "
                               f"{', '.join(extra[:6])}{' ...' if len(extra) > 6 else ''} "
                               f"(layers: {', '.join(r.name for r in net.resolved)})")
-    return NetworkWeights(layers), report
+    return NetworkWeights(layers), report, notes
+
+
+def _refuse_other_architecture(net: NetworkConfig, state: Mapping[str, np.ndarray]) -> None:
+    """One message when no weighted layer of ``net`` is in ``state`` (a checkpoint of another
+    network, or keys under a prefix), naming the checkpoint's modules and the network's."""
+    modules = sorted({k.split(".", 1)[0] for k in state if not k.endswith(_IGNORED_SUFFIXES)})
+    wanted = [r.name for r in net.resolved if r.weighted]
+    if not modules or set(modules) & set(wanted):
+        return
+    raise CheckpointError(f"not a checkpoint of network {net.name}: its modules are "
+                          f"{', '.join(modules[:8])}{' ...' if len(modules) > 8 else ''}; the "
+                          f"network's layers with weights are {', '.join(wanted)} (a checkpoint "
+                          "of another architecture, or a network file whose layer names are "
+                          "not the checkpoint's)")
 
 
 def _refuse_non_string_keys(state: Mapping[object, object]) -> None:

@@ -18,11 +18,20 @@ zero mean and unit variance per output slot and part over the given input (the r
 statistics a trained network would carry), so that activations of a random network stay in a
 useful range. Given weights may carry their own CBN parameters.
 
+Time-domain layers (dense ones, rfft and irfft) run in every mode as the integer contract
+computes them (:mod:`.timedomain`): in ``float`` a dense layer is a float64 conv3d of the time
+map with its bias, batch norm, ReLU and max pool per channel; in ``slots`` it runs in its
+mapping onto the block-circulant datapath, in float.
+
 Weights file (``.npz``)
 -----------------------
 ``<layer>.generators``: ``[M/B, N/B, B, Kd, Kr, Kc]`` float (FC: kernel = input map, flattened
 channel-minor, i.e. the conv over the map); optional ``<layer>.bn_gain`` and ``<layer>.bn_offset``:
-``[2, M/2]`` float, the slot-domain CBN per part and output slot.
+``[2, M/2]`` float, the slot-domain CBN per part and output slot. A dense layer has
+``<layer>.weight`` ``[M, N, Kd, Kr, Kc]`` (an fc layer's kernel is its input map, so a
+PyTorch ``Linear`` weight ``[M, C*D*H*W]`` reshaped), ``<layer>.bias`` ``[M]`` when it has a
+bias, and optional ``<layer>.bn_gain``, ``<layer>.bn_offset`` ``[M]``: ``t = bn_gain * (y +
+bias) + bn_offset`` per channel.
 """
 
 from __future__ import annotations
@@ -35,10 +44,12 @@ from typing import Literal
 
 import numpy as np
 
-from . import quant, spectral
+from fcircnn.arch.transforms import RFFT_FRACTION_BITS
+
+from . import quant, spectral, timedomain
 from .config import NetworkConfig, ResolvedLayer
 from .files import ArrayFileError, atomic_write, check_array, read_npy, read_npz
-from .resolve import fmt3
+from .resolve import LANE0, LANES, SPREAD, fmt3
 
 __all__ = [
     "MAX_CALIBRATION_CLIPS",
@@ -80,15 +91,19 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class LayerWeights:
-    """Float parameters of one layer (``generators`` is ``None`` for global average pooling).
+    """Float parameters of one layer (``generators`` is ``None`` for a layer without
+    block-circulant weights: a dense layer has ``weight`` ``[M, N, *K]`` and ``bias`` ``[M]``
+    instead, when it has a bias).
 
-    ``bn_gain``/``bn_offset`` (``[2, S_out]``) are ``None`` until calibrated when the layer
-    has CBN; layers without CBN use gain 1 and offset 0.
+    ``bn_gain``/``bn_offset`` (``[2, S_out]``; ``[M]`` for a dense layer) are ``None`` until
+    calibrated when the layer has CBN (BN); layers without use gain 1 and offset 0.
     """
 
     generators: np.ndarray | None
     bn_gain: np.ndarray | None = None
     bn_offset: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
 
 
 @dataclass
@@ -104,6 +119,10 @@ class NetworkWeights:
         for name, lw in self.layers.items():
             if lw.generators is not None:
                 arrays[f"{name}.generators"] = lw.generators
+            if lw.weight is not None:
+                arrays[f"{name}.weight"] = lw.weight
+            if lw.bias is not None:
+                arrays[f"{name}.bias"] = lw.bias
             if lw.bn_gain is not None:
                 arrays[f"{name}.bn_gain"] = lw.bn_gain
                 arrays[f"{name}.bn_offset"] = lw.bn_offset
@@ -120,17 +139,27 @@ def _generator_shape(layer: ResolvedLayer) -> tuple[int, ...]:
     return (layer.padded_out_channels // B, layer.padded_in_channels // B, B, *layer.kernel)
 
 
+def _dense_shape(layer: ResolvedLayer) -> tuple[int, ...]:
+    return (layer.out_channels, layer.in_channels, *layer.kernel)
+
+
 def random_weights(net: NetworkConfig, seed: int = 0) -> NetworkWeights:
-    """He-initialised random block-circulant generators (seeded); CBN left to calibration."""
+    """He-initialised random block-circulant generators or dense weights (seeded), a dense
+    layer's bias drawn with standard deviation 0.1; CBN left to calibration."""
     rng = np.random.default_rng(seed)
     layers = {}
     for layer in net.resolved:
-        if layer.kind == "gap":
+        if not layer.weighted:
             layers[layer.name] = LayerWeights(None)
             continue
         fan_in = layer.in_channels * int(np.prod(layer.kernel))
-        gen = rng.standard_normal(_generator_shape(layer)) * np.sqrt(2.0 / fan_in)
-        layers[layer.name] = LayerWeights(gen)
+        shape = _dense_shape(layer) if layer.dense else _generator_shape(layer)
+        weight = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+        if not layer.dense:
+            layers[layer.name] = LayerWeights(weight)
+            continue
+        bias = 0.1 * rng.standard_normal(layer.out_channels) if layer.bias else None
+        layers[layer.name] = LayerWeights(None, weight=weight, bias=bias)
     return NetworkWeights(layers)
 
 
@@ -143,18 +172,32 @@ MAX_INPUT_ABS = 1e6
 
 
 def weight_arrays(net: NetworkConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """The arrays a weights file of ``net`` holds: name -> (shape, required). Every conv and
-    fc layer has its generators; the CBN gain and offset are optional, and only layers with
-    CBN (``cbn: true``) take them."""
+    """The arrays a weights file of ``net`` holds: name -> (shape, required). Every
+    block-circulant conv and fc layer has its generators, every dense one its weight and, with
+    ``bias: true``, its bias; the CBN (BN) gain and offset are optional, and only layers with
+    CBN (``cbn: true``, ``bn: true``) take them."""
     arrays = {}
     for layer in net.resolved:
-        if layer.kind == "gap":
+        if not layer.weighted:
             continue
-        arrays[f"{layer.name}.generators"] = (_generator_shape(layer), True)
+        if layer.dense:
+            arrays[f"{layer.name}.weight"] = (_dense_shape(layer), True)
+            if layer.bias:
+                arrays[f"{layer.name}.bias"] = ((layer.out_channels,), True)
+        else:
+            arrays[f"{layer.name}.generators"] = (_generator_shape(layer), True)
         if layer.cbn:
+            shape = ((layer.out_channels,) if layer.dense
+                     else (2, layer.padded_out_channels // 2))
             for part in ("bn_gain", "bn_offset"):
-                arrays[f"{layer.name}.{part}"] = ((2, layer.padded_out_channels // 2), False)
+                arrays[f"{layer.name}.{part}"] = (shape, False)
     return arrays
+
+
+def _weight_parts(layer: ResolvedLayer) -> tuple[str, ...]:
+    """The arrays of ``layer`` in a weights file, by suffix."""
+    main = ("weight", "bias") if layer.dense else ("generators",)
+    return (*main, "bn_gain", "bn_offset") if layer.cbn else main
 
 
 def load_weights(net: NetworkConfig, path: str) -> NetworkWeights:
@@ -190,20 +233,26 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
     _refuse_bn_without_cbn(net, data, path)
     unknown = sorted(set(data) - set(expected))
     if unknown:
+        dense = [r.name for r in net.resolved if r.dense]
         raise ArrayFileError(
             f"{path}: unknown array(s) {', '.join(repr(k) for k in unknown[:5])}"
             f"{' ...' if len(unknown) > 5 else ''} for network {net.name}; a weights file "
             f"holds <layer>.generators for the layers "
-            f"{', '.join(r.name for r in net.resolved if r.kind != 'gap')} and optionally "
-            f"<layer>.bn_gain with <layer>.bn_offset for those with CBN")
+            f"{', '.join(r.name for r in net.resolved if r.weighted and not r.dense)}"
+            + (f", <layer>.weight (and <layer>.bias where the layer has one) for the dense "
+               f"layers {', '.join(dense)}" if dense else "")
+            + " and optionally <layer>.bn_gain with <layer>.bn_offset for those with CBN"
+            + (" or BN" if dense else ""))
     layers = {}
     for layer in net.resolved:
-        if layer.kind == "gap":
+        if not layer.weighted:
             layers[layer.name] = LayerWeights(None)
             continue
         checked = {}
-        for part in ("generators", "bn_gain", "bn_offset") if layer.cbn else ("generators",):
+        for part in _weight_parts(layer):
             key = f"{layer.name}.{part}"
+            if key not in expected:  # a dense layer without a bias
+                continue
             shape, required = expected[key]
             if key in data:
                 checked[part] = check_array(np.asarray(data[key]), f"{path}: '{key}'", shape,
@@ -216,8 +265,9 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
             raise ArrayFileError(f"{path}: '{layer.name}.{have}' without '{layer.name}.{need}' "
                                  f"(shape {expected[f'{layer.name}.{need}'][0]}); the CBN "
                                  "gain and offset come together or not at all")
-        layers[layer.name] = LayerWeights(checked["generators"], checked.get("bn_gain"),
-                                          checked.get("bn_offset"))
+        layers[layer.name] = LayerWeights(checked.get("generators"), checked.get("bn_gain"),
+                                          checked.get("bn_offset"), checked.get("weight"),
+                                          checked.get("bias"))
     return NetworkWeights(layers)
 
 
@@ -225,13 +275,15 @@ def _refuse_bn_without_cbn(net: NetworkConfig, data: Mapping[str, np.ndarray],
                            path: str) -> None:
     """A CBN gain or offset for a layer without CBN would be silently ignored: refuse it."""
     for layer in net.resolved:
-        if layer.cbn or layer.kind == "gap":
+        if layer.cbn or not layer.weighted:
             continue
+        key = "bn" if layer.dense else "cbn"
         for part in ("bn_gain", "bn_offset"):
             if f"{layer.name}.{part}" in data:
                 raise ArrayFileError(f"{path}: '{layer.name}.{part}' for layer {layer.name!r}, "
-                                     f"which has no CBN in network {net.name} (cbn: false); "
-                                     "only layers with cbn: true take bn_gain and bn_offset")
+                                     f"which has no {key.upper()} in network {net.name} ({key}: "
+                                     f"false); only layers with {key}: true take bn_gain and "
+                                     "bn_offset")
 
 
 def load_input(net: NetworkConfig, path: str) -> np.ndarray:
@@ -353,9 +405,42 @@ def _calibrate_bn(y: np.ndarray, B: int) -> tuple[np.ndarray, np.ndarray]:
     return gain, -mean * gain
 
 
+def _calibrate_dense_bn(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gain/offset ``[M]`` that normalise each channel of a time map ``y`` ``[M, ...]``
+    (over the whole map, one pair for every channel, when it has fewer than 16 voxels)."""
+    flat = y.reshape(y.shape[0], -1)
+    if flat.shape[1] < _MIN_VOXELS_PER_SLOT:
+        flat = np.broadcast_to(flat.reshape(1, -1), (y.shape[0], flat.size))
+    mean, std = flat.mean(axis=1), flat.std(axis=1)
+    gain = 1.0 / np.where(std > 0, std, 1.0)
+    return gain, -mean * gain
+
+
+def _lane_params(layer: ResolvedLayer, per_channel: np.ndarray) -> np.ndarray:
+    """A per-channel vector ``[M]`` as ``[2, S_out]`` per part and slot of the output layout
+    (zero in the parts of ``lane0`` that hold no channel)."""
+    xs = timedomain.to_layout(per_channel, layer.out_layout, layer.block_size)
+    return np.stack([xs.real, xs.imag])
+
+
 def _bn(layer: ResolvedLayer, lw: LayerWeights, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The float post stage's gain and offset ``[2, S]`` of ``layer`` on its conv output
+    ``y`` (slots in the output layout): CBN, or a dense layer's bias and BN per channel
+    (``t = bn_gain * (y + bias) + bn_offset``), calibrated when missing."""
     S = y.shape[0]
-    if not layer.cbn or layer.kind == "gap":
+    if not layer.weighted:
+        return np.ones((2, S)), np.zeros((2, S))
+    if layer.dense:
+        M = layer.out_channels
+        bias = np.zeros(M) if lw.bias is None else lw.bias
+        gain, offset = np.ones(M), np.zeros(M)
+        if layer.cbn:
+            if lw.bn_gain is None:
+                real = timedomain.from_layout(y, layer.out_layout, layer.block_size, M)
+                lw.bn_gain, lw.bn_offset = _calibrate_dense_bn(real + bias.reshape(-1, 1, 1, 1))
+            gain, offset = lw.bn_gain, lw.bn_offset
+        return _lane_params(layer, gain), _lane_params(layer, offset + gain * bias)
+    if not layer.cbn:
         return np.ones((2, S)), np.zeros((2, S))
     if lw.bn_gain is None:
         lw.bn_gain, lw.bn_offset = _calibrate_bn(y, layer.block_size)
@@ -392,6 +477,13 @@ def _layer_output(layer: ResolvedLayer, lw: LayerWeights, xs: np.ndarray,
     B = layer.block_size
     if layer.kind == "gap":
         return xs.mean(axis=(1, 2, 3), keepdims=True)
+    if layer.kind == "irfft":  # deferred: the slots stay, their meaning changes
+        return xs
+    if layer.kind == "rfft":
+        return timedomain.to_layout(timedomain.from_layout(xs, LANES, B, layer.in_channels),
+                                    "slots", B)
+    if layer.dense:
+        return _dense_output(layer, lw, xs, mode)
     if mode == "float":
         dense = spectral.expand_circulant(lw.generators)
         y_time = spectral.conv3d_dense(spectral.from_slots(xs, B), dense, layer.stride,
@@ -399,6 +491,32 @@ def _layer_output(layer: ResolvedLayer, lw: LayerWeights, xs: np.ndarray,
         return spectral.to_slots(y_time, B)
     return spectral.conv3d_slots(xs, spectral.weight_slots(lw.generators), layer.stride,
                                  layer.padding)
+
+
+def _dense_output(layer: ResolvedLayer, lw: LayerWeights, xs: np.ndarray,
+                  mode: Mode) -> np.ndarray:
+    """A dense layer's conv output (without its bias) in its output layout: a float64 conv3d
+    of the time map (``float``), or its mapping onto the block-circulant datapath
+    (``slots``; :mod:`.timedomain`)."""
+    B = layer.block_size
+    if mode == "float":
+        x = timedomain.from_layout(xs, layer.in_layout, B, layer.in_channels)
+        y = spectral.conv3d_dense(x, lw.weight, layer.stride, layer.padding)
+        return timedomain.to_layout(y, layer.out_layout, B)
+    if layer.in_layout == SPREAD:
+        return spectral.conv3d_slots(xs, timedomain.lane_weight_slots(lw.weight, B),
+                                     layer.stride, layer.padding)
+    y = spectral.conv3d_slots(xs, spectral.weight_slots(timedomain.lane0_generators(
+        lw.weight, B)), layer.stride, layer.padding)
+    return timedomain.to_layout(timedomain.irfft_lane0(y.real, y.imag, B) / B, LANE0, B)
+
+
+def input_slots(net: NetworkConfig, x: np.ndarray) -> np.ndarray:
+    """The network input ``x`` ``[C, D, H, W]`` as the slots the host writes (float): the rfft
+    of each block of ``B`` channels, or the ``spread`` a dense first layer reads."""
+    first = net.resolved[0]
+    layout = SPREAD if first.in_layout == SPREAD else "slots"
+    return timedomain.to_layout(np.asarray(x, dtype=np.float64), layout, first.block_size)
 
 
 def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterable[np.ndarray]
@@ -409,8 +527,7 @@ def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterab
     the layer). Returns the input slots and each layer's pre-pool slots with the clips side by
     side along the depth axis: what the scale statistic is taken over.
     """
-    first_B = net.resolved[0].block_size
-    ins = [spectral.to_slots(spectral.pad_channels(c, first_B), first_B) for c in clips]
+    ins = [input_slots(net, c) for c in clips]
     outputs: list[dict[str, np.ndarray]] = [{} for _ in ins]
     prepool: dict[str, np.ndarray] = {}
     for layer in net.resolved:
@@ -435,8 +552,7 @@ def _float_pass(
 
     Returns the per-layer output slots and the pre-pool post-CReLU slots used for calibration.
     """
-    first_B = net.resolved[0].block_size
-    xs_in = spectral.to_slots(spectral.pad_channels(x, first_B), first_B)
+    xs_in = input_slots(net, x)
     outputs: dict[str, np.ndarray] = {}
     prepool: dict[str, np.ndarray] = {}
     layers = net.resolved
@@ -502,10 +618,9 @@ class QuantizedNetwork:
     layers: dict[str, QuantizedLayer]
 
     def quantize_input(self, net: NetworkConfig, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Host side: pad, rfft per block and quantize an input clip to int slot parts."""
-        B = net.resolved[0].block_size
-        xs = spectral.to_slots(spectral.pad_channels(np.asarray(x, dtype=np.float64), B), B)
-        return quant.quantize_slots(xs, self.input_scale)
+        """Host side: an input clip as int slot parts: padded, rfft per block and quantized,
+        or spread for a dense first layer (:func:`input_slots`)."""
+        return quant.quantize_slots(input_slots(net, x), self.input_scale)
 
 
 def quantize_network(
@@ -532,23 +647,28 @@ def quantize_network(
     for layer in net.resolved:
         lw = weights.layers[layer.name]
         in_scale = scales[layer.input]
+        # a time-domain map has one scale (the rfft sums its lanes, a lane0 map is a vector)
         out_scale = quant.slot_scales(reference_prepool[layer.name], layer.block_size,
-                                      granularity, percentile)
-        S = layer.padded_out_channels // 2
+                                      "tensor" if layer.out_layout in (LANES, LANE0)
+                                      else granularity, percentile)
+        S = layer.out_slots
         gain, offset = np.ones((2, S)), np.zeros((2, S))
+        wq_re = wq_im = w_scale = None
         if layer.kind == "gap":
             voxels = int(np.prod(layer.in_shape))
-            wq_re = wq_im = w_scale = None
             acc_scale = in_scale / voxels
             acc_bound = spectral.INT8_MAX * voxels
+        elif layer.kind == "rfft":  # v = lanes x twiddles: the lanes' scale over 2**14
+            acc_scale = in_scale / 2**RFFT_FRACTION_BITS
+            acc_bound = layer.block_size * spectral.INT8_MAX * 2**RFFT_FRACTION_BITS
+        elif layer.kind == "irfft":  # deferred: the map passes unchanged
+            acc_scale, out_scale, acc_bound = in_scale, in_scale, spectral.INT8_MAX
         else:
-            ws = spectral.weight_slots(lw.generators)
-            w_scale = quant.weight_scales(ws, granularity)
-            wq_re, wq_im = quant.quantize_slots(ws, w_scale, axis=2)
-            acc_scale = w_scale * in_scale
-            acc_bound = spectral.accumulator_bound(ws.shape[1], layer.kernel)
-            if layer.cbn:
-                gain, offset = lw.bn_gain, lw.bn_offset
+            (wq_re, wq_im), w_scale, acc_scale = _quantized_weights(layer, lw, in_scale,
+                                                                    granularity)
+            acc_bound = layer.accumulator_bound
+            if layer.cbn or layer.dense:
+                gain, offset = _bn(layer, lw, np.zeros((S, 1, 1, 1)))
         res_scale = None if layer.residual is None else scales[layer.residual]
         try:
             post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
@@ -558,6 +678,34 @@ def quantize_network(
                                             acc_scale, out_scale, acc_bound)
         scales[layer.name] = out_scale
     return QuantizedNetwork(input_scale, layers)
+
+
+def _quantized_weights(layer: ResolvedLayer, lw: LayerWeights, in_scale: np.ndarray,
+                       granularity: quant.Granularity
+                       ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
+    """``((wq_re, wq_im), w_scale, acc_scale)`` of a conv or fc layer: its weight slots as
+    the datapath multiplies them (:mod:`.timedomain` for a dense layer) quantized, and the
+    scale of what the post stage takes (a ``lane0`` layer's lane-0 sum).
+
+    A ``lane0`` layer sums every part of a block's accumulators, so they must share one
+    scale ``S``: bin ``(part, k)`` of the weights gets the scale ``S / in_scale[part, k]``,
+    ``S`` the smallest that keeps every weight within +-127.
+    """
+    B = layer.block_size
+    if not layer.dense:
+        ws = spectral.weight_slots(lw.generators)
+    elif layer.in_layout == SPREAD:
+        ws = timedomain.lane_weight_slots(lw.weight, B)
+    else:
+        ws = spectral.weight_slots(timedomain.lane0_generators(lw.weight, B))
+    if layer.out_layout != LANE0:
+        w_scale = quant.weight_scales(ws, granularity)
+        return quant.quantize_slots(ws, w_scale, axis=2), w_scale, w_scale * in_scale
+    peak = quant.weight_scales(ws, "bin") * spectral.INT8_MAX  # a zero part: any scale
+    common = max(float((peak * in_scale).max()) / spectral.INT8_MAX, quant.TINY)
+    w_scale = common / in_scale
+    return (quant.quantize_slots(ws, w_scale, axis=2), w_scale,
+            np.full_like(in_scale, common / B))
 
 
 def run_int(
@@ -575,12 +723,21 @@ def run_int(
     for i, layer in enumerate(layers):
         src = _input_of(layer, outputs, q_in)
         ql = qnet.layers[layer.name]
+        if layer.kind == "irfft":  # deferred to the dense layer that reads it
+            outputs[layer.name] = IntMap(src.re, src.im, ql.out_scale)
+            if progress:
+                progress("int", i + 1, len(layers))
+            continue
         if layer.kind == "gap":
             acc_re = src.re.sum(axis=(1, 2, 3), keepdims=True)
             acc_im = src.im.sum(axis=(1, 2, 3), keepdims=True)
+        elif layer.kind == "rfft":
+            acc_re, acc_im = timedomain.rfft_int(src.re, src.im, layer.block_size)
         else:
             acc_re, acc_im = spectral.conv3d_slots_int(
                 src.re, src.im, ql.wq_re, ql.wq_im, layer.stride, layer.padding)
+            if layer.out_layout == LANE0:
+                acc_re, acc_im = _lane0(layer, acc_re, acc_im)
         res = None if layer.residual is None else outputs[layer.residual]
         parts = []
         for c, acc in enumerate((acc_re, acc_im)):
@@ -591,6 +748,15 @@ def run_int(
         if progress:
             progress("int", i + 1, len(layers))
     return outputs
+
+
+def _lane0(layer: ResolvedLayer, acc_re: np.ndarray,
+           acc_im: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The accumulators of a ``lane0`` layer as its post stage takes them: each block's
+    lane-0 sum (:func:`~.timedomain.irfft_lane0`) in its first part, zero elsewhere."""
+    re = np.zeros_like(acc_re)
+    re[:: layer.block_size // 2] = timedomain.irfft_lane0(acc_re, acc_im, layer.block_size)
+    return re, np.zeros_like(acc_im)
 
 
 def _rel_error(ref: np.ndarray, got: np.ndarray) -> float:
@@ -613,7 +779,7 @@ def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
 
 def _to_time(net: NetworkConfig, slots: np.ndarray) -> np.ndarray:
     last = net.resolved[-1]
-    return spectral.from_slots(slots, last.block_size)[: last.out_channels]
+    return timedomain.from_layout(slots, last.out_layout, last.block_size, last.out_channels)
 
 
 def calibrate(
@@ -645,8 +811,7 @@ def _calibration(net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
     if clips is not None:
         return _calibration_pass(net, weights, clips)
     _, prepool = _float_pass(net, weights, x, "float", None)
-    B = net.resolved[0].block_size
-    return spectral.to_slots(spectral.pad_channels(x, B), B), prepool
+    return input_slots(net, x), prepool
 
 
 def class_scores_problem(net: NetworkConfig) -> str | None:
@@ -735,9 +900,8 @@ def run_network(
     int_scales: dict[str, np.ndarray] = {}
     qnet = None
     if "int" in modes:
-        B = net.resolved[0].block_size
         if calibration is None:
-            calibration = (spectral.to_slots(spectral.pad_channels(x, B), B), prepool)
+            calibration = (input_slots(net, x), prepool)
         qnet = quantize_network(net, weights, *calibration, granularity, percentile)
         start = time.perf_counter()
         ints = run_int(net, qnet, qnet.quantize_input(net, x), progress)
@@ -756,12 +920,11 @@ def run_network(
             errors["slots"] = _rel_error(ref, slots["slots"][layer.name])
         if "int" in slots:
             errors["int"] = snr_db(ref, slots["int"][layer.name])
-        P = layer.padded_out_channels // layer.block_size
-        Q = layer.padded_in_channels // layer.block_size
-        slot_macs = (
-            0 if layer.kind == "gap"
-            else P * Q * (layer.block_size // 2) * int(np.prod(layer.kernel))
-            * int(np.prod(layer.conv_shape))
+        half = layer.block_size // 2
+        slot_macs = (  # the datapath's: a dense layer in its mapping (.timedomain)
+            0 if not layer.weighted
+            else (layer.out_slots // half) * (layer.in_slots // half) * half
+            * int(np.prod(layer.kernel)) * int(np.prod(layer.conv_shape))
         )
         reports.append(LayerReport(
             name=layer.name, kind=layer.kind,
@@ -790,11 +953,11 @@ def run_memory_bytes(net: NetworkConfig, modes: Iterable[Mode] = MODES, clips: i
     passes = len(set(("float", *modes))) + clips
     kept = transient = 0
     for layer in net.resolved:
-        out_cv = layer.padded_out_channels * math.prod(layer.conv_shape)
-        kept += passes * 8 * (out_cv + layer.padded_out_channels * math.prod(layer.out_shape))
-        if layer.kind == "gap":
+        out_cv = 2 * layer.out_slots * math.prod(layer.conv_shape)
+        kept += passes * 8 * (out_cv + 2 * layer.out_slots * math.prod(layer.out_shape))
+        if not layer.weighted:
             continue
-        n, m = layer.padded_in_channels, layer.padded_out_channels
+        n, m = 2 * layer.in_slots, 2 * layer.out_slots
         kvol = layer.kernel_volume
         pad_in = n * math.prod(i + 2 * p for i, p in zip(layer.in_shape, layer.padding,
                                                           strict=True))

@@ -272,6 +272,12 @@ def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[P
     fits (empty when every layer has a core)."""
     problems = []
     for layer in network.resolved:
+        if layer.dense or layer.transform:
+            problems.append(Problem(
+                "network", f"layer {layer.name!r} ({'dense ' if layer.dense else ''}"
+                           f"{layer.kind}) computes in the time domain, which the accelerator "
+                           "does not run yet; fcircnn golden runs the network"))
+            continue
         if layer.block_size != acc.block_size:
             problems.append(Problem(
                 "block_size", f"must equal every layer's block size: layer {layer.name!r} "

@@ -48,7 +48,8 @@ def dense_shape(layer: ResolvedLayer) -> tuple[int, ...]:
 def project_layer(layer: ResolvedLayer, dense: np.ndarray) -> tuple[np.ndarray, float]:
     """Generators ``[M/B, N/B, B, Kd, Kr, Kc]`` of the block-circulant weights nearest to
     ``dense`` (:func:`dense_shape`, or ``[M, N, D, H, W]`` for an fc), and the relative
-    projection error ``|W - P(W)|_F / |W|_F`` (0 for zero weights).
+    projection error ``|W - P(W)|_F / |W|_F`` (0 for zero weights). A dense layer of the
+    network keeps its weights: ``dense`` as ``[M, N, Kd, Kr, Kc]``, error 0.
 
     Raises
     ------
@@ -63,6 +64,8 @@ def project_layer(layer: ResolvedLayer, dense: np.ndarray) -> tuple[np.ndarray, 
         raise ValueError(f"layer {layer.name!r}: dense weight of shape {dense.shape}, expected "
                          f"{dense_shape(layer)}" + (f" or {conv_shape}" if layer.kind == "fc"
                                                     else ""))
+    if layer.dense:
+        return dense, 0.0
     B = layer.block_size
     generators = project_circulant(dense, B)
     back = expand_circulant(generators)[: layer.out_channels, : layer.in_channels]
@@ -74,14 +77,17 @@ def project_layer(layer: ResolvedLayer, dense: np.ndarray) -> tuple[np.ndarray, 
 def project_network(net: NetworkConfig, dense: Mapping[str, np.ndarray]
                     ) -> tuple[NetworkWeights, dict[str, float]]:
     """Every weighted layer of ``net`` projected (``dense[<layer>]``): the weights (without CBN
-    parameters) and each layer's relative projection error."""
+    parameters; a dense layer's as they are, with a zero bias where it has one) and each
+    layer's relative projection error."""
     layers, errors = {}, {}
     for layer in net.resolved:
-        if layer.kind == "gap":
+        if not layer.weighted:
             layers[layer.name] = LayerWeights(None)
             continue
-        generators, errors[layer.name] = project_layer(layer, dense[layer.name])
-        layers[layer.name] = LayerWeights(generators)
+        weights, errors[layer.name] = project_layer(layer, dense[layer.name])
+        layers[layer.name] = (LayerWeights(weights) if not layer.dense else LayerWeights(
+            None, weight=weights,
+            bias=np.zeros(layer.out_channels) if layer.bias else None))
     return NetworkWeights(layers), errors
 
 
@@ -96,7 +102,7 @@ def load_dense(net: NetworkConfig, path: str) -> dict[str, np.ndarray]:
         Naming the file, the array and what was expected.
     """
     data = read_npz(path)
-    weighted = [layer for layer in net.resolved if layer.kind != "gap"]
+    weighted = [layer for layer in net.resolved if layer.weighted]
     expected = {f"{layer.name}.weight": layer for layer in weighted}
     unknown = sorted(set(data) - set(expected))
     if unknown:

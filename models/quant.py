@@ -34,6 +34,7 @@ import numpy as np
 from .spectral import INT8_MAX, T_BITS
 
 __all__ = [
+    "TINY",
     "Granularity",
     "PostParams",
     "calibration_percentile",
@@ -101,7 +102,7 @@ def calibration_percentile(statistic: str) -> float | None:
 
 
 #: The smallest normal float64: the smallest quantization step.
-_TINY = float(np.finfo(np.float64).tiny)
+TINY = float(np.finfo(np.float64).tiny)
 
 
 def _scales_from_max(peak: np.ndarray, granularity: Granularity) -> np.ndarray:
@@ -113,7 +114,7 @@ def _scales_from_max(peak: np.ndarray, granularity: Granularity) -> np.ndarray:
     # below the smallest normal float (a peak of subnormal values, e.g. 5e-324 / 127 = 0)
     # cannot be represented: the step is that smallest float and the part quantizes to the
     # integers it gives (zero for such a peak), as a float64 contract must.
-    return np.where(peak > 0, np.maximum(peak / INT8_MAX, _TINY), 1.0)
+    return np.where(peak > 0, np.maximum(peak / INT8_MAX, TINY), 1.0)
 
 
 def slot_scales(xs: np.ndarray, B: int, granularity: Granularity = "tensor",

@@ -29,10 +29,28 @@ if TYPE_CHECKING:
 #: (:meth:`ResolvedLayer.fold_fc_input`): 16 positions, so each weight tile carries 16 taps.
 FC_FOLD_SHAPE: tuple[int, int, int] = (1, 4, 4)
 
-__all__ = ["FC_FOLD_SHAPE", "Pool", "ResolvedLayer", "Vec3Tuple", "fmt3", "fmt_dims",
-           "resolve_network", "round_up"]
+__all__ = ["DEFERRED", "FC_FOLD_SHAPE", "LANE0", "LANES", "LAYOUTS", "SLOTS", "SPREAD", "Layout",
+           "Pool", "ResolvedLayer", "Vec3Tuple", "fmt3", "fmt_dims", "resolve_network",
+           "round_up"]
 
 Vec3Tuple = tuple[int, int, int]
+
+# How a map's values sit in int8 slot parts: the layouts of the integer contract
+# (docs/golden.md, "Time-domain layers"). Every map, whatever its domain, is stored as slots.
+#: The packed half spectrum of each block of ``B`` channels (every block-circulant layer's).
+SLOTS = "slots"
+#: Time domain, channel ``c`` in part ``c % 2`` of slot ``c // 2`` (a dense layer's output).
+LANES = "lanes"
+#: Time domain, channel ``m`` in the real part of slot ``m*B/2``, the first lane of a block of
+#: its own (a dense layer's output when it reads a deferred irfft).
+LANE0 = "lane0"
+#: Time domain whose irfft is deferred: the slots of its spectrum (an irfft's output).
+DEFERRED = "deferred"
+#: The rfft of each real channel at the first lane of a block of its own, so every bin holds
+#: the channel's value (what the host writes for a dense layer that reads the network input).
+SPREAD = "spread"
+Layout = Literal["slots", "lanes", "lane0", "deferred", "spread"]
+LAYOUTS: tuple[str, ...] = (SLOTS, LANES, LANE0, DEFERRED, SPREAD)
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,8 @@ class ResolvedLayer:
     Attributes
     ----------
     name, kind, index
-        Layer name, ``"conv"``, ``"fc"`` or ``"gap"``, and position in the network.
+        Layer name, ``"conv"``, ``"fc"``, ``"gap"``, ``"rfft"`` or ``"irfft"``, and position
+        in the network.
     input, residual
         Name of the layer feeding this one (``None`` = network input) and of the layer whose
         output is added before CReLU (``None`` = no residual).
@@ -68,11 +87,20 @@ class ResolvedLayer:
     kernel, stride, padding
         ``(d, r, c)`` tuples; ``fc`` and ``gap`` have ``kernel = in_shape``, stride 1, padding 0.
     cbn, crelu, pool
-        Post-processing stages (``pool`` is ``None`` when there is no CMaxPool).
+        Post-processing stages (``pool`` is ``None`` when there is no max pool), in the layer's
+        domain: CBN, CReLU and CMaxPool per slot part for a block-circulant layer, BN, ReLU and
+        max pool per channel for a dense one (the file's ``bn`` and ``relu``).
+    dense, bias
+        Whether the weights are dense (time domain, ``[M, N, Kd, Kr, Kc]``) and, for a dense
+        layer, whether it adds a bias per output channel.
+    in_layout, out_layout
+        How the input and the output sit in slot parts (:data:`LAYOUTS`): ``slots`` for the
+        frequency domain; a dense layer reads the host's ``spread`` network input and writes
+        ``lanes``, or reads an irfft's ``deferred`` slots and writes ``lane0``.
     """
 
     name: str
-    kind: Literal["conv", "fc", "gap"]
+    kind: Literal["conv", "fc", "gap", "rfft", "irfft"]
     index: int
     input: str | None
     residual: str | None
@@ -88,6 +116,25 @@ class ResolvedLayer:
     cbn: bool
     crelu: bool
     pool: Pool | None
+    dense: bool = False
+    bias: bool = False
+    in_layout: Layout = "slots"
+    out_layout: Layout = "slots"
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the layer has weights (a conv or an fc layer)."""
+        return self.kind in ("conv", "fc")
+
+    @property
+    def transform(self) -> bool:
+        """Whether the layer is a step between the domains (rfft or irfft)."""
+        return self.kind in ("rfft", "irfft")
+
+    @property
+    def out_domain(self) -> Literal["time", "freq"]:
+        """The domain of the output: ``freq`` for slots, ``time`` otherwise."""
+        return "freq" if self.out_layout == SLOTS else "time"
 
     @property
     def padded_in_channels(self) -> int:
@@ -98,6 +145,21 @@ class ResolvedLayer:
     def padded_out_channels(self) -> int:
         """``M`` rounded up to a multiple of ``B``."""
         return round_up(self.out_channels, self.block_size)
+
+    @property
+    def in_slots(self) -> int:
+        """Slots of the input map in its layout: a block per channel in ``lane0`` and
+        ``spread``, else half the padded channels."""
+        if self.in_layout in (LANE0, SPREAD):
+            return self.in_channels * self.block_size // 2
+        return self.padded_in_channels // 2
+
+    @property
+    def out_slots(self) -> int:
+        """Slots of the output map in its layout (as :attr:`in_slots`)."""
+        if self.out_layout == LANE0:
+            return self.out_channels * self.block_size // 2
+        return self.padded_out_channels // 2
 
     @property
     def kernel_volume(self) -> int:
@@ -112,13 +174,20 @@ class ResolvedLayer:
         below ``2**31``, which network validation checks."""
         if self.kind == "gap":
             return INT8_MAX * math.prod(self.in_shape)
-        return accumulator_bound(self.padded_in_channels // self.block_size, self.kernel)
+        if self.transform:
+            return 0
+        if self.in_layout == SPREAD:  # every real input channel a block of its own
+            return accumulator_bound(self.in_channels, self.kernel)
+        bound = accumulator_bound(self.padded_in_channels // self.block_size, self.kernel)
+        # lane0: lane 0 of the irfft sums every part of a block's accumulators, B in all
+        # (slot 0's two parts once, each other slot's real part twice)
+        return self.block_size * bound if self.out_layout == LANE0 else bound
 
     @property
     def dense_ops(self) -> int:
         """Dense-equivalent operations ``2*M*N*Kd*Kr*Kc*Do*Ho*Wo`` (real M, N; conv shape);
-        0 for ``gap``."""
-        if self.kind == "gap":
+        0 for ``gap``, ``rfft`` and ``irfft``."""
+        if not self.weighted:
             return 0
         return (
             2 * self.out_channels * self.in_channels * self.kernel_volume
@@ -127,16 +196,19 @@ class ResolvedLayer:
 
     @property
     def dense_params(self) -> int:
-        """Uncompressed weights ``M*N*Kd*Kr*Kc``; 0 for ``gap``."""
-        if self.kind == "gap":
+        """Uncompressed weights ``M*N*Kd*Kr*Kc``; 0 for a layer without weights."""
+        if not self.weighted:
             return 0
         return self.out_channels * self.in_channels * self.kernel_volume
 
     @property
     def circulant_params(self) -> int:
-        """Stored generator entries ``P*Q*B*Kvol`` (padded channels); 0 for ``gap``."""
-        if self.kind == "gap":
+        """Stored generator entries ``P*Q*B*Kvol`` (padded channels), a dense layer's weights
+        ``M*N*Kvol``; 0 for a layer without weights."""
+        if not self.weighted:
             return 0
+        if self.dense:
+            return self.dense_params
         return self.padded_out_channels * self.padded_in_channels * self.kernel_volume \
             // self.block_size
 
@@ -387,6 +459,7 @@ class _Src:
     channels: int
     shape: Vec3Tuple | None
     block_size: int
+    layout: str | None = None  # None: the network input (the host writes what its reader needs)
 
 
 def resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], list[Problem]]:
@@ -421,7 +494,7 @@ class _Resolver:
             else:
                 self.resolved.append(layer)
                 self.outputs.setdefault(cfg.name, _Src(i, layer.out_channels, layer.out_shape,
-                                                       layer.block_size))
+                                                       layer.block_size, layer.out_layout))
                 self.check_accumulator(layer)
             prev = cfg.name
         self.check_classes()
@@ -462,26 +535,100 @@ class _Resolver:
         ok = ok and found
         in_shape = src.shape if src is not None else None
         in_ch = src.channels if src is not None else 0
-        out_ch = in_ch if cfg.type == "gap" else cfg.out_channels
+        out_ch = cfg.out_channels if cfg.type in ("conv", "fc") else in_ch
         if cfg.type == "conv":
             geometry, found = self.conv_geometry(i, cfg, in_shape, ok)
             ok = ok and found
+        elif cfg.type in ("rfft", "irfft") and in_shape is not None:  # voxel by voxel
+            geometry = ((1, 1, 1), (1, 1, 1), (0, 0, 0), None, in_shape, in_shape)
         elif in_shape is not None:  # fc, gap: the kernel is the whole map
             geometry = (in_shape, (1, 1, 1), (0, 0, 0), None, (1, 1, 1), (1, 1, 1))
         else:
             geometry = (None, (1, 1, 1), (0, 0, 0), None, None, None)
         kernel, stride, padding, pool, conv_shape, out_shape = geometry
+        dense = getattr(cfg, "dense", False)
+        ok = self.check_domain_keys(i, cfg) and ok
+        layouts = self.layouts(i, cfg, src_name, src) if src is not None else None
+        ok = ok and layouts is not None
         residual = getattr(cfg, "residual", None)
-        if residual is not None:
+        if residual is not None and not dense:
             ok = self.check_residual(i, cfg.name, residual, out_ch, conv_shape, block) and ok
         if not ok or None in (in_shape, conv_shape, out_shape, kernel):
             return None
+        in_layout, out_layout = layouts
         return ResolvedLayer(
             name=cfg.name, kind=cfg.type, index=i, input=src_name, residual=residual,
             block_size=block, in_channels=in_ch, out_channels=out_ch, in_shape=in_shape,
             conv_shape=conv_shape, out_shape=out_shape, kernel=kernel, stride=stride,
-            padding=padding, cbn=getattr(cfg, "cbn", False), crelu=getattr(cfg, "crelu", False),
-            pool=pool)
+            padding=padding, cbn=getattr(cfg, "bn" if dense else "cbn", False),
+            crelu=getattr(cfg, "relu" if dense else "crelu", False), pool=pool, dense=dense,
+            bias=getattr(cfg, "bias", False), in_layout=in_layout, out_layout=out_layout)
+
+    def check_domain_keys(self, i: int, cfg: Any) -> bool:
+        """A dense layer takes ``bias``, ``bn`` and ``relu``; a block-circulant one ``cbn``,
+        ``crelu`` and ``residual``: report each key set on the wrong kind."""
+        if cfg.type not in ("conv", "fc"):
+            return True
+        wrong = (("cbn", "crelu", "residual") if cfg.dense else ("bias", "bn", "relu"))
+        ok = True
+        for key in wrong:
+            if getattr(cfg, key) not in (None, False):
+                why = ("a dense layer (dense: true) computes in the time domain: its batch "
+                       "norm and ReLU are bn and relu, per channel, and it takes no residual"
+                       if cfg.dense else
+                       "only a dense layer (dense: true) takes bias, bn and relu; a "
+                       "block-circulant layer's batch norm and ReLU are cbn and crelu, on slots")
+                self.report(i, cfg.name, key, f"not allowed here: {why}")
+                ok = False
+        return ok
+
+    def layouts(self, i: int, cfg: Any, src_name: str | None,
+                src: _Src) -> tuple[Layout, Layout] | None:
+        """The layer's input and output layouts (:data:`LAYOUTS`), or ``None`` after reporting
+        why its input cannot feed it. The network input (``src.layout is None``) is what its
+        reader needs: the host's rfft, or a dense layer's spread."""
+        layout, kind = src.layout, cfg.type
+        what = f"its input {src_name!r}" if src_name else "the network input"
+        dense = kind in ("conv", "fc") and cfg.dense
+        if dense:
+            if layout is None:
+                return SPREAD, LANES
+            if layout == DEFERRED:
+                return DEFERRED, LANE0
+            self.report(i, cfg.name, "dense" if layout == SLOTS else "input",
+                        f"a dense layer reads the network input or an irfft's output (directly "
+                        f"or through gap layers); {what} is "
+                        + ("slots: put an irfft step before this layer ({name: ..., type: "
+                           "irfft})" if layout == SLOTS else
+                           "a time-domain map made on the accelerator, which a dense layer "
+                           "cannot read (each of its channels would need a block of its own)"))
+            return None
+        if kind == "rfft" and layout is None:  # the host's rfft
+            return SLOTS, SLOTS
+        if layout is None:
+            layout = SLOTS  # the host's rfft
+        if kind in ("conv", "fc", "irfft") and layout != SLOTS:
+            fix = ("put an rfft step before this layer ({name: ..., type: rfft})"
+                   if layout == LANES else "it is the time domain")
+            self.report(i, cfg.name, "type" if kind == "irfft" else "input",
+                        f"a{'n irfft' if kind == 'irfft' else ' block-circulant layer'} reads "
+                        f"slots; {what} is a time-domain map ({layout}): {fix}")
+            return None
+        if kind == "irfft":
+            return SLOTS, DEFERRED
+        if kind == "rfft":
+            if layout == LANES:
+                return LANES, SLOTS
+            self.report(i, cfg.name, "type",
+                        f"an rfft reads the network input or a dense layer's output (directly "
+                        f"or through gap layers); {what} is "
+                        + ("already slots" if layout == SLOTS else
+                           "an irfft's output: the irfft and the rfft cancel, drop both"
+                           if layout == DEFERRED else
+                           "a dense layer's output after an irfft, one channel per block, "
+                           "which no rfft on the accelerator gathers"))
+            return None
+        return layout, layout  # gap (and a block-circulant layer): the layout is kept
 
     def source(self, i: int, cfg: Any, prev: str | None,
                block: int) -> tuple[str | None, _Src | None, bool]:
@@ -569,6 +716,11 @@ class _Resolver:
                         f"shape mismatch: {residual!r} gives {fmt_dims(res.channels, res.shape)}"
                         f", this layer's output before pool is {fmt_dims(out_ch, conv_shape)} "
                         "(channels x D x H x W); they must be equal")
+            ok = False
+        if res.layout not in (None, SLOTS):
+            self.report(i, name, "residual",
+                        f"{residual!r} is a time-domain map ({res.layout}); a residual adds "
+                        "slots to slots")
             ok = False
         if res.block_size != block:
             self.report(i, name, "residual",

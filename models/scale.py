@@ -42,7 +42,9 @@ from .config import (
     ConvLayer,
     FcLayer,
     GapLayer,
+    IrfftLayer,
     NetworkConfig,
+    RfftLayer,
 )
 from .errors import validate_model
 
@@ -166,7 +168,7 @@ def _scaled_network_data(net: NetworkConfig, S: int,
             block = cfg.block_size if cfg.block_size is not None else net.block_size
             layer["out_channels"] = scale_channels(cfg.out_channels, S, block)
         else:
-            assert isinstance(cfg, GapLayer)
+            assert isinstance(cfg, (GapLayer, RfftLayer, IrfftLayer))
     last = net.resolved[-1]
     data["classes"] = scale_channels(net.classes, S, last.block_size)
     return data

@@ -44,8 +44,8 @@ __all__ = [
     "ALLOWED_BLOCK_SIZES", "ALLOWED_BUS_WIDTHS", "CLOCK_MHZ_RANGE", "INLINE_NETWORK",
     "MAX_CHANNELS", "MAX_CHANNEL_TILE", "MAX_KERNEL", "MAX_LAYERS", "MAX_MAP_SIZE", "MAX_PADDING",
     "MAX_POOL_WINDOW", "MAX_TILE", "UNROLL_LOOPS", "AcceleratorConfig", "ConvLayer", "CoreConfig",
-    "DeviceConfig", "FcLayer", "GapLayer", "InputShape", "NetworkConfig", "PoolConfig", "Resources",
-    "channel_tile_problems", "clock_problem",
+    "DeviceConfig", "FcLayer", "GapLayer", "InputShape", "IrfftLayer", "NetworkConfig",
+    "PoolConfig", "Resources", "RfftLayer", "channel_tile_problems", "clock_problem",
 ]
 
 #: Legal block sizes ``B`` (even powers of two).
@@ -234,37 +234,60 @@ class _LayerBase(_Strict):
     input: str | None = None
 
 
-class ConvLayer(_LayerBase):
-    """3D convolution with optional CBN (+ residual), CReLU and CMaxPool, in this order."""
+class _WeightedLayer(_LayerBase):
+    """What a conv and an fc layer share: block-circulant (default) with CBN (+ residual) and
+    CReLU on slots, or ``dense: true`` with a bias, BN and ReLU per channel in the time domain
+    (:mod:`.resolve` refuses the keys of the other kind)."""
+
+    out_channels: Channels
+    dense: bool = False
+    cbn: bool = False
+    crelu: bool = False
+    residual: str | None = None
+    bias: bool = False
+    bn: bool = False
+    relu: bool = False
+
+
+class ConvLayer(_WeightedLayer):
+    """3D convolution with its post-processing (CBN + residual, CReLU, CMaxPool on slots; or,
+    dense, bias, BN, ReLU and max pool per channel), in this order."""
 
     type: Literal["conv"]
-    out_channels: Channels
     kernel: Kernel3
     stride: Stride3 = (1, 1, 1)
     padding: Padding3 = (0, 0, 0)
-    cbn: bool = False
-    crelu: bool = False
     pool: PoolConfig | None = None
-    residual: str | None = None
 
 
-class FcLayer(_LayerBase):
+class FcLayer(_WeightedLayer):
     """Fully connected layer: a conv whose kernel covers the whole input map."""
 
     type: Literal["fc"]
-    out_channels: Channels
-    cbn: bool = False
-    crelu: bool = False
-    residual: str | None = None
 
 
 class GapLayer(_LayerBase):
-    """Global average pool over the whole map; channels unchanged."""
+    """Global average pool over the whole map; channels unchanged; in either domain."""
 
     type: Literal["gap"]
 
 
-LayerConfig = Annotated[ConvLayer | FcLayer | GapLayer, Field(discriminator="type")]
+class RfftLayer(_LayerBase):
+    """The step from the time domain into slots: ``rfft`` over each block of ``B`` channels,
+    packed (channels padded with zeros to a multiple of ``B``)."""
+
+    type: Literal["rfft"]
+
+
+class IrfftLayer(_LayerBase):
+    """The step from slots back to the time domain: ``irfft`` of each block, the padding
+    channels dropped."""
+
+    type: Literal["irfft"]
+
+
+LayerConfig = Annotated[ConvLayer | FcLayer | GapLayer | RfftLayer | IrfftLayer,
+                        Field(discriminator="type")]
 
 
 class NetworkConfig(_Strict):
@@ -278,7 +301,7 @@ class NetworkConfig(_Strict):
         Number of classes; the last layer's output channels.
     block_size : int
         Default ``B`` of every layer (4, 8 or 16).
-    layers : tuple of ConvLayer, FcLayer or GapLayer
+    layers : tuple of ConvLayer, FcLayer, GapLayer, RfftLayer or IrfftLayer
         The layers as written (use :attr:`resolved` for the inferred shapes).
     """
 

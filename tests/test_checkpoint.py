@@ -83,7 +83,7 @@ def _their_conv2(state, X):
 
 def test_circulant_layer_and_spectral_bn_are_exact(net):
     state = _state()
-    weights, report = import_state_dict(net, state)
+    weights, report, _ = import_state_dict(net, state)
     lw = weights.layers["conv2"]
     np.testing.assert_array_equal(lw.generators, state["conv2.weight"])
     assert report[1].how == "block-circulant generators, SBN folded into CBN"
@@ -108,12 +108,15 @@ def test_circulant_layer_and_spectral_bn_are_exact(net):
 
 
 def test_time_domain_layers_are_projected_and_reported(net):
-    weights, report = import_state_dict(net, _state())
+    weights, report, _ = import_state_dict(net, _state())
     conv1, fc = report[0], report[2]
-    assert conv1.how.startswith("dense weight projected, time-domain BN as CBN")
+    assert conv1.how.startswith("dense weight projected onto block-circulant, its layer moved "
+                                "from the time domain to slots (not exact; dense: true takes it "
+                                "exactly), time-domain BN as CBN")
     assert "bias folded" in conv1.how and 0 < conv1.error < 1
     # fc has no CBN: its zero bias is not folded anywhere (it said "folded into the CBN")
-    assert fc.how == "dense weight projected, 'fc.bias' an identity (zero bias), not used (no CBN)"
+    assert fc.how.endswith("(not exact; dense: true takes it exactly), 'fc.bias' an identity "
+                           "(zero bias), not used (no CBN)")
     assert weights.layers["conv1"].generators.shape == (2, 1, B, 3, 3, 3)
 
 
@@ -201,7 +204,7 @@ def test_torch_checkpoints_of_any_float_precision_and_name(net, tmp_path, name, 
     torch.save({"model_state_dict": _tensors(torch, _state(), getattr(torch, dtype))}, path)
     state = read_checkpoint(path)
     assert state["conv2.weight"].dtype == np.float32
-    weights, _ = import_state_dict(net, state)
+    weights, _, _ = import_state_dict(net, state)
     assert weights.layers["conv2"].generators.shape == (2, 2, B, 3, 3, 3)
 
 
@@ -248,3 +251,131 @@ def test_a_checkpoint_without_tensors_or_not_one_says_so(tmp_path, make, message
     make(torch, path)
     with pytest.raises(ArrayFileError, match=re.escape(f"{path}: {message}")):
         read_checkpoint(path)
+
+
+# --------------------------------------------------------------------------------------------
+# A checkpoint as the training code's train.py writes it (torch.save of a DataParallel model's
+# training dict), of a network with its time-domain stem and head (tests/paper_reference.py).
+
+SPECTRAL = """
+name: small_spectral_c3d
+input: {channels: 3, depth: 4, height: 12, width: 12}
+classes: 10
+block_size: 8
+layers:
+  - {name: conv1, type: conv, dense: true, out_channels: 16, kernel: 3, padding: 1, bias: true,
+     bn: true, relu: true, pool: {window: [1, 2, 2]}}
+  - {name: fft, type: rfft}
+  - {name: conv2, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 2}}
+  - {name: conv3a, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true,
+     pool: {window: 2, padding: [0, 1, 1]}}
+  - {name: ifft, type: irfft}
+  - {name: avgpool, type: gap}
+  - {name: fc, type: fc, dense: true, out_channels: 10, bias: true}
+"""
+
+
+@pytest.fixture
+def paper_net(tmp_path):
+    (tmp_path / "spectral.yaml").write_text(SPECTRAL)
+    return load_network(tmp_path / "spectral.yaml")
+
+
+@pytest.fixture
+def checkpoint(paper_net, tmp_path):
+    pytest.importorskip("torch")
+    from tests.paper_reference import paper_model, save_training_checkpoint
+
+    path = tmp_path / "checkpoint_qspectralcir_B8.pth"
+    save_training_checkpoint(paper_model(paper_net), path)
+    return path
+
+
+def _clips(n, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-100, 150, (n, *shape))
+
+
+def test_a_training_checkpoint_imports_exactly_and_runs_as_the_training_code(
+        paper_net, checkpoint, tmp_path, capsys):
+    import torch
+
+    from fcircnn.models.network import run_network
+    from tests.paper_reference import paper_forward
+
+    assert main(["import", str(paper_net.path), "--checkpoint", str(checkpoint),
+                 "-o", str(tmp_path / "w.npz")]) == 0
+    out, err = capsys.readouterr()
+    assert "dropped the prefix 'module.' of every key" in err
+    assert "left optimizer_state_dict, acc = 94.257, epoch = 299" in err
+    assert "fake-quantisation scales" in err
+    for name in ("conv1", "fc"):
+        assert re.search(rf"{name} +dense weight, bias.*: exact, in the time domain +0.0000", out)
+    assert "projected" not in out
+    weights = load_weights(paper_net, str(tmp_path / "w.npz"))
+    state = {k.removeprefix("module."): v.numpy() for k, v in torch.load(
+        checkpoint, weights_only=True)["model_state_dict"].items()}
+    clips = _clips(3, (3, 4, 12, 12))
+    theirs = paper_forward(paper_net, state, clips)
+    for clip, logits in zip(clips, theirs, strict=True):
+        result = run_network(paper_net, ("slots", "int"), weights=weights, x=clip, clips=clips)
+        for mode, tol in (("float", 1e-12), ("slots", 1e-9)):
+            ours = result.outputs[mode][:, 0, 0, 0]
+            assert np.abs(ours - logits).max() <= tol * np.abs(logits).max(), mode
+        ours = result.outputs["int"][:, 0, 0, 0]
+        assert np.linalg.norm(ours - logits) <= 0.05 * np.linalg.norm(logits)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.update({"fc.bias": np.zeros(11)}),
+     r"'fc.bias': shape \(11,\), expected \(10,\)"),
+    (lambda s: s.pop("fc.bias"), r"missing key 'fc.bias' of shape \(10,\)"),
+    (lambda s: s.update({"conv1.weight": np.zeros((2, 1, 8, 3, 3, 3))}),
+     (r"'conv1.weight': expected the dense weight \(16, 3, 3, 3, 3\), found shape "
+      r"\(2, 1, 8, 3, 3, 3\); these are block-circulant generators")),
+    (lambda s: s.pop("conv3a.weight"), r"missing key 'conv3a.weight'"),
+    (lambda s: s.update({"conv4a.weight": np.zeros((4, 4, 8, 3, 3, 3))}),
+     "keys the network small_spectral_c3d has no layer for: conv4a.weight"),
+    (lambda s: s.update({"bn1.bn_real.weight": np.ones(9)}),
+     r"'bn1.bn_real.weight': a frequency-domain batch norm \(SBN\) for the dense layer"),
+])
+def test_bad_training_checkpoints_name_the_key(paper_net, checkpoint, change, message):
+    import torch
+
+    state = {k.removeprefix("module."): v.numpy() for k, v in torch.load(
+        checkpoint, weights_only=True)["model_state_dict"].items()}
+    change(state)
+    with pytest.raises(CheckpointError, match=message):
+        import_state_dict(paper_net, state)
+
+
+def test_a_checkpoint_of_another_architecture_gets_one_message(paper_net, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    c3d = {f"{name}.{part}": rng.normal(0, 1, 4) for name in ("conv1a", "conv2a", "fc6", "fc8")
+           for part in ("weight", "bias")}
+    np.savez(tmp_path / "c3d.npz", **c3d)
+    assert main(["import", str(paper_net.path), "--checkpoint", str(tmp_path / "c3d.npz"),
+                 "-o", str(tmp_path / "w.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert ("not a checkpoint of network small_spectral_c3d: its modules are conv1a, conv2a, "
+            "fc6, fc8; the network's layers with weights are conv1, conv2, conv3a, fc") in err
+
+
+@pytest.mark.parametrize("written, instead, fix", [
+    ("out_channels: 10, bias: true", "out_channels: 10",
+     "'fc.bias': layer 'fc' has a bias in the checkpoint but bias: false"),
+    ("bias: true,\n     bn: true,", "bias: true,",
+     "'bn1.weight': layer 'conv1' has a batch norm in the checkpoint but bn: false"),
+])
+def test_a_bias_or_batch_norm_the_network_file_lacks_is_refused(tmp_path, checkpoint, written,
+                                                                instead, fix):
+    import torch
+
+    state = {k.removeprefix("module."): v.numpy() for k, v in torch.load(
+        checkpoint, weights_only=True)["model_state_dict"].items()}
+    assert written in SPECTRAL
+    (tmp_path / "other.yaml").write_text(SPECTRAL.replace(written, instead))
+    with pytest.raises(CheckpointError, match=re.escape(fix)):
+        import_state_dict(load_network(tmp_path / "other.yaml"), state)

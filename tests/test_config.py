@@ -626,3 +626,102 @@ def test_model_validate_without_loader_still_checks_semantics() -> None:
     data = net_with(classes=3)
     with pytest.raises(ValueError, match="classes = 3"):
         NetworkConfig.model_validate(data)
+
+
+# --------------------------------------------------------------------------------------------
+# Time-domain layers: dense conv/fc, rfft and irfft (models/resolve.py layouts)
+
+TIME_NET: dict[str, Any] = {
+    "name": "stem_head",
+    "input": {"channels": 3, "depth": 4, "height": 8, "width": 8},
+    "classes": 10,
+    "block_size": 8,
+    "layers": [
+        {"name": "stem", "type": "conv", "dense": True, "out_channels": 16, "kernel": 3,
+         "padding": 1, "bias": True, "bn": True, "relu": True, "pool": {"window": [1, 2, 2]}},
+        {"name": "fft", "type": "rfft"},
+        {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "padding": 1,
+         "cbn": True, "crelu": True},
+        {"name": "ifft", "type": "irfft"},
+        {"name": "g", "type": "gap"},
+        {"name": "fc", "type": "fc", "dense": True, "out_channels": 10, "bias": True},
+    ],
+}
+
+
+def time_layers(*layers: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(TIME_NET)
+    data["layers"] = list(layers)
+    return data
+
+
+def test_time_domain_layers_resolve_with_their_layouts(tmp_path: Path) -> None:
+    net = load_network(write(tmp_path / "net.yaml", TIME_NET))
+    got = [(r.name, r.in_layout, r.out_layout, r.dense, r.bias, r.cbn, r.crelu)
+           for r in net.resolved]
+    assert got == [("stem", "spread", "lanes", True, True, True, True),
+                   ("fft", "lanes", "slots", False, False, False, False),
+                   ("c2", "slots", "slots", False, False, True, True),
+                   ("ifft", "slots", "deferred", False, False, False, False),
+                   ("g", "deferred", "deferred", False, False, False, False),
+                   ("fc", "deferred", "lane0", True, True, False, False)]
+    stem, fc = net.layer("stem"), net.layer("fc")
+    assert (stem.in_slots, stem.out_slots, fc.in_slots, fc.out_slots) == (12, 8, 8, 40)
+    assert stem.dense_ops == 2 * 16 * 3 * 27 * 4 * 8 * 8
+    assert stem.circulant_params == stem.dense_params == 16 * 3 * 27
+    assert fc.accumulator_bound == 8 * 2 * 2 * 127**2  # B x the bound of each part
+    assert net.layer("fft").dense_ops == 0
+
+
+def test_the_paper_network_is_exactly_its_training_code(tmp_path: Path) -> None:
+    net = load_network(builtin_path("spectral_c3d"))
+    kinds = [(r.name, r.kind, r.dense) for r in net.resolved]
+    assert kinds[:2] == [("conv1", "conv", True), ("fft", "rfft", False)]
+    assert kinds[-3:] == [("ifft", "irfft", False), ("avgpool", "gap", False),
+                          ("fc", "fc", True)]
+    assert net.layer("fc").bias and net.layer("conv1").bias
+    assert net.resolved[-1].out_layout == "lane0"
+
+
+@pytest.mark.parametrize("layers, key, fragments", [
+    # a block-circulant layer after a dense one without the rfft
+    ([TIME_NET["layers"][0], TIME_NET["layers"][2]], "layers[1] (c2).input",
+     ["reads slots", "'stem' is a time-domain map (lanes)", "put an rfft step"]),
+    # a dense layer on slots
+    ([TIME_NET["layers"][2], TIME_NET["layers"][5]], "layers[1] (fc).dense",
+     ["network input or an irfft's output", "put an irfft step"]),
+    # a dense layer on a dense layer's output
+    ([TIME_NET["layers"][0], dict(TIME_NET["layers"][5], name="fc2")], "layers[1] (fc2).input",
+     ["a time-domain map made on the accelerator"]),
+    # an irfft of a time-domain map
+    ([TIME_NET["layers"][0], TIME_NET["layers"][3]], "layers[1] (ifft).type",
+     ["an irfft reads slots"]),
+    # an rfft of slots
+    ([TIME_NET["layers"][2], TIME_NET["layers"][1]], "layers[1] (fft).type",
+     ["already slots"]),
+])
+def test_layouts_that_cannot_feed_a_layer_are_named(tmp_path: Path, layers, key,
+                                                    fragments) -> None:
+    data = time_layers(*copy.deepcopy(layers))
+    data["classes"] = 16 if layers[-1]["type"] != "fc" else 10
+    file, err = net_error(tmp_path, data)
+    assert_line(err, file, key, *fragments)
+
+
+def test_keys_of_the_other_domain_are_refused(tmp_path: Path) -> None:
+    data = copy.deepcopy(TIME_NET)
+    data["layers"][0].update(cbn=True, crelu=True)
+    data["layers"][2].update(bias=True, relu=True)
+    file, err = net_error(tmp_path, data)
+    assert_line(err, file, "layers[0] (stem).cbn", "not allowed here", "bn and relu")
+    assert_line(err, file, "layers[0] (stem).crelu", "not allowed here")
+    assert_line(err, file, "layers[2] (c2).bias", "only a dense layer (dense: true)")
+    assert_line(err, file, "layers[2] (c2).relu", "cbn and crelu")
+
+
+def test_a_residual_from_a_time_domain_map_is_refused(tmp_path: Path) -> None:
+    data = copy.deepcopy(TIME_NET)
+    data["layers"][2]["residual"] = "stem"
+    data["layers"][2]["pool"] = None
+    file, err = net_error(tmp_path, data)
+    assert_line(err, file, "layers[2] (c2).residual", "'stem' is a time-domain map (lanes)")

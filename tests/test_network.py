@@ -229,3 +229,122 @@ def test_calibration_set(tmp_path):
     first = net.resolved[0]
     gain_x, _ = calibrate(net, weights=copy.deepcopy(weights), x=x, clips=clips[:1])
     assert not np.allclose(w1.layers[first.name].bn_gain, gain_x.layers[first.name].bn_gain)
+
+
+# --------------------------------------------------------------------------------------------
+# Time-domain layers: a dense stem with its rfft, a head of irfft, gap and dense fc
+
+
+def _stem_head_network(tmp_path, B=8):
+    text = f"""
+name: stem_head
+input: {{channels: 3, depth: 4, height: 10, width: 10}}
+classes: 13
+block_size: {B}
+layers:
+  - {{name: stem, type: conv, dense: true, out_channels: 24, kernel: [3, 3, 3], padding: 1,
+     stride: [1, 2, 2], bias: true, bn: true, relu: true, pool: {{window: [1, 2, 2]}}}}
+  - {{name: fft, type: rfft}}
+  - {{name: c2, type: conv, out_channels: 32, kernel: 3, padding: 1, cbn: true, crelu: true}}
+  - {{name: ifft, type: irfft}}
+  - {{name: avg, type: gap}}
+  - {{name: fc, type: fc, dense: true, out_channels: 13, bias: true, bn: true, relu: true}}
+"""
+    path = tmp_path / "stem_head.yaml"
+    path.write_text(text)
+    return load_network(path)
+
+
+@pytest.mark.parametrize("B", [4, 8, 16])
+def test_time_domain_layers_in_every_mode(tmp_path, B):
+    net = _stem_head_network(tmp_path, B)
+    result = run_network(net, ("slots", "int"), seed=2, granularity="bin")
+    errors = {r.name: r.errors for r in result.layers}
+    for name, e in errors.items():  # the mappings onto the datapath are exact
+        assert e["slots"] < 1e-9, (name, e)
+        assert e["int"] > 25, (name, e)
+    # the float reference is the time-domain network itself
+    lw = result.weights.layers
+    x = random_input(net, 2)
+    y = sp.conv3d_dense(x, lw["stem"].weight, (1, 2, 2), 1) + lw["stem"].bias[:, None, None, None]
+    y = np.maximum(y * lw["stem"].bn_gain[:, None, None, None]
+                   + lw["stem"].bn_offset[:, None, None, None], 0)
+    y = sp.cmaxpool(y, (1, 2, 2))
+    np.testing.assert_allclose(result.slots["float"]["fft"],
+                               sp.to_slots(sp.pad_channels(y, B), B), atol=1e-9)
+    z = sp.from_slots(result.slots["float"]["c2"], B)[:32].mean(axis=(1, 2, 3))
+    logits = lw["fc"].weight[:, :, 0, 0, 0] @ z + lw["fc"].bias
+    logits = np.maximum(lw["fc"].bn_gain * logits + lw["fc"].bn_offset, 0)
+    np.testing.assert_allclose(result.outputs["float"][:, 0, 0, 0], logits, atol=1e-9)
+
+
+def test_the_int_contract_of_the_time_domain_layers(tmp_path):
+    """Each time-domain layer's int8 output recomputed from the contract's functions."""
+    from fcircnn.arch.transforms import irfft_lane0_weights
+    from fcircnn.models import timedomain as td
+
+    net = _stem_head_network(tmp_path)
+    result = run_network(net, ("int",), seed=5)
+    q, out = result.quantized.layers, result.int_outputs
+    xq = result.quantized.quantize_input(net, random_input(net, 5))
+    np.testing.assert_array_equal(xq[0][1::4], xq[0][0::4])  # spread: every bin the value
+    np.testing.assert_array_equal(xq[1][1::4], 0)
+    stem = net.layer("stem")
+    acc = sp.conv3d_slots_int(*xq, q["stem"].wq_re, q["stem"].wq_im, stem.stride, stem.padding)
+    pool = (stem.pool.window, stem.pool.stride, stem.pool.padding)
+    for c in (0, 1):
+        expect = sp.post_process(acc[c], **q["stem"].post.part(c), relu=True, pool=pool)
+        np.testing.assert_array_equal(out["stem"][c], expect)
+    v = td.rfft_int(*out["stem"], 8)
+    for c in (0, 1):
+        np.testing.assert_array_equal(out["fft"][c],
+                                      sp.post_process(v[c], **q["fft"].post.part(c)))
+    assert np.all(q["fft"].post.bias == 0)
+    # the irfft is deferred: the gap sums the slots; the fc sums lane 0 of each block
+    np.testing.assert_array_equal(out["ifft"][0], out["c2"][0])
+    fc = net.layer("fc")
+    acc = sp.conv3d_slots_int(*out["avg"], q["fc"].wq_re, q["fc"].wq_im, 1, 0)
+    w_re, w_im = irfft_lane0_weights(8)
+    u = (acc[0].reshape(-1, 4) @ np.asarray(w_re) + acc[1].reshape(-1, 4) @ np.asarray(w_im))
+    post = q["fc"].post
+    expect = sp.post_process(u, post.mult[0, ::4], post.bias[0, ::4], post.shift[0, ::4],
+                             relu=True)
+    np.testing.assert_array_equal(out["fc"][0][::4, 0, 0, 0], expect)
+    assert not out["fc"][0].reshape(-1, 4)[:, 1:].any() and not out["fc"][1].any()
+    assert out["fc"][0].shape == (fc.out_slots, 1, 1, 1)
+    # a lane0 layer's accumulators share one scale: weights scaled per bin against the input
+    np.testing.assert_allclose(q["fc"].w_scale * q["avg"].out_scale,
+                               (q["fc"].w_scale * q["avg"].out_scale)[0, 0])
+
+
+def test_time_domain_weights_round_trip_and_are_checked(tmp_path):
+    net = _stem_head_network(tmp_path)
+    first = run_network(net, ("int",), seed=1)
+    path = tmp_path / "w.npz"
+    first.weights.save(path)
+    arrays = dict(np.load(path))
+    assert arrays["stem.weight"].shape == (24, 3, 3, 3, 3)
+    assert arrays["stem.bias"].shape == arrays["stem.bn_gain"].shape == (24,)
+    assert arrays["fc.weight"].shape == (13, 32, 1, 1, 1)
+    again = run_network(net, ("int",), weights=load_weights(net, str(path)),
+                        x=random_input(net, 1))
+    np.testing.assert_array_equal(again.int_outputs["fc"][0], first.int_outputs["fc"][0])
+    del arrays["fc.bias"]
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match=r"missing array 'fc\.bias' of shape \(13,\)"):
+        load_weights(net, str(tmp_path / "bad.npz"))
+    arrays["fc.generators"] = np.zeros((2, 4, 8, 1, 1, 1))
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match=r"unknown array\(s\) 'fc.generators'.*<layer>.weight"):
+        load_weights(net, str(tmp_path / "bad.npz"))
+
+
+@pytest.mark.parametrize("clip", ["zero", "huge", "constant"])
+def test_time_domain_layers_on_extreme_clips(tmp_path, clip):
+    net = _stem_head_network(tmp_path)
+    x = {"zero": np.zeros((3, 4, 10, 10)), "huge": np.full((3, 4, 10, 10), 1e5),
+         "constant": np.ones((3, 4, 10, 10))}[clip]
+    calib = np.stack([random_input(net, 0), random_input(net, 1)])
+    result = run_network(net, ("slots", "int"), x=x, seed=0, clips=calib)
+    assert np.isfinite(result.outputs["int"]).all()
+    assert result.layers[-1].errors["slots"] < 1e-9

@@ -63,9 +63,11 @@ class SlotLayer(nn.Module):
 
     def __init__(self, layer: ResolvedLayer) -> None:
         super().__init__()
-        if layer.kind not in KINDS:
-            raise ValueError(f"layer {layer.name!r}: kind {layer.kind!r} is not one of "
-                             f"{', '.join(KINDS)}")
+        if layer.kind not in KINDS or layer.dense:
+            raise ValueError(f"layer {layer.name!r}: {'a dense ' if layer.dense else 'kind '}"
+                             f"{layer.kind!r} is not one of {', '.join(KINDS)} "
+                             "(block-circulant); the time-domain layers have no PyTorch "
+                             "model yet")
         self.layer = layer
         B = layer.block_size
         self.conv: BlockCirculantConv3d | None
