@@ -19,7 +19,9 @@ offset  bytes  field             contents
                                  :data:`FLAG_LAST`, bit 5 :data:`FLAG_WSPLIT`, bit 6
                                  :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`, bit 8
                                  :data:`FLAG_WQUARTER`, bit 9 :data:`FLAG_IQUARTER`, bit
-                                 10 :data:`FLAG_MINNER`; other bits 0
+                                 10 :data:`FLAG_MINNER`, bit 11 :data:`FLAG_ROWLANES`, bit
+                                 12 :data:`FLAG_RFFT`, bit 13 :data:`FLAG_LANE0`; other
+                                 bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -61,7 +63,11 @@ offset  bytes  field             contents
 0xCC    4      ``in_nt_step``    input bytes per input-channel tile step (``max(1, Tn/16)``
                                  groups; with ``Tn < 16``, every ``16/Tn`` tiles)
 0xD0    4      ``out_mt_step``   output bytes per output-channel tile (``Tm/16`` groups)
-0xD4    44     (reserved)        0
+0xD4    2x16   ``rfft_mult``     with :data:`FLAG_RFFT`: the rfft's multiplier of slot
+                                 position ``k`` and part ``p`` at index ``p*8 + k`` (int16,
+                                 two's complement); 0 otherwise
+0xF4    1      ``rfft_shift``    with :data:`FLAG_RFFT`: its rounding shift, 0..47
+0xF5    11     (reserved)        0
 ======  =====  ================  ===========================================================
 
 The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
@@ -101,10 +107,12 @@ __all__ = [
     "FLAG_DFOLD",
     "FLAG_IQUARTER",
     "FLAG_ISPLIT",
+    "FLAG_LANE0",
     "FLAG_LAST",
     "FLAG_MINNER",
     "FLAG_POOL",
     "FLAG_RESIDUAL",
+    "FLAG_RFFT",
     "FLAG_ROWLANES",
     "FLAG_WQUARTER",
     "FLAG_WSPLIT",
@@ -123,6 +131,7 @@ __all__ = [
     "row_groups_of",
     "row_lanes_fault",
     "stored_map",
+    "transform_fault",
     "weight_parts",
 ]
 
@@ -190,9 +199,19 @@ FLAG_MINNER = 1 << 10
 #: tile, ``tile[0]`` a power of two (the engine also needs ``tile[0] < L``, ``L`` a power of
 #: two, and a core built for it: :func:`fcircnn.arch.geometry.row_groups`).
 FLAG_ROWLANES = 1 << 11
+#: The output map is the integer rfft of the post chain's time lanes, each block's ``B``
+#: lanes requantized into its ``B/2`` slots with ``rfft_mult`` and ``rfft_shift`` (a dense
+#: layer's time-domain output with the rfft step after it; ``docs/golden.md``, "The integer
+#: rfft"). Not on a pool pass; the engine needs a core built with the rfft stage.
+FLAG_RFFT = 1 << 12
+#: The post chain takes lane 0 of the inverse transform of each block's accumulators (a
+#: dense layer on an irfft's slots, ``lane0`` layout). Only on a conv descriptor without
+#: :data:`FLAG_POOL` (a pool on the partial sums would take the maximum of each part, not of
+#: their sum); the engine needs a core built with the lane-0 stage.
+FLAG_LANE0 = 1 << 13
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0xFFF
+_FLAGS_MASK = 0x3FFF
 
 
 #: Each flag's name, for error messages.
@@ -248,6 +267,15 @@ def row_groups_of(flags: int, tile_d: int, lanes: int) -> int:
     return lanes // tile_d if flags & FLAG_ROWLANES else 1
 
 
+def transform_fault(flags, op):
+    """Whether :data:`FLAG_RFFT` or :data:`FLAG_LANE0` is set where a descriptor cannot have
+    it, whatever the core: the rfft on a pool pass, the lane-0 sum on anything but a conv or
+    with :data:`FLAG_POOL`. On ints a ``bool``; on Amaranth values a 1-bit value."""
+    rfft = ((flags & FLAG_RFFT) != 0) & (op == OP_POOL)
+    lane0 = ((flags & FLAG_LANE0) != 0) & ((op != OP_CONV) | ((flags & FLAG_POOL) != 0))
+    return rfft | lane0
+
+
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
@@ -255,14 +283,14 @@ NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 def flags_fault(flags, op, m_tiles, n_tiles, pool_window, tile_d, tiles_d):
     """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
     outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs,
-    :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold, or :data:`FLAG_ROWLANES`
-    where :func:`row_lanes_fault` holds. On ints a ``bool``; on Amaranth values a 1-bit value
-    (the accelerator refuses such a descriptor with
-    :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
+    :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold, :data:`FLAG_ROWLANES`
+    where :func:`row_lanes_fault` holds, or a transform where :func:`transform_fault` holds.
+    On ints a ``bool``; on Amaranth values a 1-bit value (the accelerator refuses such a
+    descriptor with :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
-    fault = fault | row_lanes_fault(flags, op, tile_d, tiles_d)
+    fault = fault | row_lanes_fault(flags, op, tile_d, tiles_d) | transform_fault(flags, op)
     return fault | (((flags & FLAG_MINNER) != 0)
                     & (reuses_inputs(op, m_tiles, n_tiles, flags, pool_window) == 0))
 
@@ -329,7 +357,9 @@ _FIELDS: tuple[tuple[str, str, int], ...] = (
     ("weight_tile_bytes", "I", 1),
     ("in_nt_step", "I", 1),
     ("out_mt_step", "I", 1),
-    ("_reserved4", "44x", 0),
+    ("rfft_mult", "H", 16),
+    ("rfft_shift", "B", 1),
+    ("_reserved4", "11x", 0),
 )
 _BITS = {"B": 8, "H": 16, "I": 32, "Q": 64}
 
@@ -404,6 +434,8 @@ class LayerDescriptor:
     weight_tile_bytes: int = 0
     in_nt_step: int = 0
     out_mt_step: int = 0
+    rfft_mult: tuple[int, ...] = (0,) * 16
+    rfft_shift: int = 0
 
     def __post_init__(self) -> None:
         for name, code, count in _FIELDS:
@@ -414,7 +446,8 @@ class LayerDescriptor:
             values = value if count > 1 else (value,)
             if count > 1:
                 if not isinstance(value, (tuple, list)) or len(value) != count:
-                    raise ValueError(f"{name} must be {count} integers (d, h, w), not {value!r}")
+                    what = " (d, h, w)" if count == 3 else ""
+                    raise ValueError(f"{name} must be {count} integers{what}, not {value!r}")
                 object.__setattr__(self, name, tuple(value))
             for v in values:
                 if not isinstance(v, int) or isinstance(v, bool):
@@ -445,6 +478,14 @@ class LayerDescriptor:
                              f"{MINNER_M_TILES} m-tiles without a carried pool, not op "
                              f"{self.op} with {self.n_tiles} n-tiles and {self.m_tiles} "
                              f"m-tiles" + (" and a carried pool" if carried else ""))
+        if transform_fault(self.flags, self.op):
+            raise ValueError(f"FLAG_RFFT is not allowed on a pool pass, FLAG_LANE0 only on a "
+                             f"conv descriptor without FLAG_POOL; not op {self.op} with flags "
+                             f"{self.flags:#x}")
+        if self.rfft_shift > 47:
+            raise ValueError(f"rfft_shift must be in 0..47, not {self.rfft_shift}")
+        if not self.flags & FLAG_RFFT and (self.rfft_shift or any(self.rfft_mult)):
+            raise ValueError("rfft_mult and rfft_shift must be 0 without FLAG_RFFT")
         if row_lanes_fault(self.flags, self.op, self.tile[0], self.tiles[0]):
             raise ValueError(f"FLAG_ROWLANES needs a conv descriptor without FLAG_POOL or "
                              f"FLAG_DFOLD, of one depth tile of a power-of-two depth, not op "
@@ -495,10 +536,10 @@ class LayerDescriptor:
         raw = bytes(raw)
         if len(raw) != DESCRIPTOR_BYTES:
             raise ValueError(f"a descriptor is {DESCRIPTOR_BYTES} bytes, not {len(raw)}")
-        reserved = ((0x31, 0x38), (0x78, 0x80), (0x83, 0x84), (0x8A, 0x8C), (0xD4, 0x100))
+        reserved = ((0x31, 0x38), (0x78, 0x80), (0x83, 0x84), (0x8A, 0x8C), (0xF5, 0x100))
         if any(any(raw[a:b]) for a, b in reserved):
             raise ValueError("reserved descriptor bytes (0x31..0x37, 0x78..0x7F, 0x83, "
-                             "0x8A..0x8B, 0xD4..0xFF) must be 0")
+                             "0x8A..0x8B, 0xF5..0xFF) must be 0")
         flat = iter(_STRUCT.unpack(raw))
         kwargs = {}
         for name, _, count in _FIELDS:

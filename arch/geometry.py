@@ -266,7 +266,10 @@ class EngineGeometry:
     0)`` if none), which sizes CMaxPool's carry memories (:func:`pool_carry`); ``row_lanes``:
     whether a layer runs with its tile rows in the depth lanes
     (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`), which builds the input buffer's per-lane
-    row offsets and the drain's lane-to-row map.
+    row offsets and the drain's lane-to-row map; ``lane0`` and ``rfft``: whether a layer's post
+    chain takes lane 0 of its accumulators' inverse transform
+    (:data:`~fcircnn.arch.descriptor.FLAG_LANE0`) or the rfft of its time lanes
+    (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`), which builds those post-chain stages.
     """
 
     kernel: tuple[int, int, int]
@@ -277,6 +280,8 @@ class EngineGeometry:
     fused_pool: bool = False
     carry_map: tuple[int, int] = (0, 0)
     row_lanes: bool = False
+    lane0: bool = False
+    rfft: bool = False
 
     @classmethod
     def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
@@ -292,7 +297,8 @@ class EngineGeometry:
         return cls(top("kernel"), top("stride"), max(g.taps for g in geometries),
                    top("pool_size"), any(g.residual for g in geometries),
                    any(g.fused_pool for g in geometries), top("carry_map"),
-                   any(g.row_lanes for g in geometries))
+                   any(g.row_lanes for g in geometries), any(g.lane0 for g in geometries),
+                   any(g.rfft for g in geometries))
 
 
 @dataclass(frozen=True)
@@ -424,12 +430,15 @@ def pool_carry(core: Any, geometry: EngineGeometry) -> PoolCarry | None:
 
 def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
     """The buffer geometry ``core`` needs for the layers ``accelerator`` assigns to it, as
-    the engine runs them (a folded first layer: ``accelerator.engine_layer``)."""
+    the engine runs them (a folded first layer: ``accelerator.engine_layer``; the domain
+    steps run in no pass of their own, an rfft in its input's: ``accelerator.rfft_of``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
-    fused, carry_map, row_lanes = False, (0, 0), False
+    fused, carry_map, row_lanes, lane0, rfft = False, (0, 0), False, False, False
     for original in accelerator.network.resolved:
-        if accelerator.core_for(original).name != core.name:
+        if original.transform or accelerator.core_for(original).name != core.name:
             continue
+        lane0 |= original.takes_lane0
+        rfft |= accelerator.rfft_of(original) is not None
         layer = accelerator.engine_layer(original)
         kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
         if layer.kind == "conv":
@@ -445,4 +454,4 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
         residual |= layer.residual is not None
         row_lanes |= accelerator.row_groups(original) > 1
     return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused,
-                          carry_map, row_lanes)
+                          carry_map, row_lanes, lane0, rfft)

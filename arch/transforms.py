@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["RFFT_BITS", "RFFT_FRACTION_BITS", "irfft_lane0_weights",
+__all__ = ["RFFT_BITS", "RFFT_FRACTION_BITS", "RFFT_SLOTS", "irfft_lane0_weights",
            "rfft_twiddles"]
 
 #: Fraction bits of the rfft's twiddle factors.
@@ -35,6 +35,9 @@ RFFT_FRACTION_BITS = 14
 #: Width of the signed rfft sum ``v`` before requantization, for every legal ``B`` (<= 16):
 #: ``16 * 127 * 2**14 < 2**25``.
 RFFT_BITS = 26
+#: Slots of the largest block (``B = 16``): the requantization's multipliers per part
+#: (``LayerDescriptor.rfft_mult``, the post chain's rfft stage).
+RFFT_SLOTS = 8
 
 
 def rfft_twiddles(B: int) -> tuple[tuple[tuple[int, ...], ...], ...]:

@@ -89,6 +89,10 @@ class Case:
 #: on four depth lanes, each conv shallower than the lanes running rows of its tiles in the idle
 #: ones (``FLAG_ROWLANES``: two and four row groups, two ports, a queue of two; the test of
 #: ``tests/hw/test_accelerator_rows.py``). ``trim`` runs its 1-deep layers in two row groups.
+#: ``time_domain``: the paper's time-domain stem and head in small
+#: (``tests/hw/configs/time_domain_acc.yaml``): a dense conv on the spread input with the rfft in
+#: its post chain (``FLAG_RFFT``), and a dense fc of a block per class taking lane 0 of the
+#: inverse transform (``FLAG_LANE0``), on a core built with both post-chain stages.
 CASES: tuple[Case, ...] = (
     Case("small", "write_small_accelerator"),
     Case("kinds", config="tests/hw/configs/two_core.yaml", seed=5, verilator_opt=None),
@@ -113,6 +117,7 @@ CASES: tuple[Case, ...] = (
     Case("quarters", "write_quarters_accelerator"),
     Case("carried", "write_carried_accelerator", seed=13),
     Case("rows", "write_rows_accelerator", seed=41),
+    Case("time_domain", config="tests/hw/configs/time_domain_acc.yaml", verilator_opt=None),
 )
 
 

@@ -774,7 +774,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     net = acc.network
     print(f"fcircnn sim: {acc.name} ({path}), network {net.name} "
           f"({_fmt_shape((net.input.channels, *net.input.shape))} input, scale {args.scale}), "
-          f"{len(names)} of {len(net.resolved)} layers, {args.simulator}, seed {args.seed}, "
+          f"{len(names)} of {sum(not r.transform for r in net.resolved)} layers"
+          + (" (its rfft and irfft steps run inside them)"
+             if any(r.transform for r in net.resolved) else "")
+          + f", {args.simulator}, seed {args.seed}, "
           f"backpressure {args.backpressure:g}", file=sys.stderr)
     with sim.build_dir_env(args.build_dir) as build:
         try:

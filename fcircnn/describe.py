@@ -64,6 +64,35 @@ def describe_network(net: NetworkConfig) -> str:
     return "\n".join(lines)
 
 
+def _core_text(acc: AcceleratorConfig, layer) -> str:
+    """The core column of ``layer``: its core, or where a domain step runs."""
+    if layer.kind == "rfft":
+        return "host" if layer.input is None else f"({layer.input})"
+    if layer.kind == "irfft":
+        return "(deferred)"
+    return acc.core_for(layer).name
+
+
+def _transform_lines(acc: AcceleratorConfig) -> list[str]:
+    """How the accelerator runs the network's time-domain layers and domain steps."""
+    net, lines = acc.network, []
+    for r in net.resolved:
+        if r.dense and r.takes_lane0:
+            lines.append(f"  {r.name} runs dense on its input's slots: a block per output "
+                         f"channel ({r.out_channels * r.block_size} channels), lane 0 of the "
+                         "inverse transform in its post chain")
+        elif r.dense:
+            lines.append(f"  {r.name} runs dense on the host's spread input: a block per input "
+                         f"channel ({r.in_channels * r.block_size} channels)")
+        elif r.kind == "rfft":
+            lines.append(f"  {r.name} runs in the post chain of {r.input}" if r.input else
+                         f"  {r.name} is taken by the host on the network input")
+        elif r.kind == "irfft":
+            lines.append(f"  {r.name} is deferred to the dense layer that reads it (or to the "
+                         "host at the network's end)")
+    return lines
+
+
 def describe_accelerator(acc: AcceleratorConfig) -> str:
     """Human-readable summary: resolved parameters, cores and which core runs which layer."""
     d, res = acc.device, acc.device.resources
@@ -88,9 +117,11 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
           fmt3(c.max_stride), fmt3(c.max_pool_window)] for c in acc.cores])
     lines.append("")
     lines += format_table(["#", "layer", "type", "kernel", "stride", "pool", "core", "GOP"],
-                    [[r.index, r.name, r.kind, fmt3(r.kernel), fmt3(r.stride),
-                      fmt3(r.pool.window) if r.pool else "-", acc.core_for(r).name,
-                      f"{r.dense_ops / 1e9:.3f}"] for r in acc.network.resolved])
+                    [[r.index, r.name, f"dense {r.kind}" if r.dense else r.kind,
+                      fmt3(r.kernel), fmt3(r.stride), fmt3(r.pool.window) if r.pool else "-",
+                      _core_text(acc, r), f"{r.dense_ops / 1e9:.3f}"]
+                     for r in acc.network.resolved])
+    lines += _transform_lines(acc)
     folded = [r for r in acc.network.resolved if acc.folds_input(r)]
     for r in folded:
         run = acc.engine_layer(r)
@@ -120,7 +151,7 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
         run = acc.engine_layer(r)
         lines.append(f"  {r.name} reads its {r.padded_in_channels} channels as "
                      f"{run.in_shape[0]} planes of {run.in_channels}: one channel tile")
-    used = {acc.core_for(r).name for r in acc.network.resolved}
+    used = {acc.core_for(r).name for r in acc.network.resolved if not r.transform}
     for c in (c for c in acc.cores if c.name not in used):
         lines.append(f"  note: core {c.name} runs no layer of {acc.network.name}; it is built "
                      "all the same (its resources count), so leave it out of this file")

@@ -67,12 +67,14 @@ class Prediction:
 
 
 def _scores(net: Any, qnet: Any, re: np.ndarray, im: np.ndarray) -> np.ndarray:
-    """Dequantize the last layer's int8 slots and take them back to the time domain."""
-    from fcircnn.models import quant, spectral
+    """Dequantize the last layer's int8 slots and take them back to the time domain (the
+    inverse transform, or the channels of a time-domain output as its layout places them)."""
+    from fcircnn.models import quant, timedomain
 
     last = net.resolved[-1]
     slots = quant.dequantize_slots(re, im, qnet.layers[last.name].out_scale)
-    return spectral.from_slots(slots, last.block_size)[: last.out_channels].reshape(-1)
+    return timedomain.from_layout(slots, last.out_layout, last.block_size,
+                                  last.out_channels).reshape(-1)
 
 
 def predict(acc: Any, clips: np.ndarray, *,

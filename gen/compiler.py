@@ -107,10 +107,12 @@ from fcircnn.arch.descriptor import (
     FLAG_DFOLD,
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_LANE0,
     FLAG_LAST,
     FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_RFFT,
     FLAG_ROWLANES,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
@@ -134,6 +136,7 @@ from fcircnn.arch.geometry import (
     pool_fuses,
 )
 from fcircnn.arch.ports import PortMap
+from fcircnn.arch.transforms import RFFT_SLOTS
 from fcircnn.arch.walk import quarters_inputs, splits_inputs
 from fcircnn.models.config import AcceleratorConfig, CoreConfig, Pool, ResolvedLayer
 from fcircnn.models.fold import (
@@ -153,7 +156,7 @@ from fcircnn.models.network import (
     random_input,
     run_int,
 )
-from fcircnn.models.placement import subsample_steps
+from fcircnn.models.placement import map_of, passes, subsample_steps
 from fcircnn.models.quant import Granularity, PostParams
 
 from .dma_plan import DmaLimits, plan_block
@@ -240,7 +243,10 @@ class LayerPlan:
     1x1x1 input as a map (:meth:`~fcircnn.models.config.AcceleratorConfig.folds_fc_input`),
     a 1x1x1 strided conv reading a subsampled input, or a conv with its kernel trimmed to the
     taps that read the map (:func:`~fcircnn.models.placement.trims_taps`), whose geometry the
-    descriptor carries; ``layer`` keeps the network's view (name, dense operations).
+    descriptor carries, a dense layer as its block-circulant equivalent
+    (:meth:`~fcircnn.models.config.ResolvedLayer.datapath`); ``layer`` keeps the network's view
+    (name, dense operations). ``rfft`` is the rfft step the pass runs in its post chain
+    (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`), whose output it writes (``None``: none).
     """
 
     layer: ResolvedLayer
@@ -249,6 +255,7 @@ class LayerPlan:
     descriptor: LayerDescriptor
     descriptors: tuple[LayerDescriptor, ...] = ()
     engine_layer: ResolvedLayer | None = None
+    rfft: ResolvedLayer | None = None
 
     def __post_init__(self) -> None:
         if not self.descriptors:
@@ -261,7 +268,12 @@ class LayerPlan:
         """Whether the layer runs folded (depth taps into input channels, or an fc input
         read as a map): its weights and input move to other channels. (A subsampled input,
         :func:`~fcircnn.models.placement.subsample_steps`, keeps both.)"""
-        return self.engine_layer.in_channels != self.layer.in_channels
+        return self.engine_layer.in_channels != self.layer.datapath().in_channels
+
+    @property
+    def output(self) -> str:
+        """The network layer whose output the pass writes: the rfft it runs, or its own."""
+        return self.layer.name if self.rfft is None else self.rfft.name
 
     @property
     def trimmed(self) -> bool:
@@ -506,7 +518,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         raise CompileError(f"base must be a non-negative multiple of {ALIGN} (4 KB), "
                            f"not {base!r}")
     net = acc.network
-    originals = net.resolved
+    originals = passes(net)
     fits = [_check_fit(acc, layer) for layer in originals]
     layers = [acc.engine_layer(layer) for layer in originals]  # as the engine runs them
     geos = _core_geometry(acc, geometry)
@@ -524,6 +536,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
                        f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 "
                        "DMA-stall)")
     maps, per_layer = _map_regions(acc, alloc, originals, layers, fits, pool_pass)
+    for layer in net.resolved:  # the domain steps' maps: where their outputs are
+        if layer.transform:
+            maps[layer.name] = maps[map_of(net, layer.name)]
     end = alloc.cursor
     limit = 1 << acc.address_width
     if end > limit:
@@ -540,13 +555,14 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         link = _Links(desc.base, cycles.base, k, i == len(layers) - 1)
         try:
             descs = _layer_descriptors(acc, i, layer, originals[i], core, core_index, own,
-                                       maps, link, pool_pass[i])
+                                       maps, link, pool_pass[i], geos[core_index])
             for blob in (own.weights, own.post):
                 plan_block(blob.base, blob.size, limits=limits)
         except ValueError as exc:
             raise CompileError(f"layer {layer.name!r}: descriptor: {exc}") from None
         k += len(descs)
-        plans.append(LayerPlan(originals[i], core, core_index, descs[0], descs, layer))
+        plans.append(LayerPlan(originals[i], core, core_index, descs[0], descs, layer,
+                               acc.rfft_of(originals[i])))
     return NetworkPlan(base, end, acc.address_width, tuple(alloc.regions), tuple(plans))
 
 
@@ -623,7 +639,7 @@ def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
                       f"{POST_RECORD_BYTES} bytes (+ zero records to {m_tiles} whole "
                       "output-channel tiles)")
         # The maps the layer stores are the network's (a depth fold writes them back).
-        out_slots = _slots(orig.padded_out_channels)
+        out_slots = orig.out_slots
         mid = None
         if separate:
             mid = alloc.add(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape),
@@ -637,12 +653,14 @@ def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
     return maps, per_layer
 
 
-def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, separate):
+def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, separate, geo):
     """Layer ``i``'s descriptors: its conv/fc/gap descriptor (``layer``, as the engine runs
     it; with its port splits, :func:`port_split`, on the core's tile or, where
     :func:`~fcircnn.arch.descriptor.balances_tiles` and the performance model finds it
     faster, on the tile evened out over the map's rows and columns) and, where its pool does
     not fuse (``separate``), the pool pass on the stored map (``orig``'s, also when folded).
+    ``geo``: the core's :class:`~fcircnn.arch.geometry.EngineGeometry` (its post chain's
+    stages time the model).
 
     Raises
     ------
@@ -656,12 +674,14 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
     flags = ((FLAG_CBN if layer.cbn else 0) | (FLAG_CRELU if layer.crelu else 0)
              | (FLAG_RESIDUAL if layer.residual is not None else 0)
              | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0)
-             | (FLAG_ROWLANES if acc.row_groups(orig) > 1 else 0))
+             | (FLAG_ROWLANES if acc.row_groups(orig) > 1 else 0)
+             | (FLAG_RFFT if acc.rfft_of(orig) is not None else 0)
+             | (FLAG_LANE0 if orig.takes_lane0 else 0))
     ones, zeros = (1, 1, 1), (0, 0, 0)
     fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
     conv_last = link.last_layer and pool is None
     fields = dict(
-        layer=i, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
+        layer=orig.index, core=core_index, op=OP_GAP if layer.kind == "gap" else OP_CONV,
         flags=flags | (FLAG_LAST if conv_last else 0),
         in_slots=_slots(layer.padded_in_channels), in_shape=layer.in_shape,
         out_slots=_slots(layer.padded_out_channels), conv_shape=layer.conv_shape,
@@ -675,24 +695,29 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
         m_tiles=own.m_tiles, n_tiles=own.n_tiles, **link.fields(0, conv_last),
     )
 
+    from .perf_model import EngineTiming
+
+    timing = EngineTiming().with_post_stages(geo)
+
     def build(balanced: bool) -> tuple[LayerDescriptor, int | None]:
         d = LayerDescriptor(**fields, **_derived(layer, core, B, fused=fused, depths=depths,
                                                  balanced=balanced, **_subsampled(orig)))
-        flags, span = _port_split(acc, d, core)
+        flags, span = _port_split(acc, d, core, timing)
         return replace(d, flags=d.flags | flags), span
 
     d, span = build(False)
     if balances_tiles(d.op, d.flags) and d.tile != CoreGeometry.of(core, B).layer_tile(
             layer.conv_shape, balanced=True):
         other, other_span = build(True)
-        if _span(acc, core, other, other_span) < _span(acc, core, d, span):
+        if (_span(acc, core, other, other_span, timing)
+                < _span(acc, core, d, span, timing)):
             d = other
     d.check_address_width(acc.address_width)
     if pool is None:
         return (d,)
-    slots = _slots(orig.padded_out_channels)
+    slots = orig.out_slots
     pd = LayerDescriptor(
-        layer=i, core=core_index, op=OP_POOL,
+        layer=orig.index, core=core_index, op=OP_POOL,
         flags=FLAG_POOL | (FLAG_LAST if link.last_layer else 0),
         in_slots=slots, in_shape=orig.conv_shape, out_slots=slots,
         conv_shape=orig.conv_shape, out_shape=orig.out_shape, kernel=ones,
@@ -724,13 +749,13 @@ def gap_weight_slots(blocks: int, B: int, kernel: tuple[int, int, int]
 
 
 def _span(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
-          span: int | None) -> int:
+          span: int | None, timing=None) -> int:
     """``span`` (the modelled span of ``d`` :func:`_port_split` found), or the model's."""
     from .perf_model import memory_of, model_descriptor
 
     if span is not None:
         return span
-    return model_descriptor(d, core, acc.block_size, memory_of(acc))["span"]
+    return model_descriptor(d, core, acc.block_size, memory_of(acc), timing)["span"]
 
 
 #: The share of its cycles a descriptor must wait on its loads for :func:`port_split` to try
@@ -738,7 +763,8 @@ def _span(acc: AcceleratorConfig, core: CoreConfig, d: LayerDescriptor,
 SPLIT_MIN_STALL = 0.005
 
 
-def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> int:
+def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig,
+               timing=None) -> int:
     """The flags that split conv descriptor ``d``'s reads over the AXI ports or reorder its
     walk, or 0.
 
@@ -759,10 +785,10 @@ def port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig) -> 
     that the model finds waiting on its loads less than :data:`SPLIT_MIN_STALL` of its cycles
     is not split (a split cannot save more than that wait; this keeps the sweep's per-point
     cost low)."""
-    return _port_split(acc, d, core)[0]
+    return _port_split(acc, d, core, timing)[0]
 
 
-def _port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig
+def _port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig, timing=None
                 ) -> tuple[int, int | None]:
     """:func:`port_split`'s flags and the modelled span of ``d`` with them (``None`` where
     it found no candidate and modelled nothing)."""
@@ -784,12 +810,13 @@ def _port_split(acc: AcceleratorConfig, d: LayerDescriptor, core: CoreConfig
     if not candidates:
         return 0, None
     mem = memory_of(acc)
-    base = model_descriptor(d, core, B, mem)
+    base = model_descriptor(d, core, B, mem, timing)
     if base["dma_stall"] < SPLIT_MIN_STALL * base["cycles"]:
         return 0, base["span"]
     best, best_span = 0, base["span"]
     for flags in candidates:
-        span = model_descriptor(replace(d, flags=d.flags | flags), core, B, mem)["span"]
+        span = model_descriptor(replace(d, flags=d.flags | flags), core, B, mem,
+                                timing)["span"]
         if span < best_span:
             best, best_span = flags, span
     return best, best_span
@@ -975,7 +1002,7 @@ def network_input_slots(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray
     :attr:`LayerPlan.depths` and :attr:`LayerPlan.rows`)."""
     first = plan.layers[0]
     if first.folded:
-        return fold_input_slots(xq_re, xq_im, first.layer, first.depths, first.rows)
+        return fold_input_slots(xq_re, xq_im, first.layer.datapath(), first.depths, first.rows)
     return xq_re, xq_im
 
 
@@ -990,10 +1017,32 @@ def _clip(net, x) -> np.ndarray:
     return x
 
 
-def _expected(ints) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per layer, the int8 output slot parts of the contract's run."""
-    return {name: (t.re.astype(np.int8), t.im.astype(np.int8))
-            for name, t in ints.items() if name}
+def _expected(plan: NetworkPlan, ints) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per layer, the int8 output slot parts of the contract's run; for a pass that runs an
+    rfft in its post chain, the rfft's (what the pass writes)."""
+    expected = {name: (t.re.astype(np.int8), t.im.astype(np.int8))
+                for name, t in ints.items() if name}
+    for lp in plan.layers:
+        expected[lp.layer.name] = expected[lp.output]
+    return expected
+
+
+def _with_rfft(plan: NetworkPlan, qnet: QuantizedNetwork, B: int) -> NetworkPlan:
+    """``plan`` with each rfft pass's requantization in its descriptor (``rfft_mult``, one
+    per part and slot position of a block, and ``rfft_shift``: the quantized network's, the
+    same for every block)."""
+    layers = []
+    for lp in plan.layers:
+        if lp.rfft is not None:
+            post = qnet.layers[lp.rfft.name].post
+            mult = [0] * (2 * RFFT_SLOTS)
+            for p in (0, 1):
+                for k in range(B // 2):
+                    mult[p * RFFT_SLOTS + k] = int(post.mult[p, k]) & 0xFFFF
+            d = replace(lp.descriptor, rfft_mult=tuple(mult), rfft_shift=int(post.shift[0, 0]))
+            lp = replace(lp, descriptor=d, descriptors=(d, *lp.descriptors[1:]))
+        layers.append(lp)
+    return replace(plan, layers=tuple(layers))
 
 
 def compile_network(
@@ -1055,6 +1104,8 @@ def compile_network(
         raise PostOverflowError(f"layer {exc.layer!r}: post parameters: {why}") from None
     xq = qnet.quantize_input(net, x)
     ints = run_int(net, qnet, xq)
+    B = acc.block_size
+    plan = _with_rfft(plan, qnet, B)
 
     image = bytearray(plan.end - plan.base)
 
@@ -1064,7 +1115,6 @@ def compile_network(
     for k, d in enumerate(plan.descriptors):
         put(plan.desc_ptr + k * DESCRIPTOR_BYTES, d.pack())
     put(plan.region("input").base, pack_network_input(plan, *xq))
-    B = acc.block_size
     for lp in plan.layers:
         layer, ql, d = lp.layer, qnet.layers[lp.layer.name], lp.descriptor
         if layer.kind == "gap":  # the engine layer's blocks (one channel tile if viewed)
@@ -1092,7 +1142,7 @@ def compile_network(
             put(d.post_base, pack_post_table(post, records=d.m_tiles * lp.core.tm // 2))
         except (OverflowError, ValueError) as exc:
             raise PostOverflowError(f"layer {layer.name!r}: post parameters: {exc}") from None
-    expected = _expected(ints)
+    expected = _expected(plan, ints)
     return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
                     expected, net.name, acc.name)
 
@@ -1122,7 +1172,7 @@ def image_for_clip(acc: AcceleratorConfig, image: DdrImage, x: np.ndarray) -> Dd
     blob = pack_network_input(image.plan, *xq)
     start = image.plan.region("input").base - image.plan.base
     data[start:start + len(blob)] = blob
-    expected = _expected(ints)
+    expected = _expected(image.plan, ints)
     return replace(image, data=bytes(data),
                    input_parts=(xq[0].astype(np.int8), xq[1].astype(np.int8)),
                    expected=expected)

@@ -27,6 +27,9 @@ Per core (``core`` = the core's name):
     line and plane buffers sized by the largest pooled map; with more AXI ports also the pool
     pass's further CMaxPools (``pool1`` .., one per port, :attr:`~fcircnn.arch.ports.PortMap.
     pool_lanes`), the same memories again.
+``transform_stages``
+    On a core that runs a time-domain layer, the post chain's lane-0 and rfft stages
+    (:data:`TRANSFORM_STAGE_LOGIC`; the rfft's 16 DSP48E2).
 ``param_memory``
     The double-buffered post records (``2*G`` words of 8 x 256 bits, ``G = Tm/16``).
 ``control``
@@ -111,6 +114,8 @@ __all__ = [
     "INPUT_SPLIT_LOGIC",
     "PSUM_POOL_LOGIC",
     "RESOURCE_NAMES",
+    "RFFT_DSP_PER_LANE",
+    "TRANSFORM_STAGE_LOGIC",
     "WEIGHT_QUARTER_LOGIC",
     "WEIGHT_SPLIT_LOGIC",
     "ComponentEstimate",
@@ -152,6 +157,8 @@ _ACC_BITS = 32
 #: DSP48E2 per post-chain lane: acc*mult split in two, for re and im (4), res*res_mult (2).
 _CBN_DSP = 4
 _RES_DSP = 2
+#: DSP48E2 per post-chain lane of the rfft stage: the product by the multiplier, re and im.
+RFFT_DSP_PER_LANE = 2
 
 # Yosys' UltraScale+ block RAM (brams_xc4v.txt with HAS_SIZE_36): per primitive its
 # memory_libmap cost and (words, bits) shapes; RAMB36E2 up to 512 x 72, RAMB18E2 up to 512 x 36
@@ -389,6 +396,8 @@ class _Core:
     psum_pool_parts: int = 0
     iquarter: bool = False
     carry: tuple[int, int, int] = (0, 0, 0)
+    lane0: bool = False
+    rfft: bool = False
 
 
 def _cores(acc: Any) -> list[_Core]:
@@ -415,7 +424,7 @@ def _cores(acc: Any) -> list[_Core]:
                            ports.quarters_weights(cg.weight_tile_beats(1)),
                            cg.lanes * core.tm if geo.fused_pool else 0,
                            ports.quarters_inputs(cg.in_groups),
-                           (0, 0, 0) if carry is None else carry.depth))
+                           (0, 0, 0) if carry is None else carry.depth, geo.lane0, geo.rfft))
     return cores
 
 
@@ -490,6 +499,9 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "one": 1, "size_bits": size_bits, "residual": int(c.residual),
         "pool1": size_bits * (c.pool_lanes - 1),
     })
+    if c.lane0 or c.rfft:
+        comps["transform_stages"] = (_LANES * RFFT_DSP_PER_LANE if c.rfft else 0, [], {
+            "lane0": int(c.lane0), f"rfft_b{B}": int(c.rfft)})
     comps["output_buffer"] = (0, [map_memory(128, 2 * vox)] * (Td * G), {
         "one": 1, "banks": Td * G,
     })
@@ -637,6 +649,21 @@ WEIGHT_QUARTER_LOGIC: Mapping[str, Mapping[str, float]] = {
 PSUM_POOL_LOGIC: Mapping[str, float] = {"lut": 36.0, "ff": 32.6}
 
 
+#: The post chain's time-domain stages (built on a core that runs a time-domain layer,
+#: :class:`~fcircnn.arch.geometry.EngineGeometry` ``lane0`` and ``rfft``), by feature: the
+#: lane-0 stage (``IrfftLane0(8, B)``: the sums and its payload register) and the rfft stage
+#: of block size ``B`` (``RfftSum(8, B)``, its twiddle sums in shifts and adds and 16 products,
+#: and the second ``Quantize(8)``, whose 48-bit rounding shifters are most of it). Yosys 0.70
+#: (yowasp), out of context: lane 0 765 / 991 / 906 LUT and 2,017 FF at B = 4 / 8 / 16; the rfft
+#: stage 5,814 / 6,842 / 9,680 LUT and 1,271 / 1,339 / 1,363 FF, 16 DSP48E2.
+TRANSFORM_STAGE_LOGIC: Mapping[str, Mapping[str, float]] = {
+    "lane0": {"lut": 991, "ff": 2017},
+    "rfft_b4": {"lut": 5814, "ff": 1271},
+    "rfft_b8": {"lut": 6842, "ff": 1339},
+    "rfft_b16": {"lut": 9680, "ff": 1363},
+}
+
+
 #: What a loader of its own for the split halves (ports 2 and 3,
 #: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`) adds to a core's ``control``: a loader's
 #: walk, FSM and routing without the input side, as the weight loader of ResNet-18's best core
@@ -649,11 +676,12 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
     feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
     :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
-    :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`)."""
+    :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`,
+    :data:`TRANSFORM_STAGE_LOGIC`)."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: dict(v) for res, v in coeffs["dma"].items()}
-    out = {res: dict(v) for res, v in coeffs.get(name, {}).items()}
+    out = {res: dict(v) for res, v in coeffs.get(name, {"lut": {}, "ff": {}}).items()}
     for feature, cost in _measured_costs(name).items():
         if feature not in out["lut"]:
             for res in out:
@@ -672,6 +700,8 @@ def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
     if name == "control":
         costs["psum_pool"] = PSUM_POOL_LOGIC
         costs["half_loaders"] = HALF_LOADER_LOGIC
+    if name == "transform_stages":
+        costs |= TRANSFORM_STAGE_LOGIC
     return costs
 
 

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
@@ -248,6 +249,11 @@ class EngineTiming:
         Fused pool: the drain's release of a tile to its next wait, the tile's last beat
         passing the post chain and CMaxPool into the output buffer = post_latency +
         pool_latency + 1.
+
+    A core built with the post chain's lane-0 stage (1 cycle) or rfft stage (its sums and
+    products, 2, and a second quantizer, 2) has them on every beat's path:
+    :meth:`with_post_stages` adds them to ``post_latency``, ``out_valid`` and
+    ``fused_pool_gap``.
     """
 
     read_setup: int = 3
@@ -267,6 +273,21 @@ class EngineTiming:
     dispatch: int = 3
     entry_write: int = 5
     fused_pool_gap: int = 11
+
+    #: Cycles of the lane-0 stage and of the rfft stage (:class:`~fcircnn.hw.post_chain.
+    #: PostChain`'s ``LANE0_LATENCY``, ``RFFT_STAGE_LATENCY``).
+    LANE0_LATENCY: ClassVar[int] = 1
+    RFFT_LATENCY: ClassVar[int] = 4
+
+    def with_post_stages(self, geometry) -> EngineTiming:
+        """This timing on a core built for ``geometry`` (its ``lane0`` and ``rfft``)."""
+        extra = (self.LANE0_LATENCY if geometry.lane0 else 0) + (
+            self.RFFT_LATENCY if geometry.rfft else 0)
+        if not extra:
+            return self
+        return replace(self, post_latency=self.post_latency + extra,
+                       out_valid=self.out_valid + extra,
+                       fused_pool_gap=self.fused_pool_gap + extra)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ without an import cycle.
 
 from __future__ import annotations
 
+from fcircnn.arch.geometry import engine_geometry
 from fcircnn.models.config import AcceleratorConfig, ResolvedLayer
 
 from .compiler import plan_network
@@ -32,8 +33,14 @@ def model_layer(acc: AcceleratorConfig, layer: ResolvedLayer | str, *,
     plan = plan or plan_network(acc)
     for lp in plan.layers:
         if lp.layer.name == name:
-            return _layer_perf(acc, lp, memory_of(acc, memory), timing or EngineTiming())
+            return _layer_perf(acc, lp, memory_of(acc, memory),
+                               _timing(acc, lp.core, timing or EngineTiming()))
     raise KeyError(f"network {acc.network.name} has no layer {name!r}")
+
+
+def _timing(acc, core, t: EngineTiming) -> EngineTiming:
+    """``t`` on ``core`` as built for ``acc``'s network (its post chain's stages)."""
+    return t.with_post_stages(engine_geometry(acc, core))
 
 
 def _layer_perf(acc, lp, mem, t) -> LayerPerformance:
@@ -69,7 +76,9 @@ def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | 
         if missing:
             raise KeyError(f"network {acc.network.name} has no layer {', '.join(missing)}")
         chosen = [lp for lp in plan.layers if lp.layer.name in names]
+    timings = {core.name: _timing(acc, core, t) for core in acc.cores}
     return NetworkPerformance(acc.name, acc.network.name, acc.clock_mhz,
-                              tuple(_layer_perf(acc, lp, mem, t) for lp in chosen), mem, dsp)
+                              tuple(_layer_perf(acc, lp, mem, timings[lp.core.name])
+                                    for lp in chosen), mem, dsp)
 
 

@@ -17,7 +17,9 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
+    FLAG_LANE0,
     FLAG_LAST,
+    FLAG_RFFT,
     OP_POOL,
     descriptor_layout,
     flags_fault,
@@ -172,9 +174,14 @@ class Accelerator(wiring.Component):
     def _refused(desc, engines):
         """Whether the sequencer refuses descriptor ``desc`` (``ERROR_BAD_DESCRIPTOR``): a
         core that does not exist, an unknown op, flags that do not go together
-        (:func:`~fcircnn.arch.descriptor.flags_fault`) or row lanes its core cannot run
-        (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`)."""
-        rows = [(desc.core == k) & RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
+        (:func:`~fcircnn.arch.descriptor.flags_fault`), row lanes its core cannot run
+        (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`) or a transform of the post chain its
+        core was built without (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`,
+        :data:`~fcircnn.arch.descriptor.FLAG_LANE0`)."""
+        unbuilt = [(FLAG_RFFT if not e.geometry.rfft else 0)
+                   | (FLAG_LANE0 if not e.geometry.lane0 else 0) for e in engines]
+        rows = [(desc.core == k) & (RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
+                                    | (desc.flags & unbuilt[k]).bool())
                 for k, e in enumerate(engines)]
         return ((desc.core >= len(engines)) | (desc.op > OP_POOL)
                 | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,

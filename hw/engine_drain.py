@@ -9,7 +9,14 @@ from amaranth.hdl import C, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_CRELU, FLAG_RESIDUAL, OP_POOL, carried_axes
+from fcircnn.arch.descriptor import (
+    FLAG_CRELU,
+    FLAG_LANE0,
+    FLAG_RESIDUAL,
+    FLAG_RFFT,
+    OP_POOL,
+    carried_axes,
+)
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, pool_carry
 from fcircnn.models.layout import SLOTS_PER_BEAT
 
@@ -210,6 +217,11 @@ class EngineDrain(wiring.Component):
         """Drive ``post_cfg`` for the conv layer ``d`` (``cmaxpool``: its pool runs in
         CMaxPool)."""
         cfg = self.post_cfg
+        m.d.comb += [cfg.lane0.enable.eq((d.flags & FLAG_LANE0).bool()),
+                     cfg.rfft.enable.eq((d.flags & FLAG_RFFT).bool()),
+                     cfg.rfft.shift.eq(d.rfft_shift),
+                     *(cfg.rfft.mult[k].eq(d.rfft_mult[k].as_signed())
+                       for k in range(len(cfg.rfft.mult)))]
         m.d.comb += [cfg.cbn.bypass.eq(0), cfg.cbn.residual.eq((d.flags & FLAG_RESIDUAL).bool()),
                      cfg.quantize.bypass.eq(0),
                      cfg.crelu.bypass.eq(~(d.flags & FLAG_CRELU).bool()),

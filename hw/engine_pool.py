@@ -176,10 +176,12 @@ class EnginePoolPass(wiring.Component):
 
     def _pool_config(self, m, d):
         """The post chain's configuration of a pool pass: CMaxPool on the map, the rest
-        bypassed."""
+        bypassed (a pool pass has no transform: :func:`~fcircnn.arch.descriptor.
+        transform_fault`)."""
         cfg = self.post_cfg
         m.d.comb += [cfg.eq(self.conv_post_cfg), cfg.cbn.bypass.eq(1), cfg.crelu.bypass.eq(1),
-                     cfg.pool.bypass.eq(0), cfg.pool.groups.eq(1)]
+                     cfg.pool.bypass.eq(0), cfg.pool.groups.eq(1), cfg.lane0.enable.eq(0),
+                     cfg.rfft.enable.eq(0)]
         for a in range(3):
             m.d.comb += [cfg.pool.size[a].eq(d.in_shape[a]),
                          cfg.pool.window[a].eq(d.pool_window[a]),

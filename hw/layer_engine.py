@@ -250,7 +250,8 @@ class LayerEngine(wiring.Component):
         carry = pool_carry(core, geo)
         m.submodules.post = PostChain(lanes=SLOTS_PER_BEAT, max_size=max_size,
                                       max_groups=max_groups,
-                                      carry=(0, 0, 0) if carry is None else carry.depth)
+                                      carry=(0, 0, 0) if carry is None else carry.depth,
+                                      B=B, lane0=geo.lane0, rfft=geo.rfft)
         for k in range(1, self.ports.pool_lanes):  # the pool pass's further lanes
             m.submodules[f"pool{k}"] = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
         m.submodules.outbuf = OutputBuffer(Tm, Td, Tr, Tc)

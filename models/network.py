@@ -671,7 +671,10 @@ def quantize_network(
                 gain, offset = _bn(layer, lw, np.zeros((S, 1, 1, 1)))
         res_scale = None if layer.residual is None else scales[layer.residual]
         try:
-            post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
+            if layer.kind == "rfft":  # one shift, the multipliers per slot position
+                post = quant.fold_uniform(acc_scale, out_scale, acc_bound, S)
+            else:
+                post = quant.fold_post(gain, offset, acc_scale, out_scale, acc_bound, res_scale)
         except OverflowError as exc:
             raise LayerOverflowError(layer.name, str(exc)) from None
         layers[layer.name] = QuantizedLayer(layer.name, wq_re, wq_im, post, in_scale, w_scale,

@@ -12,7 +12,10 @@ reads only the planes and rows it uses (:func:`subsample_steps`); a conv whose k
 that read padding only drops them (:func:`trims_taps`); a gap layer on a map one plane deep reads
 it as planes of one channel tile (:func:`views_gap`); a conv shallower than its core's depth lanes
 runs rows of its tiles in the idle lanes (:func:`row_groups`); :func:`engine_layer` is the
-layer as the engine runs it.
+layer as the engine runs it, a dense layer as its block-circulant equivalent
+(:meth:`~.resolve.ResolvedLayer.datapath`). The steps between the domains run in no pass of
+their own: an rfft in the post chain of the pass that makes its input (:func:`rfft_of`), an
+irfft deferred to the dense layer that reads it, or on the host at either end.
 :class:`~.schema.AcceleratorConfig` offers these as methods.
 """
 
@@ -28,23 +31,25 @@ from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import splits_input_slots
 
 from .errors import Problem
-from .resolve import FC_FOLD_SHAPE, ResolvedLayer, fmt3
+from .resolve import FC_FOLD_SHAPE, LANES, ResolvedLayer, fmt3
 
 if TYPE_CHECKING:
     from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
 
 __all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folded_rows", "folds_fc_input", "folds_input", "placement_problems",
-           "row_fold_tile_cycles", "row_groups", "subsample_steps", "trims_taps", "views_gap"]
+           "folded_rows", "folds_fc_input", "folds_input", "map_of", "passes",
+           "placement_problems", "rfft_of", "row_fold_tile_cycles", "row_groups",
+           "subsample_steps", "trims_taps", "views_gap"]
 
 
 def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
     """Why ``core`` cannot run ``layer`` (empty list: it can).
 
     An ``fc`` layer counts as a 1x1x1 kernel with stride 1 (channel-minor flatten); a
-    ``gap`` layer runs on any core. Block size is checked at accelerator level.
+    ``gap`` layer and the domain steps run on any core. Block size is checked at accelerator
+    level.
     """
-    if layer.kind == "gap":
+    if layer.kind == "gap" or layer.transform:
         return []
     kernel = (1, 1, 1) if layer.kind == "fc" else layer.kernel
     stride = (1, 1, 1) if layer.kind == "fc" else layer.stride
@@ -95,7 +100,7 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     if (not acc.fold_input_taps or layer.kind != "conv" or layer.input is not None
             or layer.kernel[0] == 1):
         return False
-    return layer.padded_in_channels < core_for(acc, layer).tn
+    return layer.datapath().padded_in_channels < core_for(acc, layer).tn
 
 
 def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
@@ -114,6 +119,7 @@ def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     if not folds_input(acc, layer) or layer.residual is not None:
         return 1
     core = core_for(acc, layer)
+    layer = layer.datapath()
     depths = DFOLD_DEPTHS
     if (depths * layer.padded_out_channels > core.tm
             or (layer.kernel[0] + (depths - 1) * layer.stride[0]) * layer.padded_in_channels
@@ -154,7 +160,7 @@ def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int
     candidates, the copies costing DDR reads as they save PE steps."""
     core = core_for(acc, layer)
     cg = CoreGeometry.of(core, acc.block_size)
-    folded = layer.fold_depth_taps(folded_depths(acc, layer), rows=rows)
+    folded = layer.datapath().fold_depth_taps(folded_depths(acc, layer), rows=rows)
     channels = folded.padded_in_channels
     tiles = [min(core.tn, channels - start) for start in range(0, channels, core.tn)]
     voxels = core.td * core.tr * core.tc // core_lanes(core)
@@ -182,13 +188,13 @@ def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     if layer.kind != "fc" or layer.input is None:
         return False
     try:
-        folded = layer.fold_fc_input()  # states which inputs fold at all
+        folded = layer.datapath().fold_fc_input()  # states which inputs fold at all
     except ValueError:
         return False
     core = core_for(acc, layer)
     if folded.in_channels < core.tn:
         return False
-    return any(other.name != layer.name and other.kind != "gap"
+    return any(other.name != layer.name and other.weighted
                and all(k >= f for k, f in zip(other.kernel, FC_FOLD_SHAPE, strict=True))
                and core_for(acc, other).name == core.name
                for other in acc.network.resolved)
@@ -237,12 +243,15 @@ def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     if :func:`folds_fc_input`, its input subsampled if :func:`subsample_steps` says so, its
     kernel trimmed if
     :func:`trims_taps`, a gap layer's input read as planes of channel tiles if
-    :func:`views_gap`, else itself (one of these at most, in that order). It runs on
-    ``core_for(layer)`` of the original layer."""
+    :func:`views_gap`, else itself (one of these at most, in that order); a dense layer as its
+    block-circulant equivalent (:meth:`~.resolve.ResolvedLayer.datapath`) before any of
+    these. It runs on ``core_for(layer)`` of the original layer."""
+    run = layer.datapath()
     if folds_input(acc, layer):
-        return layer.fold_depth_taps(folded_depths(acc, layer), rows=folded_rows(acc, layer))
+        return run.fold_depth_taps(folded_depths(acc, layer), rows=folded_rows(acc, layer))
     if folds_fc_input(acc, layer):
-        return layer.fold_fc_input()
+        return run.fold_fc_input()
+    layer = run
     if subsample_steps(layer) != (1, 1):
         return layer.subsample_input()
     if trims_taps(layer):
@@ -267,22 +276,73 @@ def row_groups(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     return geometry.row_groups(core_lanes(core), depth, rows)
 
 
+def passes(network: NetworkConfig) -> tuple[ResolvedLayer, ...]:
+    """The layers that run as engine passes, in order: every layer but the domain steps
+    (:func:`rfft_of`)."""
+    return tuple(layer for layer in network.resolved if not layer.transform)
+
+
+def rfft_of(network: NetworkConfig, layer: ResolvedLayer) -> ResolvedLayer | None:
+    """The rfft step that runs in ``layer``'s post chain: the one that reads ``layer``'s
+    ``lanes`` output (``None`` if there is none)."""
+    if layer.out_layout != LANES:
+        return None
+    return next((r for r in network.resolved if r.kind == "rfft" and r.input == layer.name),
+                None)
+
+
+def map_of(network: NetworkConfig, name: str | None) -> str | None:
+    """The pass whose output map holds layer ``name``'s output (``None``: the network input,
+    which the host writes): a pass's own; an rfft's, the pass it runs in (or the input, where
+    the host takes it); an irfft's, its input's (it is deferred)."""
+    while name is not None:
+        layer = network.layer(name)
+        if not layer.transform:
+            return name
+        name = layer.input
+    return None
+
+
+def _transform_problems(network: NetworkConfig) -> list[Problem]:
+    """Why the domain steps of ``network`` cannot run on an accelerator: an rfft of a map
+    another layer reads too (its pass writes the slots, not the lanes), a dense layer after an
+    irfft with a pool."""
+    problems = []
+    for layer in network.resolved:
+        if layer.kind == "rfft" and layer.input is not None:
+            readers = [r.name for r in network.resolved if layer.input in (r.input, r.residual)]
+            if len(readers) > 1:
+                problems.append(Problem(
+                    "network", f"rfft {layer.name!r} runs in the post chain of "
+                               f"{layer.input!r}, whose time-domain output "
+                               f"{', '.join(repr(r) for r in readers if r != layer.name)} "
+                               "reads too; the accelerator stores one of the two"))
+        if layer.takes_lane0 and layer.pool is not None:
+            problems.append(Problem(
+                "network", f"layer {layer.name!r}: a dense layer on an irfft's slots cannot "
+                           "pool on the accelerator (its post chain sums every part of a "
+                           "block first); pool before the irfft"))
+    return problems
+
+
 def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:
     """Why ``network`` cannot run on ``acc``: a layer of another block size, a layer no core
     fits (empty when every layer has a core)."""
-    problems = []
+    problems = _transform_problems(network)
     for layer in network.resolved:
-        if layer.dense or layer.transform:
-            problems.append(Problem(
-                "network", f"layer {layer.name!r} ({'dense ' if layer.dense else ''}"
-                           f"{layer.kind}) computes in the time domain, which the accelerator "
-                           "does not run yet; fcircnn golden runs the network"))
-            continue
         if layer.block_size != acc.block_size:
             problems.append(Problem(
                 "block_size", f"must equal every layer's block size: layer {layer.name!r} "
                               f"has B = {layer.block_size}, this file {acc.block_size}"))
             continue
+        if rfft_of(network, layer) is not None and layer.pool is not None and not pool_fuses(
+                engine_layer(acc, layer), core_for(acc, layer)):
+            problems.append(Problem(
+                "cores", f"layer {layer.name!r}: its pool (window {fmt3(layer.pool.window)}) "
+                         f"runs as a pool pass on core {core_for(acc, layer).name!r}, which "
+                         f"cannot take the rfft {rfft_of(network, layer).name!r} after it; the "
+                         "pool runs in the drain where the core's tile is even on the pool's "
+                         "stride-2 axes (arch.geometry.pool_fuses)"))
         reasons = [f"{c.name}: {', '.join(why)}"
                    for c in acc.cores if (why := fit_problems(c, layer))]
         if len(reasons) == len(acc.cores):

@@ -40,6 +40,7 @@ __all__ = [
     "calibration_percentile",
     "dequantize_slots",
     "fold_post",
+    "fold_uniform",
     "quantize_slots",
     "slot_scales",
     "weight_scales",
@@ -191,6 +192,28 @@ class PostParams:
             "shift": self.shift[c][col],
             "res_mult": None if self.res_mult is None else self.res_mult[c][col],
         }
+
+
+def fold_uniform(acc_scale: np.ndarray, out_scale: np.ndarray, acc_bound: int,
+                 slots: int) -> PostParams:
+    """The requantization ``y = quantize(acc * mult, shift)`` of ``slots`` output slots from
+    an accumulator of scale ``acc_scale`` to ``out_scale`` (``[2, B/2]`` each) with one
+    ``shift`` for every slot and part (the rfft stage's, whose multipliers sit in the
+    descriptor): the largest shift at which every ``mult`` fits int16 and ``acc_bound *
+    |mult|`` int48, each ``mult`` rounded at that shift; bias 0.
+
+    Raises
+    ------
+    OverflowError
+        As :func:`fold_post`.
+    """
+    half = acc_scale.shape[1]
+    ones, zeros = np.ones((2, slots)), np.zeros((2, slots))
+    shift = int(fold_post(ones, zeros, acc_scale, out_scale, acc_bound).shift.min())
+    reps = slots // half
+    mult = np.rint(np.tile(acc_scale, reps) / np.tile(out_scale, reps) * 2.0**shift)
+    return PostParams(mult=mult.astype(np.int64), bias=np.zeros((2, slots), dtype=np.int64),
+                      shift=np.full((2, slots), shift, dtype=np.int64), res_mult=None)
 
 
 def fold_post(

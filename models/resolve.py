@@ -217,6 +217,29 @@ class ResolvedLayer:
         """Output ``(channels, D, H, W)``."""
         return (self.out_channels, *self.out_shape)
 
+    @property
+    def takes_lane0(self) -> bool:
+        """Whether the post chain takes lane 0 of the inverse transform of the layer's
+        accumulators (a dense layer on an irfft's slots, output ``lane0``)."""
+        return self.out_layout == LANE0
+
+    def datapath(self) -> ResolvedLayer:
+        """This layer as the block-circulant datapath computes it (``docs/golden.md``, "Dense
+        layers on the block-circulant datapath"): a dense layer that reads ``spread`` as a
+        block-circulant one of ``N*B`` input channels (a block per real input channel), one
+        that reads ``deferred`` slots as one of ``M*B`` output channels (a block per output
+        channel), slots in and out; any other layer itself. Its weights are the
+        quantized network's (``QuantizedLayer.wq_re``); its ``dense_ops`` are not the
+        network's."""
+        if not self.dense:
+            return self
+        if self.in_layout == SPREAD:
+            channels = {"in_channels": self.in_channels * self.block_size}
+        else:
+            channels = {"out_channels": self.out_channels * self.block_size}
+        return replace(self, dense=False, bias=False, in_layout=SLOTS, out_layout=SLOTS,
+                       **channels)
+
     def fold_depth_taps(self, depths: int = 1, *, rows: int = 1) -> ResolvedLayer:
         """This conv with its ``Kd`` depth taps folded into input channels, with ``depths > 1``
         that many consecutive output depths into output channels, and with ``rows > 1`` that

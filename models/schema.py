@@ -525,6 +525,10 @@ class AcceleratorConfig(_Strict):
         (:func:`~.placement.folds_fc_input`)."""
         return placement.folds_fc_input(self, layer)
 
+    def rfft_of(self, layer: ResolvedLayer) -> ResolvedLayer | None:
+        """The rfft step run in ``layer``'s post chain (:func:`~.placement.rfft_of`)."""
+        return placement.rfft_of(self.network, layer)
+
     def engine_layer(self, layer: ResolvedLayer) -> ResolvedLayer:
         """``layer`` as the engine runs it (:func:`~.placement.engine_layer`)."""
         return placement.engine_layer(self, layer)

@@ -184,13 +184,18 @@ def ref_maxpool(maps, window, stride, padding):
 
 
 def chain_config(size, *, residual, relu, pool, bypass_cbn=False, bypass_quantize=False,
-                 groups=1):
+                 groups=1, lane0=False, rfft=None):
     """The :class:`~fcircnn.hw.post_chain.PostChain` configuration value for a layer.
 
-    ``pool`` is ``None`` (bypassed) or ``(window, stride, padding)`` triples.
+    ``pool`` is ``None`` (bypassed) or ``(window, stride, padding)`` triples; ``lane0``
+    enables the lane-0 stage; ``rfft`` is ``None`` or ``(mult, shift)``, the rfft stage's
+    sixteen multipliers (part-major) and its shift.
     """
     window, stride, padding = pool if pool is not None else ((1, 1, 1),) * 3
+    mult, shift = rfft if rfft is not None else ([0] * 16, 0)
     return {
+        "lane0": {"enable": int(lane0)},
+        "rfft": {"enable": int(rfft is not None), "mult": list(mult), "shift": shift},
         "cbn": {"bypass": int(bypass_cbn), "residual": int(residual)},
         "quantize": {"bypass": int(bypass_quantize)},
         "crelu": {"bypass": int(not relu)},
@@ -199,9 +204,18 @@ def chain_config(size, *, residual, relu, pool, bypass_cbn=False, bypass_quantiz
     }
 
 
-def ref_chain(case, cfg):
+def ref_chain(case, cfg, B=8):
     """The chain's golden output ``(re, im)`` for ``case = {name: (re, im)}`` of
-    ``(lanes, D, H, W)`` maps and a :func:`chain_config` value, stage by stage."""
+    ``(lanes, D, H, W)`` maps and a :func:`chain_config` value, stage by stage (blocks of
+    ``B`` lanes for the lane-0 and rfft stages)."""
+    from fcircnn.models import timedomain
+
+    if cfg["lane0"]["enable"]:
+        half = B // 2
+        u = timedomain.irfft_lane0(*case["acc"], B)
+        acc_re = np.zeros_like(case["acc"][0])
+        acc_re[::half] = u
+        case = dict(case, acc=(acc_re, np.zeros_like(acc_re)))
     t = ref_cbn(case, bypass=bool(cfg["cbn"]["bypass"]), residual=bool(cfg["cbn"]["residual"]))
     y = ref_quantize(t, case["shift"], bypass=bool(cfg["quantize"]["bypass"]))
     if not cfg["crelu"]["bypass"]:
@@ -209,6 +223,14 @@ def ref_chain(case, cfg):
     pool = cfg["pool"]
     if not pool["bypass"]:
         y = ref_maxpool(y, pool["window"], pool["stride"], pool["padding"])
+    rfft = cfg["rfft"]
+    if rfft["enable"]:
+        half = B // 2
+        v = timedomain.rfft_int(*y, B)
+        mult = np.asarray(rfft["mult"]).reshape(2, 8)[:, :half]
+        k = np.arange(y[0].shape[0]) % half
+        y = tuple(spectral.quantize(v[c] * mult[c][k].reshape(-1, *[1] * (v[c].ndim - 1)),
+                                    rfft["shift"]) for c in (0, 1))
     return y
 
 

@@ -15,7 +15,8 @@ with a bias. Its ``train.py`` saves ``{"model_state_dict", "optimizer_state_dict
 file of the same structure (a dense first conv, rfft, block-circulant convs with CBN, irfft,
 gap, a dense fc; ``models/spectral_c3d.yaml`` or a smaller one); :func:`save_training_checkpoint`
 saves it as ``train.py`` does; :func:`paper_forward` is its eval-mode forward in float64 on a
-state dict.
+state dict; :func:`measure_batch_norms` sets the model's batch-norm statistics from clips, as a
+train-mode forward does.
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ def save_training_checkpoint(model: nn.Module, path) -> None:
                 "optimizer_state_dict": opt.state_dict(), "acc": 94.257, "epoch": 299}, path)
 
 
-def _bn(x: torch.Tensor, state: dict, name: str) -> torch.Tensor:
+def _bn(x: torch.Tensor, state: dict, name: str, measure: bool) -> torch.Tensor:
+    # measuring: the batch's statistics, stored in the running ones (momentum 1)
     return F.batch_norm(x, state[f"{name}.running_mean"], state[f"{name}.running_var"],
-                        state[f"{name}.weight"], state[f"{name}.bias"], False, 0.0, BN_EPS)
+                        state[f"{name}.weight"], state[f"{name}.bias"], measure, 1.0, BN_EPS)
 
 
 def _pool(x: torch.Tensor, layer) -> torch.Tensor:
@@ -112,18 +114,31 @@ def _expand(w: torch.Tensor) -> torch.Tensor:
     return blocks.permute(0, 2, 1, 3, 4, 5, 6).reshape(P * B, Q * B, *w.shape[3:])
 
 
+@torch.no_grad()
+def measure_batch_norms(net: NetworkConfig, model: nn.Module, clips: np.ndarray) -> None:
+    """Set every batch norm's running statistics of ``model`` (:func:`paper_model`) to those of
+    its input over ``clips`` ``[N, C, D, H, W]``, layer by layer, as a train-mode forward of
+    the training code does on one batch (momentum 1)."""
+    _forward(net, model.state_dict(), torch.as_tensor(np.asarray(clips), dtype=torch.float32),
+             measure=True)
+
+
 def paper_forward(net: NetworkConfig, state: dict, clips: np.ndarray) -> np.ndarray:
     """The eval-mode forward of the training code's network on ``clips`` ``[N, C, D, H, W]``
     (float64; the fake quantisation as identities), from a state dict without the
     ``module.`` prefix: the logits ``[N, classes]``."""
     state = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64) for k, v in state.items()}
     x = torch.as_tensor(np.asarray(clips), dtype=torch.float64)
+    return _forward(net, state, x, measure=False).numpy()
+
+
+def _forward(net: NetworkConfig, state: dict, x: torch.Tensor, measure: bool) -> torch.Tensor:
     for layer in net.resolved:
         B, n = layer.block_size, x.shape[0]
         if layer.kind == "conv" and layer.dense:
             x = F.conv3d(x, state[f"{layer.name}.weight"], state[f"{layer.name}.bias"],
                          layer.stride, layer.padding)
-            x = _pool(torch.relu(_bn(x, state, _bn_name(layer.name))), layer)
+            x = _pool(torch.relu(_bn(x, state, _bn_name(layer.name), measure)), layer)
         elif layer.kind == "rfft":  # [N, C, ...] -> bins [N, C/B, B/2+1, ...]
             x = torch.fft.rfft(x.reshape(n, -1, B, *x.shape[2:]), dim=2)
         elif layer.kind == "conv":
@@ -134,8 +149,8 @@ def paper_forward(net: NetworkConfig, state: dict, clips: np.ndarray) -> np.ndar
             shape = y.shape
             feats = y.reshape(n, -1, *shape[3:])  # feature q*(B/2+1) + k
             bn = _bn_name(layer.name)
-            re = torch.relu(_bn(feats.real, state, f"{bn}.bn_real"))
-            im = torch.relu(_bn(feats.imag, state, f"{bn}.bn_imag"))
+            re = torch.relu(_bn(feats.real, state, f"{bn}.bn_real", measure))
+            im = torch.relu(_bn(feats.imag, state, f"{bn}.bn_imag", measure))
             re, im = _pool(re, layer), _pool(im, layer)
             x = torch.complex(re, im).reshape(*shape[:3], *re.shape[2:])
         elif layer.kind == "irfft":
@@ -144,4 +159,4 @@ def paper_forward(net: NetworkConfig, state: dict, clips: np.ndarray) -> np.ndar
             x = F.adaptive_avg_pool3d(x, 1)
         elif layer.kind == "fc":
             x = x.reshape(n, -1) @ state[f"{layer.name}.weight"].T + state[f"{layer.name}.bias"]
-    return x.numpy()
+    return x

@@ -14,9 +14,11 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CBN,
     FLAG_DFOLD,
+    FLAG_LANE0,
     FLAG_LAST,
     FLAG_MINNER,
     FLAG_POOL,
+    FLAG_RFFT,
     FLAG_ROWLANES,
     NEEDED_FLAGS,
     OP_CONV,
@@ -90,8 +92,8 @@ def test_amaranth_layout_reads_the_same_fields(desc):
     view = data.Const(layout, int.from_bytes(desc.pack(), "little"))
     for f in dataclasses.fields(desc):
         value = getattr(desc, f.name)
-        if f.name in _VEC:
-            assert tuple(view[f.name][i] for i in range(3)) == value, f.name
+        if f.name in _VEC or f.name == "rfft_mult":
+            assert tuple(view[f.name][i] for i in range(len(value))) == value, f.name
         else:
             assert view[f.name] == value, f.name
     assert view["_reserved0"] == 0 and view["_reserved1"] == 0
@@ -142,12 +144,36 @@ def test_field_limits_name_the_field(field, value, limit):
     ({"flags": 0x100}, "FLAG_WQUARTER needs FLAG_WSPLIT"),
     ({"flags": 0x200}, "FLAG_IQUARTER needs FLAG_ISPLIT"),
     ({"kernel": (3, 0, 3)}, "kernel must be >= 1"),
+    ({"flags": FLAG_RFFT, "op": OP_POOL}, "FLAG_RFFT is not allowed on a pool pass"),
+    ({"flags": FLAG_LANE0 | FLAG_POOL}, "FLAG_LANE0 only on a conv descriptor without FLAG_POOL"),
+    ({"flags": FLAG_LANE0, "op": OP_GAP}, "FLAG_LANE0 only on a conv"),
+    ({"flags": FLAG_RFFT, "rfft_shift": 48}, "rfft_shift must be in 0..47"),
+    ({"rfft_mult": (1,) + (0,) * 15}, "rfft_mult and rfft_shift must be 0 without FLAG_RFFT"),
+    ({"flags": FLAG_RFFT, "rfft_mult": (0,) * 15}, "rfft_mult must be 16 integers"),
+    ({"flags": FLAG_RFFT, "rfft_mult": (1 << 16,) + (0,) * 15}, "16-bit"),
     ({"stride": (1, 1)}, "stride must be 3 integers"),
     ({"layer": True}, "layer must be an integer"),
 ])
 def test_invalid_values_are_rejected(changes, match):
     with pytest.raises(ValueError, match=match):
         _example(**changes)
+
+
+def test_the_rfft_fields_round_trip_at_their_offsets():
+    mult = tuple(range(1000, 1016))
+    d = _example(flags=FLAG_RFFT | FLAG_POOL, rfft_mult=mult, rfft_shift=47)
+    raw = d.pack()
+    assert field_offset("rfft_mult") == 0xD4 and field_offset("rfft_shift") == 0xF4
+    assert [int.from_bytes(raw[0xD4 + 2 * k:0xD6 + 2 * k], "little") for k in range(16)] == \
+        list(mult)
+    assert raw[0xF4] == 47 and not any(raw[0xF5:])
+    assert LayerDescriptor.unpack(raw) == d
+    lane0 = _example(flags=FLAG_LANE0, pool_window=(1, 1, 1), pool_stride=(1, 1, 1))
+    assert LayerDescriptor.unpack(lane0.pack()) == lane0
+    bad = bytearray(raw)
+    bad[0xF5] = 1
+    with pytest.raises(ValueError, match=r"0xF5\.\.0xFF"):
+        LayerDescriptor.unpack(bytes(bad))
 
 
 def test_minner_on_one_n_tile_and_two_m_tiles():
@@ -202,7 +228,8 @@ def _flag_cases():
     with carried (3-wide) windows, on one depth tile of 2 or 3 depths and two tiles of 2."""
     rng = random.Random(5)
     flags = [0, 0x1000, 0x8000, FLAG_MINNER | FLAG_POOL, FLAG_ROWLANES | FLAG_POOL,
-             FLAG_ROWLANES | FLAG_DFOLD, FLAG_ROWLANES | FLAG_MINNER] + [1 << b for b in range(12)]
+             FLAG_ROWLANES | FLAG_DFOLD, FLAG_ROWLANES | FLAG_MINNER, FLAG_RFFT | FLAG_POOL,
+             FLAG_LANE0 | FLAG_POOL, FLAG_RFFT | FLAG_LANE0] + [1 << b for b in range(14)]
     flags += [f | n for f, n in NEEDED_FLAGS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
     flags += [rng.randrange(1 << 12) for _ in range(40)]
     return [(f, op, mt, nt, pw, td, tds) for f in flags for op in (OP_CONV, OP_GAP, 2)

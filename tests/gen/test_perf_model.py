@@ -101,10 +101,11 @@ def test_constants_are_the_rtls():
     from fcircnn.hw.common import never_elaborated
     from fcircnn.hw.complex_mul_pair import PAIR_LATENCY
     from fcircnn.hw.pe_array import PEArray
-    from fcircnn.hw.post_chain import LATENCY_NO_POOL
+    from fcircnn.hw.post_chain import LANE0_LATENCY, LATENCY_NO_POOL, RFFT_STAGE_LATENCY
     from fcircnn.hw.post_maxpool import LATENCY as POOL_LATENCY
 
     t = EngineTiming()
+    assert (t.LANE0_LATENCY, t.RFFT_LATENCY) == (LANE0_LATENCY, RFFT_STAGE_LATENCY)
     assert t.post_latency == LATENCY_NO_POOL
     assert t.pool_latency == POOL_LATENCY
     assert t.pe_latency_base == PAIR_LATENCY + 1

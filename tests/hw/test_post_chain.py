@@ -28,10 +28,10 @@ def make_case(seed, lanes, size):
     return {name: (re[name], im[name]) for name in FIELDS}
 
 
-def rtl_chain(case, cfg, n_out, seed=0, lanes=None, max_groups=1, **kw):
+def rtl_chain(case, cfg, n_out, seed=0, lanes=None, max_groups=1, build=None, **kw):
     lanes = lanes or case["acc"][0].shape[0]
     beats = to_beats({name: map_to_beats(pair, lanes) for name, pair in case.items()})
-    dut = PostChain(lanes, MAX_SIZE, max_groups)
+    dut = PostChain(lanes, MAX_SIZE, max_groups, **(build or {}))
     out, cycles = run_amaranth(dut, cfg, beats, n_out, seed=seed, **kw)
     return from_beats(out), cycles
 
@@ -91,12 +91,62 @@ def test_chain_rate_and_latency():
     assert cycles == 24 + LATENCY_NO_POOL
 
 
+@pytest.mark.parametrize("B", [4, 8, 16])
+@pytest.mark.parametrize(("stage", "pool"), [
+    ("rfft", ((1, 2, 2), (1, 2, 2), (0, 0, 0))),   # a dense stem: ReLU, pool, rfft
+    ("rfft", None),
+    ("lane0", None),                                # a dense head on an irfft's slots
+])
+def test_chain_with_time_domain_stages(B, stage, pool):
+    size, lanes = (2, 4, 4), 8
+    case = make_case(B + len(stage), lanes=lanes, size=size)
+    rng = np.random.default_rng(B)
+    if stage == "lane0":  # lane-0 sums that fit int32, t = u * mult + bias int48
+        case["acc"] = tuple(a // B for a in case["acc"])
+        case["bias"] = tuple(rng.integers(-(2**45), 2**45, a.shape) for a in case["bias"])
+    rfft = ([int(v) for v in rng.integers(1, 32768, 16)], int(rng.integers(10, 30)))
+    cfg = chain_config(size, residual=False, relu=True, pool=pool, lane0=stage == "lane0",
+                       rfft=rfft if stage == "rfft" else None)
+    ref = ref_chain(case, cfg, B)
+    build = {"B": B, "lane0": stage == "lane0", "rfft": stage == "rfft"}
+    got, _ = rtl_chain(case, cfg, ref[0][0].size, seed=B, build=build)
+    got = beats_to_map(got, ref[0].shape[1:])
+    for k in range(2):
+        np.testing.assert_array_equal(got[k], ref[k])
+
+
+def test_chain_built_with_both_stages_runs_a_plain_layer():
+    # The lane-0 and rfft stages built but off: a block-circulant layer's post-processing.
+    size = (3, 5, 5)
+    case = make_case(31, lanes=8, size=size)
+    pool = ((2, 2, 2), (2, 2, 2), (0, 1, 1))
+    cfg = chain_config(size, residual=True, relu=True, pool=pool)
+    ref = ref_chain(case, cfg)
+    got, _ = rtl_chain(case, cfg, ref[0][0].size, seed=4,
+                       build={"B": 8, "lane0": True, "rfft": True})
+    got = beats_to_map(got, ref[0].shape[1:])
+    for k in range(2):
+        np.testing.assert_array_equal(got[k], ref[k])
+
+
+def test_chain_latency_with_time_domain_stages():
+    size = (1, 4, 6)
+    case = make_case(4, lanes=8, size=size)
+    cfg = chain_config(size, residual=True, relu=False, pool=None)
+    dut = PostChain(8, MAX_SIZE, lane0=True, rfft=True)
+    assert dut.latency_no_pool == LATENCY_NO_POOL + 1 + 4
+    _, cycles = rtl_chain(case, cfg, 24, p_idle=0, p_stall=0,
+                          build={"lane0": True, "rfft": True})
+    assert cycles == 24 + dut.latency_no_pool
+
+
 @pytest.mark.parametrize(("kwargs", "exc"), [
     ({"lanes": 0}, ValueError), ({"max_size": 7}, TypeError), ({"max_size": (1, 2, 0)}, ValueError),
-    ({"max_groups": 300}, ValueError),
+    ({"max_groups": 300}, ValueError), ({"lanes": 2, "B": 8, "rfft": True}, ValueError),
+    ({"rfft": 1}, TypeError),
 ])
 def test_bad_parameters(kwargs, exc):
-    with pytest.raises(exc, match=r"lanes|max_size|max_groups"):
+    with pytest.raises(exc, match=r"lanes|max_size|max_groups|rfft"):
         PostChain(**kwargs)
 
 
