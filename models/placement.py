@@ -95,12 +95,16 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     be the first (the only one the network grammar lets read the input), a conv with
     ``Kd > 1``, and its input must fill fewer of its core's ``Tn/B`` input blocks than
     there are (C3D conv1a: 3 channels, one block of four on a ``Tn = 32`` core, folds to
-    three). Off with ``fold_input_taps: false``.
+    three), or take fewer input tiles folded than its ``Kd`` taps take unfolded (the paper's
+    dense conv1, a block per real input channel, 24 channels, on a ``Tn = 16`` core: five
+    tiles of one tap against two tiles of three). Off with ``fold_input_taps: false``.
     """
     if (not acc.fold_input_taps or layer.kind != "conv" or layer.input is not None
             or layer.kernel[0] == 1):
         return False
-    return layer.datapath().padded_in_channels < core_for(acc, layer).tn
+    channels, kd, tn = layer.datapath().padded_in_channels, layer.kernel[0], \
+        core_for(acc, layer).tn
+    return channels < tn or -(-kd * channels // tn) < -(-channels // tn) * kd
 
 
 def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
@@ -110,20 +114,21 @@ def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     else 1.
 
     The core must have room for the doubled output channels in one output-channel tile
-    (``2 * M <= Tm``) and for the input copies of both depths in one input-channel tile
-    (``(Kd + sd) * N <= Tn``, ``N`` padded), the layer must add no residual (its tile would be
-    read as two boxes too), and the fold must keep the sums (whole slot groups, an even
-    output depth, no pool across depths). C3D conv1a on a ``Tm = 128`` core: 64 output
-    channels fill half the lanes; folded, each pass computes two output depths.
+    (``2 * M <= Tm``), the layer must add no residual (its tile would be read as two boxes
+    too), and the fold must keep the sums (whole slot groups, an even output depth, no pool
+    across depths). The ``Kd + sd`` input copies of both depths may take several
+    input-channel tiles: each pass then computes two output depths for the PE beats of
+    ``(Kd + sd) / Kd`` times one depth's copies. C3D conv1a on a ``Tm = 128`` core: 64 output
+    channels fill half the lanes; folded, each pass computes two output depths. The paper's
+    dense conv1 (``spectral_c3d``, a block per real input channel: 24 channels) on a ``Tn =
+    32`` core: 96 channels in three input tiles for two depths, against 72 in three for one.
     """
     if not folds_input(acc, layer) or layer.residual is not None:
         return 1
     core = core_for(acc, layer)
     layer = layer.datapath()
     depths = DFOLD_DEPTHS
-    if (depths * layer.padded_out_channels > core.tm
-            or (layer.kernel[0] + (depths - 1) * layer.stride[0]) * layer.padded_in_channels
-            > core.tn):
+    if depths * layer.padded_out_channels > core.tm:
         return 1
     try:
         layer.fold_depth_taps(depths)  # states which layers fold at all

@@ -224,13 +224,13 @@ def test_which_first_layers_fold():
 
 
 def test_which_first_layers_fold_output_depths():
-    """Output depth pairs fold where the layer's outputs fill at most half of ``Tm`` and both
-    depths' input copies fit ``Tn``."""
+    """Output depth pairs fold where the layer's outputs fill at most half of ``Tm``, also
+    where both depths' input copies take several input tiles."""
     conv1a = _accelerator("c3d_zcu102_best").network.resolved[0]
     assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128).folded_depths(conv1a) == 2
     assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=64).folded_depths(conv1a) == 1
-    # 4 copies of one block need Tn >= 32
-    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=128).folded_depths(conv1a) == 1
+    # 4 copies of one block in two input tiles of Tn = 16
+    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=128).folded_depths(conv1a) == 2
     # no depth taps folded, no output depths either
     off = _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128, fold_input_taps=False)
     assert off.folded_depths(conv1a) == 1 and off.engine_layer(conv1a) is conv1a

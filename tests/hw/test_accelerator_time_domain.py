@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_LANE0, FLAG_POOL, FLAG_RFFT, OP_GAP
+from fcircnn.arch.descriptor import FLAG_DFOLD, FLAG_LANE0, FLAG_POOL, FLAG_RFFT, OP_GAP
 from fcircnn.arch.geometry import engine_geometry
 from fcircnn.arch.transforms import RFFT_SLOTS
 from fcircnn.cli import main
@@ -46,7 +46,9 @@ def test_the_domain_steps_run_in_the_passes_around_them(acc, image):
     stem, fc = passes["conv1"].descriptor, passes["fc"].descriptor
     assert stem.flags & (FLAG_RFFT | FLAG_POOL) == FLAG_RFFT | FLAG_POOL
     assert passes["conv1"].output == "fft" and passes["conv1"].rfft.name == "fft"
-    assert stem.in_slots == 3 * 4  # spread: a block (four slots) per real input channel
+    # spread: a block (four slots) per real input channel; its four depth copies for two
+    # output depths (FLAG_DFOLD) in six input tiles of Tn = 16
+    assert stem.in_slots == 4 * 3 * 4 and stem.flags & FLAG_DFOLD and stem.n_tiles == 6
     assert fc.flags & FLAG_LANE0 and fc.out_slots == 10 * 4  # a block per class
     assert passes["avgpool"].descriptor.op == OP_GAP
     regions = {r.name for r in image.plan.regions}
