@@ -564,7 +564,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_memory(net, ("float", "int"), len(clips) + (0 if calibration is None
                                                       else len(calibration)))
     print(f"fcircnn run: {acc.name} ({acc.path or args.config}), network {net.name}, "
-          f"{len(clips)} clip(s) on {args.on}; "
+          f"{len(clips)} clip(s) on {args.on}, {args.granularity} scales; "
           f"{how if calibration is not None else how.replace('the input clip', 'the clips')}",
           file=sys.stderr)
     bar = None if args.quiet else _Progress()
@@ -572,6 +572,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = predict(acc, clips, on=args.on, weights=weights, seed=args.seed,
                          calibration=calibration, statistic=args.calibration_statistic,
+                         granularity=args.granularity,
                          simulator=args.simulator or "verilator", build_dir=args.build_dir,
                          backpressure=args.backpressure or 0.0, backend=backend,
                          timeout_s=args.timeout or 10.0,
@@ -665,7 +666,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         result = deploy(acc, args.output, weights=weights, calibration=calibration,
                         clips=clips, statistic=args.calibration_statistic,
-                        vivado=args.vivado, config=args.config)
+                        granularity=args.granularity, vivado=args.vivado, config=args.config)
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
     except CompileError as exc:
@@ -1122,8 +1123,7 @@ def _add_golden(sub) -> None:
     golden.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
     golden.add_argument("--mode", choices=("float", "slots", "int", "all"), default="all",
                         help="mode to run besides the float reference (default: all)")
-    golden.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
-                        help="int8 scale granularity of the int mode (default: tensor)")
+    _granularity_flag(golden)
     golden.add_argument("--input", type=_path, metavar="X.npy",
                         help="input clip [C, D, H, W] (float)")
     golden.add_argument("--weights", type=_path, metavar="W.npz",
@@ -1176,8 +1176,7 @@ def _add_compile(sub) -> None:
                            "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
     comp.add_argument("--input", type=_path, metavar="X.npy",
                       help="input clip [C, D, H, W] (float)")
-    comp.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
-                      help="int8 scale granularity (default: tensor)")
+    _granularity_flag(comp)
     _calibration_flags(comp)
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
@@ -1337,6 +1336,7 @@ def _add_run(sub) -> None:
     run.add_argument("--weights", type=_path, metavar="W.npz",
                      help="weights (default: random from --seed)")
     _calibration_flags(run)
+    _granularity_flag(run)
     run.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
     run.add_argument("--simulator", choices=("verilator", "icarus"), default=None,
                      help="HDL simulator of --on sim (default: verilator)")
@@ -1349,6 +1349,13 @@ def _add_run(sub) -> None:
                      help="save the scores [N, classes]")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
+
+
+def _granularity_flag(parser: argparse.ArgumentParser) -> None:
+    """``--granularity``: one int8 scale per map, or one per bin."""
+    parser.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
+                        help="int8 scale granularity: one scale per map, or one per bin "
+                             "(default: tensor)")
 
 
 def _add_deploy(sub) -> None:
@@ -1378,6 +1385,7 @@ def _add_deploy(sub) -> None:
                           "clip from --seed)")
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
+    _granularity_flag(dep)
     dep.set_defaults(func=cmd_deploy)
 
 

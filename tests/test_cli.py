@@ -54,7 +54,8 @@ def test_missing_command_is_a_usage_error():
     assert proc.returncode == 2 and "usage" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["c3d", "r3d18", "c3d_zcu102", "r3d18_zcu102"])
+@pytest.mark.parametrize("name", ["c3d", "r3d18", "spectral_c3d", "c3d_zcu102", "r3d18_zcu102",
+                                  "spectral_c3d_zcu102"])
 def test_check_builtin_configs(name, capsys):
     assert main(["check", name]) == 0
     out = capsys.readouterr().out

@@ -116,12 +116,12 @@ def test_builtin_networks_load(name: str) -> None:
     assert net.resolved[-1].out_channels == net.classes == 101
 
 
-@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102"])
+@pytest.mark.parametrize("name", ["c3d_zcu102", "r3d18_zcu102", "spectral_c3d_zcu102"])
 def test_builtin_accelerators_load(name: str) -> None:
     acc = load_accelerator(builtin_path(name))
     assert isinstance(acc, AcceleratorConfig)
     assert acc.path == builtin_path(name)
-    assert acc.network.path == builtin_path(name.split("_")[0])
+    assert acc.network.path == builtin_path(name.removesuffix("_zcu102"))
     assert (acc.block_size, acc.clock_mhz, acc.bus_width, acc.address_width) == (8, 200, 128, 40)
     assert acc.device.resources.dsp == 2520
 
