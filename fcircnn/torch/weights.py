@@ -11,6 +11,7 @@ calibration set (the same maximum rule as :meth:`~fcircnn.torch.model.SlotNetwor
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
@@ -45,18 +46,41 @@ def network_weights(model: SlotNetwork) -> NetworkWeights:
     """
     layers = {}
     for name, layer in model.layers.items():
-        if layer.conv is None:
+        if layer.conv is None and layer.dense is None:
             layers[name] = LayerWeights(None)
             continue
-        arrays = {"generators": layer.conv.generators.detach()}
+        if layer.dense is not None:
+            arrays = {"weight": layer.dense.weight.detach()}
+            if layer.dense.bias is not None:
+                arrays["bias"] = layer.dense.bias.detach()
+        else:
+            arrays = {"generators": layer.conv.generators.detach()}
         if layer.cbn is not None:
             arrays["bn_gain"], arrays["bn_offset"] = layer.cbn.gain, layer.cbn.offset
+        if layer.bn is not None:
+            arrays["bn_gain"], arrays["bn_offset"] = _bn_inference(layer.bn)
         checked = {part: check_array(value.cpu().double().numpy(), f"'{name}.{part}'",
                                      tuple(value.shape), max_abs=MAX_WEIGHT_ABS)
                    for part, value in arrays.items()}
-        layers[name] = LayerWeights(checked["generators"], checked.get("bn_gain"),
-                                    checked.get("bn_offset"))
+        layers[name] = LayerWeights(checked.get("generators"), checked.get("bn_gain"),
+                                    checked.get("bn_offset"), checked.get("weight"),
+                                    checked.get("bias"))
     return NetworkWeights(layers)
+
+
+def _bn_inference(bn: torch.nn.BatchNorm3d) -> tuple[torch.Tensor, torch.Tensor]:
+    """A time-domain batch norm's inference ``(gain, offset)`` ``[M]``, detached."""
+    gain = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach()
+    return gain, (bn.bias - bn.running_mean * gain).detach()
+
+
+@torch.no_grad()
+def _set_bn(bn: torch.nn.BatchNorm3d, gain: torch.Tensor, offset: torch.Tensor) -> None:
+    """Make ``bn``'s inference form ``gain * y + offset``: running mean 0, variance 1."""
+    bn.running_mean.zero_()
+    bn.running_var.fill_(1.0)
+    bn.weight.copy_(gain * math.sqrt(1.0 + bn.eps))
+    bn.bias.copy_(offset)
 
 
 def export(model: SlotNetwork, path: str | os.PathLike[str]) -> None:
@@ -99,9 +123,21 @@ def load(model: SlotNetwork,
         weights = load_weights(net, os.fspath(source))
     with torch.no_grad():
         for name, layer in model.layers.items():
+            lw = weights.layers[name]
+            if layer.dense is not None:
+                layer.dense.weight.copy_(torch.from_numpy(lw.weight).to(layer.dense.weight))
+                if layer.dense.bias is not None:
+                    layer.dense.bias.copy_(torch.from_numpy(lw.bias).to(layer.dense.bias))
+                if layer.bn is not None:
+                    like = layer.bn.weight
+                    gain, offset = ((torch.ones_like(like), torch.zeros_like(like))
+                                    if lw.bn_gain is None else
+                                    (torch.from_numpy(lw.bn_gain).to(like),
+                                     torch.from_numpy(lw.bn_offset).to(like)))
+                    _set_bn(layer.bn, gain, offset)
+                continue
             if layer.conv is None:
                 continue
-            lw = weights.layers[name]
             gen = layer.conv.generators
             gen.copy_(torch.from_numpy(lw.generators).to(gen))
             if layer.cbn is not None:
