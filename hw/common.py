@@ -11,8 +11,8 @@ from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
 from fcircnn.models.spectral import BLOCK_SIZES
 
-__all__ = ["check_block_size", "check_positive", "first_of", "mul_const", "mul_small",
-           "never_elaborated", "rejecting", "stall_pipeline"]
+__all__ = ["check_block_lanes", "check_block_size", "check_positive", "first_of", "mul_const",
+           "mul_small", "never_elaborated", "rejecting", "stall_pipeline"]
 
 
 def first_of(options, otherwise):
@@ -62,6 +62,15 @@ def check_block_size(B) -> None:
     """Raise ``ValueError`` unless ``B`` is a legal block size (4, 8 or 16)."""
     if B not in BLOCK_SIZES:
         raise ValueError(f"B must be one of {', '.join(map(str, BLOCK_SIZES))}, not {B}")
+
+
+def check_block_lanes(lanes: int, B: int) -> None:
+    """Raise ``ValueError`` unless ``B`` is legal and a beat of ``lanes`` slots holds whole
+    blocks of ``B/2`` slots (the post-units that mix the slots of a block)."""
+    check_block_size(B)
+    if lanes % (B // 2):
+        raise ValueError(f"lanes must be a multiple of B/2 = {B // 2} (whole blocks in a beat), "
+                         f"not {lanes}")
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Value:

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.transforms import irfft_lane0_weights
 
-from .common import check_block_size, rejecting, stall_pipeline
+from .common import check_block_lanes, rejecting, stall_pipeline
 from .post_cbn import ACC_WIDTH, cbn_input_layout, check_lanes
 
 __all__ = ["LATENCY", "IrfftLane0", "lane0_config_layout"]
@@ -58,10 +58,7 @@ class IrfftLane0(wiring.Component):
     def __init__(self, lanes=8, B=8):
         with rejecting(self):
             check_lanes(lanes)
-            check_block_size(B)
-            if lanes % (B // 2):
-                raise ValueError(f"lanes must be a multiple of B/2 = {B // 2} (whole blocks "
-                                 f"in a beat), not {lanes}")
+            check_block_lanes(lanes, B)
         self.lanes, self.B = lanes, B
         super().__init__({
             "i": In(stream.Signature(cbn_input_layout(lanes))),

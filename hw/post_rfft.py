@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.transforms import RFFT_BITS, RFFT_SLOTS, rfft_twiddles
 
-from .common import check_block_size, mul_const, rejecting, stall_pipeline
+from .common import check_block_lanes, mul_const, rejecting, stall_pipeline
 from .post_cbn import SHIFT_WIDTH, cbn_output_layout, check_lanes
 from .post_quantize import slot_layout
 
@@ -78,10 +78,7 @@ class RfftSum(wiring.Component):
     def __init__(self, lanes=8, B=8):
         with rejecting(self):
             check_lanes(lanes)
-            check_block_size(B)
-            if lanes % (B // 2):
-                raise ValueError(f"lanes must be a multiple of B/2 = {B // 2} (whole blocks "
-                                 f"in a beat), not {lanes}")
+            check_block_lanes(lanes, B)
         self.lanes, self.B = lanes, B
         super().__init__({
             "i": In(stream.Signature(slot_layout(lanes))),
