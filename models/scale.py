@@ -100,6 +100,8 @@ def _axis_valid(net: NetworkConfig, axis: int, size: int) -> bool:
                                 (p.padding or (0, 0, 0))[axis])
                 if n < 1:
                     return False
+        elif isinstance(cfg, (RfftLayer, IrfftLayer)):  # voxel by voxel
+            pass
         else:  # fc, gap: the kernel covers the whole map
             n = 1
         out[cfg.name] = n

@@ -92,6 +92,8 @@ def test_minimum_shapes_of_shipped_networks():
     assert min_input_shape(load_network(builtin_path("c3d"))) == (16, 16, 16)
     # ResNet-18: padded convs and pools keep >= 1 voxel down to 1 x 1 x 1.
     assert min_input_shape(load_network(builtin_path("r3d18"))) == (1, 1, 1)
+    # The paper's training code's C3D: C3D's pools; its rfft and irfft keep the map.
+    assert min_input_shape(load_network(builtin_path("spectral_c3d"))) == (16, 16, 16)
 
 
 def test_known_shapes():

@@ -135,8 +135,8 @@ def test_chain_latency_with_time_domain_stages():
     cfg = chain_config(size, residual=True, relu=False, pool=None)
     dut = PostChain(8, MAX_SIZE, lane0=True, rfft=True)
     assert dut.latency_no_pool == LATENCY_NO_POOL + 1 + 4
-    _, cycles = rtl_chain(case, cfg, 24, p_idle=0, p_stall=0,
-                          build={"lane0": True, "rfft": True})
+    beats = to_beats({name: map_to_beats(pair, 8) for name, pair in case.items()})
+    _, cycles = run_amaranth(dut, cfg, beats, 24, p_idle=0, p_stall=0)
     assert cycles == 24 + dut.latency_no_pool
 
 
