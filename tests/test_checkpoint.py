@@ -285,7 +285,7 @@ def paper_net(tmp_path):
 @pytest.fixture
 def checkpoint(paper_net, tmp_path):
     pytest.importorskip("torch")
-    from tests.paper_reference import paper_model, save_training_checkpoint
+    from paper_reference import paper_model, save_training_checkpoint
 
     path = tmp_path / "checkpoint_qspectralcir_B8.pth"
     save_training_checkpoint(paper_model(paper_net), path)
@@ -300,9 +300,9 @@ def _clips(n, shape, seed=0):
 def test_a_training_checkpoint_imports_exactly_and_runs_as_the_training_code(
         paper_net, checkpoint, tmp_path, capsys):
     import torch
+    from paper_reference import paper_forward
 
     from fcircnn.models.network import run_network
-    from tests.paper_reference import paper_forward
 
     assert main(["import", str(paper_net.path), "--checkpoint", str(checkpoint),
                  "-o", str(tmp_path / "w.npz")]) == 0
@@ -402,14 +402,15 @@ def test_the_paper_network_at_full_size(tmp_path):
     int8 contract (per-bin scales, calibrated on the clips) is within 5% on average and 10% on
     every clip, cosine >= 0.99, same top-1."""
     torch = pytest.importorskip("torch")
-    from fcircnn.models.config import builtin_path
-    from fcircnn.models.network import run_network
-    from tests.paper_reference import (
+    from paper_reference import (
         measure_batch_norms,
         paper_forward,
         paper_model,
         save_training_checkpoint,
     )
+
+    from fcircnn.models.config import builtin_path
+    from fcircnn.models.network import run_network
 
     net = load_network(builtin_path("spectral_c3d"))
     rng = np.random.default_rng(0)
