@@ -425,26 +425,31 @@ def _lane_params(layer: ResolvedLayer, per_channel: np.ndarray) -> np.ndarray:
 
 def _bn(layer: ResolvedLayer, lw: LayerWeights, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The float post stage's gain and offset ``[2, S]`` of ``layer`` on its conv output
-    ``y`` (slots in the output layout): CBN, or a dense layer's bias and BN per channel
-    (``t = bn_gain * (y + bias) + bn_offset``), calibrated when missing."""
-    S = y.shape[0]
-    if not layer.weighted:
+    ``y`` (slots in the output layout), its CBN (BN) calibrated on ``y`` when missing."""
+    if layer.weighted and layer.cbn and lw.bn_gain is None:
+        if layer.dense:
+            M = layer.out_channels
+            bias = np.zeros(M) if lw.bias is None else lw.bias
+            real = timedomain.from_layout(y, layer.out_layout, layer.block_size, M)
+            lw.bn_gain, lw.bn_offset = _calibrate_dense_bn(real + bias.reshape(-1, 1, 1, 1))
+        else:
+            lw.bn_gain, lw.bn_offset = _calibrate_bn(y, layer.block_size)
+    return _affine(layer, lw)
+
+
+def _affine(layer: ResolvedLayer, lw: LayerWeights) -> tuple[np.ndarray, np.ndarray]:
+    """The post stage's gain and offset ``[2, S_out]`` of a calibrated ``layer``: its CBN, or
+    a dense layer's bias and BN per channel (``t = bn_gain * (y + bias) + bn_offset``); gain
+    1 and offset 0 without."""
+    S = layer.out_slots
+    if not layer.weighted or not (layer.cbn or layer.dense):
         return np.ones((2, S)), np.zeros((2, S))
-    if layer.dense:
-        M = layer.out_channels
-        bias = np.zeros(M) if lw.bias is None else lw.bias
-        gain, offset = np.ones(M), np.zeros(M)
-        if layer.cbn:
-            if lw.bn_gain is None:
-                real = timedomain.from_layout(y, layer.out_layout, layer.block_size, M)
-                lw.bn_gain, lw.bn_offset = _calibrate_dense_bn(real + bias.reshape(-1, 1, 1, 1))
-            gain, offset = lw.bn_gain, lw.bn_offset
-        return _lane_params(layer, gain), _lane_params(layer, offset + gain * bias)
-    if not layer.cbn:
-        return np.ones((2, S)), np.zeros((2, S))
-    if lw.bn_gain is None:
-        lw.bn_gain, lw.bn_offset = _calibrate_bn(y, layer.block_size)
-    return lw.bn_gain, lw.bn_offset
+    if not layer.dense:
+        return lw.bn_gain, lw.bn_offset
+    M = layer.out_channels
+    bias = np.zeros(M) if lw.bias is None else lw.bias
+    gain, offset = ((lw.bn_gain, lw.bn_offset) if layer.cbn else (np.ones(M), np.zeros(M)))
+    return _lane_params(layer, gain), _lane_params(layer, offset + gain * bias)
 
 
 def _float_post(
@@ -652,7 +657,7 @@ def quantize_network(
                                       "tensor" if layer.out_layout in (LANES, LANE0)
                                       else granularity, percentile)
         S = layer.out_slots
-        gain, offset = np.ones((2, S)), np.zeros((2, S))
+        gain, offset = _affine(layer, lw)
         wq_re = wq_im = w_scale = None
         if layer.kind == "gap":
             voxels = int(np.prod(layer.in_shape))
@@ -667,8 +672,6 @@ def quantize_network(
             (wq_re, wq_im), w_scale, acc_scale = _quantized_weights(layer, lw, in_scale,
                                                                     granularity)
             acc_bound = layer.accumulator_bound
-            if layer.cbn or layer.dense:
-                gain, offset = _bn(layer, lw, np.zeros((S, 1, 1, 1)))
         res_scale = None if layer.residual is None else scales[layer.residual]
         try:
             if layer.kind == "rfft":  # one shift, the multipliers per slot position
