@@ -31,8 +31,9 @@ TARGETS = {"c3d": (5000.0, 3.8), "r3d18": (3200.0, 3.0)}
 
 def per_dsp_bound(acc, arch) -> float:
     """GOP/s per DSP of ``acc``'s PE arrays (``arch``: its resource estimate) with every DSP
-    busy every cycle: each lane takes ``Tm x Tn`` dense-equivalent products a cycle (DESIGN.md
-    section 5) on the PE-array DSP48E2 (three a multiplier pair, two for the slot-0 pairs)."""
+    busy every cycle: each lane takes ``Tm x Tn`` dense-equivalent products a cycle
+    (docs/architecture.md section 4) on the PE-array DSP48E2 (three a multiplier pair, two for
+    the slot-0 pairs)."""
     ops = sum(2 * core_lanes(c) * c.tm * c.tn for c in acc.cores)
     return ops / pe_dsp(arch) * acc.clock_mhz / 1e3
 

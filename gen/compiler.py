@@ -86,7 +86,7 @@ offset  bytes  field
 
 The post stage always applies the table (it carries the requantization even for layers without
 CBN): ``t = acc*mult + bias + res*res_mult``, rounding shift, clamp, CReLU if ``FLAG_CRELU``,
-CMaxPool if ``FLAG_POOL`` (DESIGN.md section 2).
+CMaxPool if ``FLAG_POOL`` (docs/contract.md section 6).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The AXI DMA (:mod:`fcircnn.hw.axi_dma`) executes *box descriptors*
 (:func:`fcircnn.hw.axi_dma_box.box_layout`). A box is a range of slot groups (8 slots, one
-128-bit beat per voxel) times ``d x h x w`` voxel ranges of an NC/8DHW8 map (DESIGN.md
-section 3). Along each spatial axis the box is described by three counts, ``pre`` (voxels before
+128-bit beat per voxel) times ``d x h x w`` voxel ranges of an NC/8DHW8 map (docs/contract.md
+section 8). Along each spatial axis the box is described by three counts, ``pre`` (voxels before
 the map: convolution padding, delivered as zero beats without a bus read), ``length`` (voxels
 inside the map) and ``post`` (padding after the map). The hardware walks the box group-major,
 then ``d``, ``h``, ``w`` (the order of :func:`fcircnn.models.layout.pack_ncdhw8`), so the beats a

@@ -59,8 +59,8 @@ component: the flattened netlist of every calibration point is split by hierarch
 flip-flop, RAM and DSP by the RTL name of the net it drives, each LUT by the component it
 feeds). ``lut`` counts logic LUTs plus the LUTs that LUT RAM and shift registers occupy (a
 ``RAM32M`` is 4 LUTs, a ``RAM32M16`` 8, an ``SRL16E`` 1), the way they count against the
-device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric (DESIGN
-section 6), so LUT and FF are upper bounds for what Vivado uses. The second AXI port's DMA
+device's LUT budget. Yosys maps the DSP pipeline registers and pre-adders to fabric, so LUT
+and FF are upper bounds for Vivado's (docs/architecture.md section 6). The second AXI port's DMA
 (``dma1``, ``axi_ports: 2``: read and write engine) has coefficients of its own once
 calibration points with two ports are fitted, the DMA's until then; the DMAs of ports 2 and 3
 count as more of it (its features times ``axi_ports - 1``). A loader of its own for the split

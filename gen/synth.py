@@ -29,8 +29,8 @@ are ``synth_xilinx``'s own (run in label ranges), with ``prepare`` spelled out (
 so that its diagnostics-only second ``check`` runs after ``opt_clean``: on the flattened,
 uncleaned netlist of the largest accelerators it runs out of the WebAssembly build's 4 GB.
 
-Yosys' numbers are an upper bound for LUT/FF (DESIGN section 6: its ``xcup`` DSP packer does not
-absorb pipeline registers or pre-adders into the DSP48E2, Vivado does).
+Yosys' numbers are an upper bound for LUT/FF (docs/architecture.md section 6: its ``xcup`` DSP
+packer does not absorb pipeline registers or pre-adders into the DSP48E2, Vivado does).
 
 Deep memories
 -------------

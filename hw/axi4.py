@@ -2,7 +2,7 @@
 
 Member names follow the AXI4 specification in lower case (``araddr``, ``rvalid``...), so a
 component port ``m_axi: Out(AXI4Signature(...))`` becomes ``m_axi__araddr`` in Verilog and
-cocotbext-axi finds it with ``AxiBus.from_prefix(dut, "m_axi_")`` (DESIGN.md section 6).
+cocotbext-axi finds it with ``AxiBus.from_prefix(dut, "m_axi_")`` (docs/architecture.md section 6).
 Directions are the manager's: addresses, write data and the ready of responses are outputs.
 """
 

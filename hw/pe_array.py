@@ -65,11 +65,11 @@ class PEArray(wiring.Component):
         acc[v][p*(B/2) + k] (+)= sum_{q < Tn/B} w[p][q][k] (*) act[v][q*(B/2) + k]
 
     where ``(*)`` is the complex product for ``k >= 1`` and the component-wise product
-    ``(re*re) + i(im*im)`` for ``k == 0`` (DESIGN section 2); the slot-0 lanes are fixed in the
-    structure. A beat with ``first`` restarts the accumulators; after a beat with ``last`` has
-    passed through, the array emits all accumulators as one output beat. A test bench (or the
-    control unit) walks input-channel tiles x kernel offsets, one beat each, to compute a
-    convolution; the result equals :func:`fcircnn.models.spectral.conv3d_slots_int`.
+    ``(re*re) + i(im*im)`` for ``k == 0`` (docs/contract.md section 4); the slot-0 lanes are
+    fixed in the structure. A beat with ``first`` restarts the accumulators; after a beat with
+    ``last`` has passed through, the array emits all accumulators as one output beat. A test
+    bench (or the control unit) walks input-channel tiles x kernel offsets, one beat each, to
+    compute a convolution; the result equals :func:`fcircnn.models.spectral.conv3d_slots_int`.
 
     Structure: ``P = Td * (Tm/(2B)) * (Tn/B) * (B/2) = Td*Tm*Tn/(4B)`` instances of
     :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair` (3 DSP48E2 each, except that the

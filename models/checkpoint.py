@@ -13,12 +13,12 @@ Block-circulant conv (``QSpatialCirConv``, ``SpatialCirConv``, ``BlockCirConv3d`
     ``<layer>.weight`` ``[M/B, N/B, B, K, K, K]``: the generators. The code expands block
     ``(p, q)`` as ``dense[p*B + r, q*B + c] = weight[p, q, (r - c) mod B]`` (``torch.cat`` of
     the generator rolled by ``c``), the first column being the generator: the same as
-    DESIGN section 2, so the generators are taken as they are. Its FFT is ``torch.fft.rfft``
-    with the default normalisation (unnormalised forward), as ours. A ``<layer>.bias``
-    (per output channel, time domain) adds ``rfft(bias)`` to every voxel's bins: it folds
-    exactly into the CBN offset. The fake-quantisation buffers (``scale_w_r``, ``scale_w_i``,
-    ``scale_a_r``, ``scale_a_i``: separate real and imaginary scales, which an integer complex
-    MAC cannot sum exactly) are not taken (:data:`FAKE_QUANT_NOTE`).
+    docs/contract.md section 3, so the generators are taken as they are. Its FFT is
+    ``torch.fft.rfft`` with the default normalisation (unnormalised forward), as ours. A
+    ``<layer>.bias`` (per output channel, time domain) adds ``rfft(bias)`` to every voxel's
+    bins: it folds exactly into the CBN offset. The fake-quantisation buffers (``scale_w_r``,
+    ``scale_w_i``, ``scale_a_r``, ``scale_a_i``: separate real and imaginary scales, which an
+    integer complex MAC cannot sum exactly) are not taken (:data:`FAKE_QUANT_NOTE`).
 Frequency-domain batch norm (``SBN``: ``bn<n>.bn_real``, ``bn<n>.bn_imag``)
     ``BatchNorm3d`` over the real and over the imaginary parts of ``(M/B)*(B/2 + 1)`` bins,
     feature ``q*(B/2 + 1) + k`` for bin ``k`` of block ``q``. In eval mode each is

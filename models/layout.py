@@ -1,4 +1,4 @@
-"""NC/8DHW8 feature-map layout in DDR (DESIGN.md section 3).
+"""NC/8DHW8 feature-map layout in DDR (docs/contract.md section 8).
 
 Slots are grouped 8 per 128-bit AXI beat. For slot ``s`` at voxel ``(d, h, w)`` of an
 ``S x D x H x W`` map (``S`` padded up to a multiple of 8 with zero slots)::

@@ -753,7 +753,7 @@ class _Resolver:
         return ok
 
     def check_accumulator(self, layer: ResolvedLayer) -> None:
-        """The numeric contract's int32 accumulator bound (DESIGN section 2)."""
+        """The numeric contract's int32 accumulator bound (docs/contract.md section 5)."""
         bound = layer.accumulator_bound
         if bound < 2 ** (ACC_BITS - 1):
             return

@@ -1,7 +1,7 @@
 """Spectral golden model: the numeric contract the RTL must match bit for bit.
 
-Conventions (DESIGN.md section 2)
----------------------------------
+Conventions (docs/contract.md sections 1 to 6)
+----------------------------------------------
 * Shapes are channels-first with no batch axis: a feature map is ``[C, D, H, W]``.
 * ``B`` is the circulant block size (4, 8 or 16). Channel block ``q`` holds channels
   ``q*B .. q*B + B - 1``; its spectrum is ``numpy.fft.rfft`` over those channels (unnormalised).

@@ -1,4 +1,4 @@
-"""The import layering of the package (DESIGN section 7, issue 15).
+"""The import layering of the package (docs/architecture.md section 7, issue 15).
 
 Bottom to top: the architecture's contract (``fcircnn.arch``) and the golden model with the
 configuration (``fcircnn.models``); the hardware (``fcircnn.hw``); the generator, compiler and
@@ -138,8 +138,8 @@ def test_the_checker_sees_what_it_must():
     assert _layer("fcircnn.report") == "cli" and _layer("fcircnn.driver") == "fcircnn.driver"
 
 
-#: Longest function allowed in the hardware (DESIGN.md section 7: an ``elaborate`` past about
-#: 150 lines is several components).
+#: Longest function allowed in the hardware (docs/architecture.md section 7: an ``elaborate``
+#: past about 150 lines is several components).
 MAX_HW_FUNCTION_LINES = 160
 
 

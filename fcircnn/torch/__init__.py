@@ -4,8 +4,8 @@ Needs the ``[torch]`` extra (``pip install 'fcircnn[torch]'``); nothing else in 
 imports this package, so the core install and every command run without PyTorch.
 
 The layers compute the golden model's numeric contract (:mod:`fcircnn.models.spectral`,
-DESIGN.md section 2) on batches of slot tensors ``[N, 2, S, D, H, W]`` (axis 1: real and
-imaginary part) with gradients:
+docs/contract.md sections 2 to 6) on batches of slot tensors ``[N, 2, S, D, H, W]`` (axis 1:
+real and imaginary part) with gradients:
 
 * :class:`BlockCirculantConv3d`, :class:`BlockCirculantLinear`: generators as parameters in
   the weights file's layout, computed through ``torch.fft.rfft`` on packed slots;

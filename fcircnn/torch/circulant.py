@@ -132,7 +132,7 @@ class BlockCirculantLinear(BlockCirculantConv3d):
     """Fully connected block-circulant layer: the conv whose kernel covers its whole input map.
 
     The flatten order is channel-minor (``((d*H + h)*W + w)*C + c``), so the channel blocks
-    stay blocks and the layer never leaves the frequency domain (DESIGN.md section 2).
+    stay blocks and the layer never leaves the frequency domain (docs/contract.md section 4).
 
     Parameters
     ----------

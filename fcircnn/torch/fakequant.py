@@ -1,7 +1,7 @@
 """Quantization-aware training: the int8 slot contract faked in floating point.
 
-What is faked, and how exactly (DESIGN.md section 2, :mod:`fcircnn.models.quant`)
--------------------------------------------------------------------------------
+What is faked, and how exactly (docs/contract.md section 5, :mod:`fcircnn.models.quant`)
+----------------------------------------------------------------------------------------
 * **Scales** are per tensor (the golden contract's ``granularity="tensor"``): one scale shared
   by the real and imaginary parts of every slot, ``scale = max|part| / 127`` (1 for an all-zero
   tensor). Weight scales come from the current weight slots at every step; activation scales

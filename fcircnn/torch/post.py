@@ -1,7 +1,7 @@
 """The frequency-domain post operators on slots ``[N, 2, S, D, H, W]``: CBN, CReLU, CMaxPool.
 
 Each acts on the real and the imaginary part of every slot independently, as the post-units
-do (DESIGN.md section 2; :func:`fcircnn.models.spectral.cbn`, :func:`~fcircnn.models.spectral
+do (docs/contract.md section 6; :func:`fcircnn.models.spectral.cbn`, :func:`~fcircnn.models.spectral
 .crelu`, :func:`~fcircnn.models.spectral.cmaxpool`).
 """
 

@@ -5,7 +5,7 @@ Layout
 ------
 A time-domain map is ``[N, C, D, H, W]`` (``C`` a multiple of ``B``). Its slots are a real
 tensor ``[N, 2, C/2, D, H, W]``: axis 1 is the part (0 = real, 1 = imaginary), axis 2 the slot
-``s = q*(B/2) + k`` of channel block ``q``, with the packing of DESIGN.md section 2
+``s = q*(B/2) + k`` of channel block ``q``, with the packing of docs/contract.md section 2
 (``slot 0 = Re X[0] + i*Re X[B/2]``, ``slot k = X[k]``, ``X = rfft`` over the block's ``B``
 channels, unnormalised). Keeping the two parts on their own axis lets CBN, CReLU and CMaxPool
 act on each part as the post-units do, and keeps every operation real except the FFTs.
