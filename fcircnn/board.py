@@ -26,7 +26,7 @@ EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
 #: What a manifest must hold.
 _MANIFEST_KEYS = ("tool_version", "accelerator", "ip_name", "bitstream", "config", "weights",
-                  "calibration", "statistic", "granularity", "clips", "mem_size", "clock_mhz")
+                  "clips", "mem_size", "clock_mhz")
 
 
 class BoardError(ValueError):
@@ -79,16 +79,17 @@ def _load(folder: Path, manifest: dict[str, Any], clips_path: Path | None):
     shape = (net.input.channels, *net.input.shape)
     try:
         weights = load_weights(net, str(folder / manifest["weights"]))
-        calibration = read_npy(folder / manifest["calibration"])
         clips = read_npy(clips_path or folder / manifest["clips"])
     except (ArrayFileError, OSError, ValueError) as exc:
         raise BoardError(str(exc)) from None
-    for what, array in (("calibration set", calibration), ("clips", clips)):
-        if array.ndim != 5 or array.shape[1:] != shape or not len(array) or not np.isfinite(
-                array).all():
-            raise BoardError(f"the {what} must be finite [N, {', '.join(map(str, shape))}], "
-                             f"not {list(array.shape)}")
-    return acc, weights, calibration, clips
+    if weights.calibration is None:
+        raise BoardError(f"{folder / manifest['weights']}: no int8 calibration (a board runs "
+                         "fixed scales); deploy again with fcircnn deploy")
+    if clips.ndim != 5 or clips.shape[1:] != shape or not len(clips) or not np.isfinite(
+            clips).all():
+        raise BoardError(f"the clips must be finite [N, {', '.join(map(str, shape))}], "
+                         f"not {list(clips.shape)}")
+    return acc, weights, clips
 
 
 def _report(pred, acc, top: int) -> list[dict[str, Any]]:
@@ -128,7 +129,7 @@ def _json_problem(args: argparse.Namespace, folder: Path, manifest: dict[str, An
         return None
     reads = [folder / "deploy.json", folder / "run.py", bitstream,
              bitstream.with_suffix(".hwh"), *(folder / manifest[key] for key in (
-                 "config", "weights", "calibration", "clips")), args.clips]
+                 "config", "weights", "clips")), args.clips]
     for path in reads:
         if path is not None and path.exists() and os.path.samefile(args.json, path):
             return f"--json {args.json}: the same file as {path}, which this run reads"
@@ -156,7 +157,7 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
         if args.json is not None and (problem := _json_problem(args, folder, manifest,
                                                                 bitstream)):
             raise BoardError(problem)
-        acc, weights, calibration, clips = _load(folder, manifest, args.clips)
+        acc, weights, clips = _load(folder, manifest, args.clips)
         if problem := overlay_problem(bitstream, acc.device.part, manifest["ip_name"]):
             raise BoardError(problem)
     except BoardError as exc:
@@ -174,9 +175,8 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        pred = predict(acc, clips, on="board", weights=weights, calibration=calibration,
-                       statistic=manifest["statistic"], granularity=manifest["granularity"],
-                       backend=backend, timeout_s=args.timeout,
+        pred = predict(acc, clips, on="board", weights=weights, backend=backend,
+                       timeout_s=args.timeout,
                        progress=lambda done, total: print(f"clip {done}/{total} run",
                                                           file=sys.stderr, flush=True))
     finally:

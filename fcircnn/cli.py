@@ -343,21 +343,46 @@ def _load_weights_and_input(net, args: argparse.Namespace):
             _load_array("--input", load_input, net, args.input))
 
 
-def _load_calibration(net, args: argparse.Namespace):
-    """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the line
-    that names how the int8 scales are calibrated."""
+def _weights_note(args: argparse.Namespace) -> str:
+    """How a command's weights are chosen, for its first line: random ones are announced."""
+    if args.weights is not None:
+        return f"weights {args.weights}"
+    return (f"RANDOM weights (seed {args.seed}), not a trained network: --weights w.npz "
+            "(fcircnn import, or fcircnn.torch's export) runs trained ones")
+
+
+def _load_calibration(net, args: argparse.Namespace, weights,
+                      per_clip: str = "each clip alone"):
+    """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the
+    line that names where the int8 scales come from: that set, the calibration stored with
+    the weights, or else ``per_clip``."""
     from fcircnn.models.network import calibration_problem, load_clips
 
+    stored = None if weights is None else weights.calibration
+    if args.calibration is None and stored is not None:
+        for flag, given, kept in (("--granularity", args.granularity, stored.granularity),
+                                  ("--calibration-statistic", args.calibration_statistic,
+                                   stored.statistic)):
+            if given is not None and given != kept:
+                raise UserError(f"{flag} {given}: {args.weights} holds a calibration of "
+                                f"{stored.describe()}; give --calibration to measure new "
+                                "scales (or fcircnn calibrate again)")
+        args.granularity, args.calibration_statistic = stored.granularity, stored.statistic
+        return None, f"int8 scales stored in {args.weights} ({stored.describe()})"
     args.calibration_statistic = args.calibration_statistic or "max"  # None: not given
+    args.granularity = args.granularity or "tensor"
+    if args.calibration is None:
+        return None, (f"{args.granularity} int8 scales of {per_clip} (no calibration given: "
+                      "fcircnn calibrate stores fixed ones with the weights)")
     stat = "the maximum" if args.calibration_statistic == "max" else (
         f"the {args.calibration_statistic[1:]}th percentile")
-    if args.calibration is None:
-        return None, f"int8 scales from {stat} over the input clip"
     clips = _load_array("--calibration", load_clips, net, args.calibration)
     if problem := calibration_problem(clips):
         raise UserError(f"--calibration {args.calibration}: {problem}")
-    return clips, (f"int8 scales from {stat} over {len(clips)} calibration clip(s) "
-                   f"({args.calibration})")
+    return clips, (f"{args.granularity} int8 scales from {stat} over {len(clips)} "
+                   f"calibration clip(s) "
+                   f"({args.calibration}"
+                   + (f", replacing those stored in {args.weights})" if stored else ")"))
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
@@ -376,11 +401,11 @@ def cmd_golden(args: argparse.Namespace) -> int:
                                    "--calibration"))
     modes = ("float", "slots", "int") if args.mode == "all" else (args.mode,)
     weights, x = _load_weights_and_input(net, args)
-    clips, how = _load_calibration(net, args)
+    clips, how = _load_calibration(net, args, weights, "the input clip")
     _check_memory(net, modes, 0 if clips is None else len(clips))
     print(f"fcircnn golden: network {net.name} ({net.path or args.network}), modes "
-          f"{', '.join(modes)}, seed {args.seed}, {args.granularity} scales; {how}",
-          file=sys.stderr)
+          f"{', '.join(modes)}, seed {args.seed}; {how}; "
+          f"{_weights_note(args)}", file=sys.stderr)
     try:
         result = run_network(net, modes, weights=weights, x=x, seed=args.seed,
                              granularity=args.granularity,
@@ -402,6 +427,64 @@ def cmd_golden(args: argparse.Namespace) -> int:
         result.weights.save(args.save_weights)
         print(f"saved weights (with calibrated CBN) to {args.save_weights}", file=sys.stderr)
     return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from fcircnn.models.network import LayerOverflowError, calibrate, load_weights
+
+    _output_file(args.output, "-o")
+    net = _network(args.config)
+    _distinct_outputs([("-o", args.output)], _input_files(args, "config", net, "--weights",
+                                                          "--calibration"))
+    weights = _load_array("--weights", load_weights, net, args.weights)
+    clips, how = _load_calibration(net, args, weights)
+    _check_memory(net, ("float",), len(clips))
+    print(f"fcircnn calibrate: network {net.name} ({net.path or args.config}), "
+          f"{how}; {_weights_note(args)}", file=sys.stderr)
+    status = (lambda _: None) if args.quiet else _Elapsed()
+    status(f"the float reference over {len(clips)} clip(s)")
+    try:
+        weights, _ = calibrate(net, weights=weights, seed=args.seed, x=clips[0], clips=clips,
+                               granularity=args.granularity,
+                               statistic=args.calibration_statistic)
+    except LayerOverflowError as exc:
+        raise _overflow_error(exc, args) from None
+    status("done")
+    weights.save(args.output)
+    print(f"wrote {args.output}: the weights{' (CBN calibrated)' if args.weights is None else ''}"
+          f" with fixed int8 scales ({weights.calibration.describe()}); run, compile and deploy "
+          "--weights use them for every clip")
+    return 0
+
+
+def _add_calibrate(sub) -> None:
+    """Add the ``calibrate`` command (fixed int8 scales stored with the weights)."""
+    cal = sub.add_parser(
+        "calibrate", help="measure the int8 scales on a calibration set and store them with "
+                          "the weights",
+        description="Run the float reference over a calibration set, measure the int8 scale "
+                    "of the input and of every layer's output (and any CBN parameters the "
+                    "weights lack), and write the weights with them: run, compile and deploy "
+                    "given these weights quantize every clip with the same scales, whatever "
+                    "the batch. Exit code 2 on bad input.",
+    )
+    cal.add_argument("config", type=_path,
+                     help="network YAML, accelerator YAML or built-in name (c3d, c3d_zcu102, "
+                          "...)")
+    cal.add_argument("--calibration", type=_path, metavar="CLIPS.npy", required=True,
+                     help="calibration set [N, C, D, H, W] (float), clips like the network's "
+                          "input")
+    cal.add_argument("--calibration-statistic", type=_statistic, default=None, metavar="STAT",
+                     help="what each scale is taken from: max, or pQ, the Q-th percentile of "
+                          "the magnitudes (e.g. p99.9; larger values saturate) (default: max)")
+    _granularity_flag(cal)
+    cal.add_argument("--weights", type=_path, metavar="W.npz",
+                     help="the trained weights (default: random from --seed)")
+    cal.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
+    cal.add_argument("-o", "--output", type=_path, required=True, metavar="OUT.npz",
+                     help="the weights with their calibration")
+    cal.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    cal.set_defaults(func=cmd_calibrate)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -560,13 +643,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         args, "config", net, "--input", "--weights", "--calibration", "--bitstream"))
     clips = _load_array("--input", load_clips, net, args.input)
     weights = _load_array("--weights", load_weights, net, args.weights)
-    calibration, how = _load_calibration(net, args)
+    calibration, how = _load_calibration(net, args, weights)
+    if args.on == "board" and calibration is None and (weights is None
+                                                       or weights.calibration is None):
+        raise UserError("--on board: a board runs one image with fixed int8 scales: give "
+                        "--calibration clips.npy, or --weights with a stored calibration "
+                        "(fcircnn calibrate)")
     _check_memory(net, ("float", "int"), len(clips) + (0 if calibration is None
                                                       else len(calibration)))
     print(f"fcircnn run: {acc.name} ({acc.path or args.config}), network {net.name}, "
-          f"{len(clips)} clip(s) on {args.on}, {args.granularity} scales; "
-          f"{how if calibration is not None else how.replace('the input clip', 'the clips')}",
-          file=sys.stderr)
+          f"{len(clips)} clip(s) on {args.on}; {how}; "
+          f"{_weights_note(args)}", file=sys.stderr)
     bar = None if args.quiet else _Progress()
     backend = _board_backend(acc, args) if args.on == "board" else None
     try:
@@ -653,16 +740,19 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     # each is replaced only by what was made from it.
     weights = _load_array("--weights", load_weights, net, args.weights)
     clips = _load_array("--input", load_clips, net, args.input)
-    calibration, how = _load_calibration(net, args)
+    calibration, how = _load_calibration(net, args, weights)
     if clips is None:
         clips = random_input(net, args.seed)[None]
-    if calibration is None:
-        calibration = clips
-        how = how.replace("the input clip", "the clips")
+    if calibration is None and (weights is None or weights.calibration is None):
+        calibration = clips  # the image's scales are fixed: from the clips it ships
+        how = (f"int8 scales fixed in the image from its {len(clips)} clip(s) (no calibration "
+               "given: --calibration, or fcircnn calibrate, sets them)")
+    note = _weights_note(args)
     weights = random_weights(net, args.seed) if weights is None else weights
-    _check_memory(net, ("float", "int"), len(clips) + len(calibration))
+    _check_memory(net, ("float", "int"), len(clips) + (0 if calibration is None
+                                                      else len(calibration)))
     print(f"fcircnn deploy: {acc.name} ({acc.path or args.config}) -> {args.output}, "
-          f"{len(clips)} clip(s); {how}", file=sys.stderr)
+          f"{len(clips)} clip(s); {how}; {note}", file=sys.stderr)
     try:
         result = deploy(acc, args.output, weights=weights, calibration=calibration,
                         clips=clips, statistic=args.calibration_statistic,
@@ -725,10 +815,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _distinct_outputs(outputs, _input_files(args, "config", net, "--input", "--weights",
                                             "--calibration"))
     weights, x = _load_weights_and_input(net, args)
-    clips, how = _load_calibration(net, args)
+    clips, how = _load_calibration(net, args, weights, "the input clip")
     _check_memory(net, ("float", "int"), 0 if clips is None else len(clips))
     print(f"fcircnn compile: {acc.name} ({acc.path or args.config}), network {net.name}, seed "
-          f"{args.seed}, {args.granularity} scales, base {args.base:#x}; {how}", file=sys.stderr)
+          f"{args.seed}, base {args.base:#x}; {how}; "
+          f"{_weights_note(args)}", file=sys.stderr)
     try:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
                                 granularity=args.granularity, base=args.base,
@@ -1100,7 +1191,8 @@ def _calibration_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", type=_path, metavar="CLIPS.npy",
                         help="calibration set [N, C, D, H, W] (float): the int8 scales and any "
                              "CBN parameters the weights lack come from these clips (default: "
-                             "the input clip alone)")
+                             "the scales stored with --weights by fcircnn calibrate, else each "
+                             "clip's own)")
     parser.add_argument("--calibration-statistic", type=_statistic, default=None,
                         metavar="STAT",
                         help="what each int8 scale is taken from over the calibration data: "
@@ -1353,9 +1445,9 @@ def _add_run(sub) -> None:
 
 def _granularity_flag(parser: argparse.ArgumentParser) -> None:
     """``--granularity``: one int8 scale per map, or one per bin."""
-    parser.add_argument("--granularity", choices=("tensor", "bin"), default="tensor",
+    parser.add_argument("--granularity", choices=("tensor", "bin"), default=None,
                         help="int8 scale granularity: one scale per map, or one per bin "
-                             "(default: tensor)")
+                             "(default: the calibration's stored with --weights, else tensor)")
 
 
 def _add_deploy(sub) -> None:
@@ -1483,6 +1575,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim(sub)
     _add_project(sub)
     _add_import(sub)
+    _add_calibrate(sub)
     _add_run(sub)
     _add_deploy(sub)
     _add_sweep(sub)

@@ -1,7 +1,9 @@
 """Class scores from clips: the golden integer contract or the generated RTL.
 
 :func:`predict` takes time-domain clips ``[N, C, D, H, W]``, quantizes each to int8 slots with
-the accelerator's calibration (a calibration set, or the clips themselves), runs it through
+fixed int8 scales (measured on a calibration set, or stored with the weights by ``fcircnn
+calibrate``), or else with each clip's own scales, so that a clip's scores never depend on the
+other clips it runs beside; runs it through
 the chosen target, reads the network's int8 output slots, dequantizes them and takes the
 inverse transform: the class scores (the network's last layer, in the time domain). On
 ``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` and ``"board"`` the network
@@ -15,6 +17,7 @@ memory.
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from collections.abc import Callable
@@ -93,7 +96,10 @@ def predict(acc: Any, clips: np.ndarray, *,
     weights : NetworkWeights, optional
         Default: random with ``seed`` (as ``fcircnn compile``).
     calibration : ndarray ``[M, C, D, H, W]``, optional
-        The calibration set of the int8 scales; default: ``clips`` themselves.
+        The calibration set of the int8 scales (and of CBN parameters ``weights`` lack).
+        Default: the calibration stored with ``weights``; without one, each clip is
+        calibrated on itself (alone: its scores do not depend on the batch), which
+        ``on="board"`` refuses, since a board runs one image with fixed scales.
     statistic, granularity
         As for :func:`fcircnn.models.network.calibrate`.
     simulator, build_dir, backpressure
@@ -109,8 +115,9 @@ def predict(acc: Any, clips: np.ndarray, *,
     Raises
     ------
     ValueError
-        For an unknown target, clips of the wrong shape, or a network without class scores
-        (:func:`~fcircnn.models.network.class_scores_problem`).
+        For an unknown target, clips of the wrong shape, a network without class scores
+        (:func:`~fcircnn.models.network.class_scores_problem`), or ``on="board"`` without
+        fixed scales.
     fcircnn.gen.compiler.CompileError
         If a clip cannot be compiled (``sim``).
     fcircnn.simulate.SimulationError, fcircnn.sim.runner.SimulatorUnavailable
@@ -130,20 +137,29 @@ def predict(acc: Any, clips: np.ndarray, *,
     if clips.ndim != 5 or clips.shape[1:] != expected or not len(clips):
         raise ValueError(f"clips must be [N, {', '.join(map(str, expected))}], not "
                          f"{list(clips.shape)}")
-    calibration = clips if calibration is None else calibration
     weights = random_weights(net, seed) if weights is None else weights
-    weights, qnet = calibrate(net, weights=weights, x=clips[0], clips=calibration,
-                              statistic=statistic, granularity=granularity)
-    how = f"{statistic} over {len(calibration)} calibration clip(s)"
+    fixed = calibration is not None or weights.calibration is not None
+    if on == "board" and not fixed:
+        raise ValueError("on='board' needs fixed int8 scales: weights with a calibration "
+                         "(fcircnn calibrate) or a calibration set (calibration=...)")
+    if fixed:
+        weights, qnet = calibrate(net, weights=weights, x=clips[0], clips=calibration,
+                                  statistic=statistic, granularity=granularity)
+        how = weights.calibration.describe()
+    else:
+        how = "each clip's own scales"
     last = net.resolved[-1].name
     results = []
     image = None
     for i, clip in enumerate(clips):
+        if not fixed:  # a fresh copy: CBN parameters the weights lack come from this clip
+            own, qnet = calibrate(net, weights=copy.deepcopy(weights), x=clip,
+                                  statistic=statistic, granularity=granularity)
         if on == "golden":
             out = run_int(net, qnet, qnet.quantize_input(net, clip))[last]
             results.append(ClipResult(_scores(net, qnet, out.re, out.im)))
             continue
-        image = _image(acc, image, clip, weights, calibration, statistic, granularity)
+        image = _image(acc, image if fixed else None, clip, weights if fixed else own)
         if on == "board":
             results.append(_on_backend(acc, image, qnet, backend, timeout_s))
         else:
@@ -153,16 +169,14 @@ def predict(acc: Any, clips: np.ndarray, *,
     return Prediction(on, tuple(results), how)
 
 
-def _image(acc, previous, clip, weights, calibration, statistic, granularity):
-    """The image of ``clip``: the first clip's is compiled (and calibrated on the set), the
-    others only change its input region and expected outputs
-    (:func:`~fcircnn.gen.compiler.image_for_clip`; the same bytes, since the scales come from
-    the calibration set)."""
+def _image(acc, previous, clip, weights):
+    """The image of ``clip`` with the calibration ``weights`` carry: compiled, or, given the
+    ``previous`` clip's image of the same scales, only its input region and expected outputs
+    changed (:func:`~fcircnn.gen.compiler.image_for_clip`)."""
     from fcircnn.gen.compiler import compile_network, image_for_clip
 
     if previous is None:
-        return compile_network(acc, weights=weights, x=clip, calibration=calibration,
-                               statistic=statistic, granularity=granularity)
+        return compile_network(acc, weights=weights, x=clip)
     return image_for_clip(acc, previous, clip)
 
 

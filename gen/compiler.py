@@ -173,6 +173,7 @@ __all__ = [
     "NetworkPlan",
     "PostOverflowError",
     "Region",
+    "calibrate_post",
     "compile_network",
     "gap_weight_slots",
     "image_for_clip",
@@ -1045,6 +1046,16 @@ def _with_rfft(plan: NetworkPlan, qnet: QuantizedNetwork, B: int) -> NetworkPlan
     return replace(plan, layers=tuple(layers))
 
 
+def calibrate_post(net, **kwargs):
+    """:func:`fcircnn.models.network.calibrate` (same arguments and result), a layer whose post
+    parameters do not fit their fields raised as :class:`PostOverflowError`."""
+    try:
+        return calibrate(net, **kwargs)
+    except LayerOverflowError as exc:
+        why = str(exc).removeprefix(f"layer {exc.layer!r}: ")
+        raise PostOverflowError(f"layer {exc.layer!r}: post parameters: {why}") from None
+
+
 def compile_network(
     acc: AcceleratorConfig,
     *,
@@ -1096,12 +1107,9 @@ def compile_network(
     plan = plan_network(acc, base=base, geometry=geometry)
     net = acc.network
     x = _clip(net, random_input(net, seed) if x is None else x)
-    try:
-        weights, qnet = calibrate(net, weights=weights, x=x, seed=seed, granularity=granularity,
-                                  clips=calibration, statistic=statistic)
-    except LayerOverflowError as exc:
-        why = str(exc).removeprefix(f"layer {exc.layer!r}: ")
-        raise PostOverflowError(f"layer {exc.layer!r}: post parameters: {why}") from None
+    weights, qnet = calibrate_post(net, weights=weights, x=x, seed=seed,
+                                   granularity=granularity, clips=calibration,
+                                   statistic=statistic)
     xq = qnet.quantize_input(net, x)
     ints = run_int(net, qnet, xq)
     B = acc.block_size

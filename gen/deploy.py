@@ -5,8 +5,8 @@
     fcircnn_accel.bit, .hwh, .xsa   the overlay (copied from the Vivado build's vivado/out/),
                                     or BITSTREAM.md saying which commands make them
     accelerator.yaml                the accelerator, its network written into it
-    weights.npz                     the network's weights (fcircnn golden/compile --weights)
-    calibration.npy                 the calibration set [M, C, D, H, W] of the int8 scales
+    weights.npz                     the network's weights with the int8 calibration the
+                                    image was compiled with (fcircnn.models.calibration)
     clips.npy                       clips to run [N, C, D, H, W]
     image/                          the compiled image of the first clip (image.bin,
                                     memory_map.json, expected.npz), for the driver alone
@@ -35,7 +35,7 @@ from fcircnn.models.config import AcceleratorConfig
 from fcircnn.models.overlay import overlay_problem
 
 from . import TOOL_VERSION
-from .compiler import DdrImage, compile_network
+from .compiler import DdrImage, calibrate_post, compile_network
 from .image import CompiledImage
 from .staging import OutputConflict, staged_folder, target_conflict
 
@@ -47,8 +47,7 @@ MANIFEST = "deploy.json"
 #: The overlay's files as the Vivado flow writes them (gen/vivado.py), the first two required.
 OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
 #: The files every deployment folder has.
-BOARD_FILES = ("accelerator.yaml", "weights.npz", "calibration.npy", "clips.npy", MANIFEST,
-               "run.py", "README.md")
+BOARD_FILES = ("accelerator.yaml", "weights.npz", "clips.npy", MANIFEST, "run.py", "README.md")
 #: Every file a deployment may write (or, for BITSTREAM.md, remove), relative to its folder.
 OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_FILES,
                 "BITSTREAM.md")
@@ -94,7 +93,7 @@ sudo -E python3 run.py --clips my_clips.npy --json results.json
 |---|---|
 | `fcircnn_accel.bit`, `.hwh` (`.xsa`) | the overlay: {overlay} |
 | `accelerator.yaml` | the accelerator, its network inside |
-| `weights.npz`, `calibration.npy` | the weights; the calibration set of the int8 scales |
+| `weights.npz` | the weights, with the fixed int8 scales every clip runs with |
 | `clips.npy` | {clips} clip(s) `{shape}` to run by default |
 | `image/` | the first clip's compiled image, for `fcircnn.driver.Driver` alone |
 | `deploy.json` | what `run.py` reads |
@@ -178,7 +177,7 @@ def _copy_overlay(vivado: Path | None, out: Path) -> bool:
 
 
 def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
-           calibration: np.ndarray, clips: np.ndarray, statistic: str = "max",
+           calibration: np.ndarray | None, clips: np.ndarray, statistic: str = "max",
            granularity: str = "tensor", vivado: str | os.PathLike[str] | None = None,
            config: str = "ACCEL") -> DeployResult:
     """Write the deployment folder of ``acc`` into ``out`` (created if missing), all files or
@@ -193,8 +192,11 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         Validated (:func:`fcircnn.gen.validate.validate_accelerator`).
     weights : NetworkWeights
         The network's weights.
-    calibration, clips : ndarray ``[M, C, D, H, W]``, ``[N, C, D, H, W]``
-        The calibration set and the clips ``run.py`` runs by default (already checked).
+    calibration : ndarray ``[M, C, D, H, W]`` or None
+        The calibration set of the int8 scales the board runs every clip with (already
+        checked); ``None``: those stored with ``weights``, else measured on ``clips``.
+    clips : ndarray ``[N, C, D, H, W]``
+        The clips ``run.py`` runs by default (already checked).
     statistic, granularity
         Of the calibration (:func:`fcircnn.models.network.calibrate`).
     vivado : path, optional
@@ -221,13 +223,14 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         raise OutputConflict(why)
     if vivado is not None and (problem := overlay_problem_in(vivado, acc)):
         raise OverlayError(problem)
-    image = compile_network(acc, weights=weights, x=clips[0], calibration=calibration,
-                            statistic=statistic, granularity=granularity)
+    if calibration is not None or weights.calibration is None:  # fixed before compiling
+        weights, _ = calibrate_post(acc.network, weights=weights, x=clips[0],
+                                    clips=clips if calibration is None else calibration,
+                                    statistic=statistic, granularity=granularity)
+    image = compile_network(acc, weights=weights, x=clips[0])
     vivado = Path(vivado) if vivado is not None else None
     with staged_folder(out) as tmp:  # all files or none
-        files, overlay = _write_folder(tmp, acc, image, weights=weights,
-                                       calibration=calibration, clips=clips,
-                                       statistic=statistic, granularity=granularity,
+        files, overlay = _write_folder(tmp, acc, image, weights=weights, clips=clips,
                                        vivado=vivado, config=config, out=out)
     # What an earlier deployment in the folder left that this one does not write: its
     # BITSTREAM.md, or its overlay (another accelerator's, perhaps; run.py would load it).
@@ -238,24 +241,21 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
 
 
 def _write_folder(tmp: Path, acc: AcceleratorConfig, image: Any, *, weights: Any,
-                  calibration: np.ndarray, clips: np.ndarray, statistic: str,
-                  granularity: str, vivado: Path | None, config: str,
+                  clips: np.ndarray, vivado: Path | None, config: str,
                   out: Path) -> tuple[tuple[str, ...], bool]:
     """Write the deployment folder's files into ``tmp`` (to become ``out``); return their
     names and whether the overlay is among them."""
     compiled = CompiledImage.from_ddr_image(image)
     image.save(tmp / "image")
     weights.save(str(tmp / "weights.npz"))
-    for name, array in (("calibration.npy", calibration), ("clips.npy", clips)):
-        with open(tmp / name, "wb") as f:
-            np.save(f, np.asarray(array, dtype=np.float64))
+    with open(tmp / "clips.npy", "wb") as f:
+        np.save(f, np.asarray(clips, dtype=np.float64))
     (tmp / "accelerator.yaml").write_text(_accelerator_yaml(acc))
     overlay = _copy_overlay(vivado, tmp)
     mem = image_bytes_needed(compiled)
     manifest = {
         "tool_version": TOOL_VERSION, "accelerator": acc.name, "ip_name": IP_NAME,
         "bitstream": OVERLAY_FILES[0], "config": "accelerator.yaml", "weights": "weights.npz",
-        "calibration": "calibration.npy", "statistic": statistic, "granularity": granularity,
         "clips": "clips.npy", "image": "image", "mem_size": mem,
         "clock_mhz": acc.clock_mhz,
     }

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,6 +47,8 @@ import numpy as np
 from fcircnn.arch.transforms import RFFT_FRACTION_BITS
 
 from . import quant, spectral, timedomain
+from .calibration import PREFIX as CALIBRATION_PREFIX
+from .calibration import Calibration, read_calibration
 from .config import NetworkConfig, ResolvedLayer
 from .files import ArrayFileError, atomic_write, check_array, read_npy, read_npz
 from .resolve import LANE0, LANES, SPREAD, fmt3
@@ -56,6 +58,7 @@ __all__ = [
     "MAX_INPUT_ABS",
     "MAX_WEIGHT_ABS",
     "MODES",
+    "Calibration",
     "IntMap",
     "LayerOverflowError",
     "LayerReport",
@@ -72,6 +75,8 @@ __all__ = [
     "load_clips",
     "load_input",
     "load_weights",
+    "measure_calibration",
+    "quantize_calibrated",
     "quantize_network",
     "random_input",
     "random_weights",
@@ -108,14 +113,17 @@ class LayerWeights:
 
 @dataclass
 class NetworkWeights:
-    """Float parameters of a network, by layer name."""
+    """Float parameters of a network, by layer name, and the int8 ``calibration`` measured
+    with them (:mod:`fcircnn.models.calibration`; ``None``: each run calibrates on its clip)."""
 
     layers: dict[str, LayerWeights]
+    calibration: Calibration | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The weights as the named arrays of the ``.npz`` format :func:`load_weights` reads
-        (``<layer>.generators``, ``<layer>.bn_gain``, ``<layer>.bn_offset``)."""
-        arrays = {}
+        (``<layer>.generators``, ``<layer>.bn_gain``, ``<layer>.bn_offset``, and the
+        calibration's ``calibration/...``)."""
+        arrays = {} if self.calibration is None else self.calibration.arrays()
         for name, lw in self.layers.items():
             if lw.generators is not None:
                 arrays[f"{name}.generators"] = lw.generators
@@ -230,6 +238,8 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
     """
     path = where
     expected = weight_arrays(net)
+    calibration = read_calibration(net, data, path)
+    data = {k: v for k, v in data.items() if not k.startswith(CALIBRATION_PREFIX)}
     _refuse_bn_without_cbn(net, data, path)
     unknown = sorted(set(data) - set(expected))
     if unknown:
@@ -242,7 +252,7 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
             + (f", <layer>.weight (and <layer>.bias where the layer has one) for the dense "
                f"layers {', '.join(dense)}" if dense else "")
             + " and optionally <layer>.bn_gain with <layer>.bn_offset for those with CBN"
-            + (" or BN" if dense else ""))
+            + (" or BN" if dense else "") + f", and a calibration ({CALIBRATION_PREFIX}...)")
     layers = {}
     for layer in net.resolved:
         if not layer.weighted:
@@ -265,10 +275,15 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
             raise ArrayFileError(f"{path}: '{layer.name}.{have}' without '{layer.name}.{need}' "
                                  f"(shape {expected[f'{layer.name}.{need}'][0]}); the CBN "
                                  "gain and offset come together or not at all")
+        if calibration is not None and layer.cbn and "bn_gain" not in checked:
+            raise ArrayFileError(f"{path}: a calibration without '{layer.name}.bn_gain' and "
+                                 f"'{layer.name}.bn_offset': the scales were measured with a "
+                                 "batch norm the file does not hold (write both with fcircnn "
+                                 "calibrate)")
         layers[layer.name] = LayerWeights(checked.get("generators"), checked.get("bn_gain"),
                                           checked.get("bn_offset"), checked.get("weight"),
                                           checked.get("bias"))
-    return NetworkWeights(layers)
+    return NetworkWeights(layers, calibration)
 
 
 def _refuse_bn_without_cbn(net: NetworkConfig, data: Mapping[str, np.ndarray],
@@ -628,34 +643,66 @@ class QuantizedNetwork:
         return quant.quantize_slots(input_slots(net, x), self.input_scale)
 
 
+def measure_calibration(
+    net: NetworkConfig, input_slots: np.ndarray, reference_prepool: dict[str, np.ndarray],
+    granularity: quant.Granularity = "tensor", statistic: str = "max", clips: int = 1,
+) -> Calibration:
+    """The int8 scales of ``net`` measured on a float pass: max-abs (or the ``statistic``'s
+    percentile of the magnitudes) over ``input_slots`` (the network input) and over each
+    layer's float reference after CReLU and before pooling (``reference_prepool``), the
+    ``clips`` of a calibration set side by side."""
+    percentile = quant.calibration_percentile(statistic)
+    input_scale = quant.slot_scales(input_slots, net.resolved[0].block_size, granularity,
+                                    percentile)
+    scales: dict[str | None, np.ndarray] = {None: input_scale}
+    for layer in net.resolved:
+        if layer.kind == "irfft":  # deferred: the map passes unchanged
+            scales[layer.name] = scales[layer.input]
+            continue
+        # a time-domain map has one scale (the rfft sums its lanes, a lane0 map is a vector)
+        scales[layer.name] = quant.slot_scales(
+            reference_prepool[layer.name], layer.block_size,
+            "tensor" if layer.out_layout in (LANES, LANE0) else granularity, percentile)
+    out = {name: s for name, s in scales.items() if name is not None}
+    return Calibration(input_scale, out, granularity, statistic, clips)
+
+
 def quantize_network(
     net: NetworkConfig, weights: NetworkWeights, input_slots: np.ndarray,
     reference_prepool: dict[str, np.ndarray], granularity: quant.Granularity = "tensor",
-    percentile: float | None = None,
+    statistic: str = "max",
 ) -> QuantizedNetwork:
-    """Quantize weights and fold CBN, residual and scales, layer by layer.
-
-    Activation scales are max-abs (or the ``percentile`` of the magnitudes) over
-    ``input_slots`` (the network input) and over each layer's float reference after CReLU and
-    before pooling (``reference_prepool``); CBN must be calibrated already for layers that
-    have it.
+    """Quantize weights and fold CBN, residual and scales, layer by layer, with the scales
+    :func:`measure_calibration` takes from ``input_slots`` and ``reference_prepool``; CBN
+    must be calibrated already for layers that have it.
 
     Raises
     ------
     LayerOverflowError
         Naming the layer whose multiplier, bias or worst-case ``t`` does not fit.
     """
-    first_B = net.resolved[0].block_size
-    input_scale = quant.slot_scales(input_slots, first_B, granularity, percentile)
-    scales: dict[str | None, np.ndarray] = {None: input_scale}
+    calibration = measure_calibration(net, input_slots, reference_prepool, granularity,
+                                      statistic)
+    return quantize_calibrated(net, weights, calibration)
+
+
+def quantize_calibrated(net: NetworkConfig, weights: NetworkWeights,
+                        calibration: Calibration) -> QuantizedNetwork:
+    """Quantize weights (at the calibration's granularity) and fold CBN, residual and the
+    ``calibration``'s scales, layer by layer.
+
+    Raises
+    ------
+    LayerOverflowError
+        Naming the layer whose multiplier, bias or worst-case ``t`` does not fit.
+    """
+    granularity = calibration.granularity
+    scales: dict[str | None, np.ndarray] = {None: calibration.input_scale}
     layers: dict[str, QuantizedLayer] = {}
     for layer in net.resolved:
         lw = weights.layers[layer.name]
         in_scale = scales[layer.input]
-        # a time-domain map has one scale (the rfft sums its lanes, a lane0 map is a vector)
-        out_scale = quant.slot_scales(reference_prepool[layer.name], layer.block_size,
-                                      "tensor" if layer.out_layout in (LANES, LANE0)
-                                      else granularity, percentile)
+        out_scale = calibration.out_scales[layer.name]
         S = layer.out_slots
         gain, offset = _affine(layer, lw)
         wq_re = wq_im = w_scale = None
@@ -667,7 +714,7 @@ def quantize_network(
             acc_scale = in_scale / 2**RFFT_FRACTION_BITS
             acc_bound = layer.block_size * spectral.INT8_MAX * 2**RFFT_FRACTION_BITS
         elif layer.kind == "irfft":  # deferred: the map passes unchanged
-            acc_scale, out_scale, acc_bound = in_scale, in_scale, spectral.INT8_MAX
+            acc_scale, acc_bound = in_scale, spectral.INT8_MAX
         else:
             (wq_re, wq_im), w_scale, acc_scale = _quantized_weights(layer, lw, in_scale,
                                                                     granularity)
@@ -683,7 +730,7 @@ def quantize_network(
         layers[layer.name] = QuantizedLayer(layer.name, wq_re, wq_im, post, in_scale, w_scale,
                                             acc_scale, out_scale, acc_bound)
         scales[layer.name] = out_scale
-    return QuantizedNetwork(input_scale, layers)
+    return QuantizedNetwork(calibration.input_scale, layers)
 
 
 def _quantized_weights(layer: ResolvedLayer, lw: LayerWeights, in_scale: np.ndarray,
@@ -795,19 +842,26 @@ def calibrate(
     x: np.ndarray | None = None,
     seed: int = 0,
     granularity: quant.Granularity = "tensor",
-    clips: Iterable[np.ndarray] | None = None,
+    clips: Sequence[np.ndarray] | None = None,
     statistic: str = "max",
 ) -> tuple[NetworkWeights, QuantizedNetwork]:
-    """Run the float reference (calibrating missing CBN parameters) and quantize the network.
+    """The float weights as used and the integer network whose execution :func:`run_network`'s
+    ``int`` mode performs: what a compiler needs.
 
-    This is what a compiler needs: the float weights as used, and the integer network whose
-    execution :func:`run_network`'s ``int`` mode performs. Defaults as in :func:`run_network`.
+    The int8 scales are, in this order: measured on the calibration set ``clips``; the
+    calibration stored with ``weights``; or measured on ``x`` alone. CBN parameters still
+    missing are calibrated on the same data (and set in ``weights``). The weights returned
+    carry the calibration used (:meth:`NetworkWeights.save` stores it). Defaults as in
+    :func:`run_network`.
     """
     weights = random_weights(net, seed) if weights is None else weights
+    if clips is None and weights.calibration is not None:
+        return weights, quantize_calibrated(net, weights, weights.calibration)
     x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
-    qnet = quantize_network(net, weights, *_calibration(net, weights, x, clips), granularity,
-                            quant.calibration_percentile(statistic))
-    return weights, qnet
+    calibration = measure_calibration(net, *_calibration(net, weights, x, clips), granularity,
+                                      statistic, 1 if clips is None else len(clips))
+    weights = NetworkWeights(weights.layers, calibration)
+    return weights, quantize_calibrated(net, weights, calibration)
 
 
 def _calibration(net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
@@ -852,7 +906,7 @@ def run_network(
     seed: int = 0,
     granularity: quant.Granularity = "tensor",
     progress: Progress | None = None,
-    clips: Iterable[np.ndarray] | None = None,
+    clips: Sequence[np.ndarray] | None = None,
     statistic: str = "max",
 ) -> RunResult:
     """Run a network in the requested modes and report per layer.
@@ -872,15 +926,16 @@ def run_network(
         Scale granularity of activations and weights in the ``int`` mode.
     progress : callable, optional
         ``progress(mode, layers_done, layers_total)``.
-    clips : iterable of ndarray ``[C, D, H, W]``, optional
+    clips : sequence of ndarray ``[C, D, H, W]``, optional
         Calibration set of the ``int`` mode: missing CBN parameters and the int8 scales come
-        from these clips (default: from ``x`` alone).
+        from these clips (default: the calibration stored with ``weights``, else ``x``
+        alone).
     statistic : str
         What the int8 scales are taken from over the calibration data: ``"max"`` (default) or
         a percentile ``"pQ"`` of the magnitudes (:func:`~fcircnn.models.quant
         .calibration_percentile`); values above it saturate.
     """
-    percentile = quant.calibration_percentile(statistic)
+    quant.calibration_percentile(statistic)  # refuse a bad statistic before any work
     modes = tuple(dict.fromkeys(("float", *modes)))
     for mode in modes:
         if mode not in MODES:
@@ -906,9 +961,13 @@ def run_network(
     int_scales: dict[str, np.ndarray] = {}
     qnet = None
     if "int" in modes:
-        if calibration is None:
-            calibration = (input_slots(net, x), prepool)
-        qnet = quantize_network(net, weights, *calibration, granularity, percentile)
+        if calibration is not None:
+            qnet = quantize_network(net, weights, *calibration, granularity, statistic)
+        elif weights.calibration is not None:
+            qnet = quantize_calibrated(net, weights, weights.calibration)
+        else:
+            qnet = quantize_network(net, weights, input_slots(net, x), prepool, granularity,
+                                    statistic)
         start = time.perf_counter()
         ints = run_int(net, qnet, qnet.quantize_input(net, x), progress)
         seconds["int"] = time.perf_counter() - start

@@ -214,6 +214,9 @@ def write_files(folder: Path) -> None:
         change[0](arrays)
         _npz_with(folder, name, arrays)
     np.save(folder / "w_as_npy.npy", good["c1.generators"])
+    arrays = {k: v.copy() for k, v in good.items()}
+    _calibrated()(arrays)
+    _npz_with(folder, "w_calibrated.npz", arrays)
     raw = (folder / "w_nan.npz").read_bytes()
     (folder / "w_truncated.npz").write_bytes(raw[: len(raw) // 2])
     (folder / "w_empty.npz").write_bytes(b"")
@@ -267,6 +270,40 @@ _WEIGHTS = {
                                             "fc.bn_offset": np.zeros((2, 8))}),
                         "'fc.bn_gain' for layer 'fc', which has no CBN"),
 }
+
+
+
+def _calibrated(change=None):
+    """The good weights with c2's CBN and a whole calibration (bin scales), then ``change``."""
+    def build(arrays):
+        arrays["c2.bn_gain"], arrays["c2.bn_offset"] = np.ones((2, 8)), np.zeros((2, 8))
+        for name in ("input", "c1", "c2", "fc"):
+            arrays[f"calibration/{name}"] = np.full((2, 4), 0.05)
+        arrays["calibration/granularity"] = np.array("bin")
+        arrays["calibration/statistic"] = np.array("max")
+        arrays["calibration/clips"] = np.array(4)
+        if change is not None:
+            change(arrays)
+    return build
+
+
+_WEIGHTS.update({
+    "w_cal_partial.npz": (_calibrated(lambda a: a.pop("calibration/fc")),
+                          "incomplete calibration: missing 'calibration/fc'"),
+    "w_cal_zero.npz": (_calibrated(_poke("calibration/c1", 0.0)),
+                       "'calibration/c1': every scale must be positive"),
+    "w_cal_shape.npz": (_calibrated(_set("calibration/c2", lambda a: a[:, :2])),
+                        "'calibration/c2': shape (2, 2), expected (2, 4)"),
+    "w_cal_granularity.npz": (_calibrated(_set("calibration/granularity",
+                                               lambda a: np.array("layer"))),
+                              "'calibration/granularity' is 'layer'; allowed: tensor, bin"),
+    "w_cal_clips.npz": (_calibrated(_set("calibration/clips", lambda a: np.array(0))),
+                        "'calibration/clips' must be one integer >= 1"),
+    "w_cal_unknown.npz": (_calibrated(lambda a: a.update({"calibration/junk": np.ones(1)})),
+                          "unknown calibration array(s) 'calibration/junk'"),
+    "w_cal_no_bn.npz": (_calibrated(lambda a: [a.pop("c2.bn_gain"), a.pop("c2.bn_offset")]),
+                        "a calibration without 'c2.bn_gain'"),
+})
 
 #: Bad input clips: name -> value from the good clip.
 _INPUTS = {
@@ -383,6 +420,17 @@ def _cases() -> list[Case]:
         ("cap-big", ("check", "{d}/acc.yaml", "--cap", "1.5"), "--cap"),
         ("jobs", ("sweep", "{d}/tiny.yaml", "-j", "0"), "--jobs"),
         ("mode", ("golden", "{d}/tiny.yaml", "--mode", "fast"), "--mode"),
+        ("stored-granularity", ("golden", "{d}/tiny.yaml", "--weights", "{d}/w_calibrated.npz",
+                                "--granularity", "tensor"), "--granularity tensor",
+         "w_calibrated.npz holds a calibration of bin scales", "give --calibration"),
+        ("stored-statistic", ("compile", "{d}/acc.yaml", "--weights", "{d}/w_calibrated.npz",
+                              "--calibration-statistic", "p99"), "--calibration-statistic p99"),
+        ("calibrate-no-set", ("calibrate", "{d}/tiny.yaml", "-o", "{d}/out/w.npz"),
+         "--calibration"),
+        ("calibrate-out", ("calibrate", "{d}/tiny.yaml", "--calibration", "{d}/c_nan.npy",
+                           "-o", "{d}/no/w.npz"), "-o", "does not exist"),
+        ("calibrate-set", ("calibrate", "{d}/tiny.yaml", "--calibration", "{d}/c_zero.npy",
+                           "-o", "{d}/w_new.npz"), "--calibration", "every value is 0"),
         ("statistic", ("compile", "{d}/acc.yaml", "--calibration-statistic", "p0"),
          "--calibration-statistic", "'max' or 'pQ'"),
         ("base", ("compile", "{d}/acc.yaml", "--base", "12", "-o", "{d}/out/b"), "--base",

@@ -187,7 +187,8 @@ def test_calibrate_gives_the_int_mode_network(tmp_path):
     net = _tiny_network(tmp_path)
     result = run_network(net, ("int",), seed=2)
     weights, qnet = calibrate(net, weights=result.weights, x=random_input(net, 2))
-    assert weights is result.weights
+    assert weights.layers is result.weights.layers
+    assert weights.calibration.clips == 1 and weights.calibration.statistic == "max"
     np.testing.assert_array_equal(qnet.input_scale, result.int_scales[""])
     for name, ql in qnet.layers.items():
         ref = result.quantized.layers[name]

@@ -45,14 +45,54 @@ def test_golden_scores_are_the_int_contracts(acc):
     clips = _clips(acc, 3, 1)
     got = predict(acc, clips, statistic="p99.9")
     assert got.target == "golden" and got.bit_exact and got.scores.shape == (3, 10)
+    assert got.calibration == "each clip's own scales"
     for clip, result in zip(clips, got.clips, strict=True):
-        np.testing.assert_array_equal(result.scores, _golden_scores(acc, clip, clips, "p99.9"))
+        np.testing.assert_array_equal(result.scores, _golden_scores(acc, clip, None, "p99.9"))
         assert result.top1 == int(np.argmax(result.scores))
     # A separate calibration set changes the scales, not the contract.
     cal = _clips(acc, 4, 2) * 3
-    other = predict(acc, clips[:1], calibration=cal)
-    np.testing.assert_array_equal(other.clips[0].scores,
-                                  _golden_scores(acc, clips[0], cal, "max"))
+    other = predict(acc, clips[:2], calibration=cal)
+    assert other.calibration == "tensor scales, the maximum over 4 clip(s)"
+    for clip, result in zip(clips, other.clips, strict=False):
+        np.testing.assert_array_equal(result.scores, _golden_scores(acc, clip, cal, "max"))
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_clips_scores_do_not_depend_on_its_batch(acc, fixed):
+    """Alone or beside others, first or last: the same scores, with each clip's own scales
+    and with fixed ones (random weights lack CBN: calibrated per clip, or on the set)."""
+    clips = _clips(acc, 3, 5) * np.array([1, 4, 0.2]).reshape(3, 1, 1, 1, 1)
+    cal = _clips(acc, 2, 6) if fixed else None
+    together = predict(acc, clips, calibration=cal).scores
+    for i in range(3):
+        alone = predict(acc, clips[i:i + 1], calibration=cal).scores[0]
+        np.testing.assert_array_equal(alone, together[i])
+    np.testing.assert_array_equal(predict(acc, clips[::-1], calibration=cal).scores,
+                                  together[::-1])
+
+
+def test_a_stored_calibration_fixes_the_scales(acc, tmp_path):
+    """Weights saved with their calibration (fcircnn calibrate) give what the calibration
+    set gives, with no set at run time, and load back whole."""
+    from fcircnn.models.network import calibrate, load_weights
+
+    net = acc.network
+    cal = _clips(acc, 3, 7)
+    weights, _ = calibrate(net, weights=random_weights(net, 0), x=cal[0], clips=cal,
+                           granularity="bin", statistic="p99")
+    weights.save(str(tmp_path / "w.npz"))
+    loaded = load_weights(net, str(tmp_path / "w.npz"))
+    assert loaded.calibration.describe() == "bin scales, the 99th percentile over 3 clip(s)"
+    clips = _clips(acc, 2, 8)
+    stored = predict(acc, clips, weights=loaded)
+    assert stored.calibration == loaded.calibration.describe()
+    measured = predict(acc, clips, calibration=cal, granularity="bin", statistic="p99")
+    np.testing.assert_array_equal(stored.scores, measured.scores)
+
+
+def test_the_board_needs_fixed_scales(acc):
+    with pytest.raises(ValueError, match="fixed int8 scales"):
+        predict(acc, _clips(acc, 1, 0), on="board", backend=object())
 
 
 class _Rtl:
@@ -95,8 +135,12 @@ def test_sim_scores_come_from_the_output_the_rtl_wrote(acc, monkeypatch, tmp_pat
                         lambda *a, **k: compiled.append(1) or real(*a, **k))
     ok = predict(acc, clips, on="sim", build_dir=tmp_path)
     assert ok.bit_exact and [c.cycles for c in ok.clips] == [1000, 1000, 1000]
-    assert len(compiled) == 1  # compiled and calibrated once, each clip written into it
+    assert len(compiled) == 3  # each clip calibrated on itself: an image each
     np.testing.assert_array_equal(ok.scores, predict(acc, clips).scores)
+    cal = _clips(acc, 2, 9)
+    fixed = predict(acc, clips, on="sim", build_dir=tmp_path, calibration=cal)
+    assert len(compiled) == 4  # fixed scales: compiled once, each clip written into it
+    np.testing.assert_array_equal(fixed.scores, predict(acc, clips, calibration=cal).scores)
     last = acc.network.resolved[-1].name
     monkeypatch.setattr(sim, "run_rtl", _Rtl(wrong=last))
     bad = predict(acc, clips, on="sim", build_dir=tmp_path)
@@ -128,3 +172,31 @@ def test_scores_on_the_rtl_equal_the_golden_scores(acc, tmp_path):
                   weights=copy.deepcopy(random_weights(acc.network, 0)))
     assert rtl.bit_exact, [c.mismatched for c in rtl.clips]
     np.testing.assert_array_equal(rtl.scores, predict(acc, clips).scores)
+
+
+def test_calibrate_then_run_with_the_stored_scales(acc, tmp_path, capsys):
+    """fcircnn calibrate writes the weights with fixed scales; run announces where its scales
+    and weights come from, and a clip's scores are the same alone or in a batch."""
+    np.save(tmp_path / "cal.npy", _clips(acc, 3, 10))
+    clips = _clips(acc, 3, 11)
+    np.save(tmp_path / "clips.npy", clips)
+    np.save(tmp_path / "one.npy", clips[2:])
+    w = tmp_path / "w.npz"
+    assert main(["calibrate", str(acc.path), "--calibration", str(tmp_path / "cal.npy"),
+                 "--granularity", "bin", "-o", str(w), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert "RANDOM weights (seed 0)" in err and "fixed int8 scales (bin scales" in out
+    for name in ("clips", "one"):
+        assert main(["run", str(acc.path), "--weights", str(w), "-q", "--input",
+                     str(tmp_path / f"{name}.npy"), "--save", str(tmp_path / f"s_{name}.npy")]
+                    ) == 0
+        err = capsys.readouterr().err
+        assert f"int8 scales stored in {w} (bin scales, the maximum over 3 clip(s))" in err
+        assert f"weights {w}" in err and "RANDOM" not in err
+    batch, alone = np.load(tmp_path / "s_clips.npy"), np.load(tmp_path / "s_one.npy")
+    np.testing.assert_array_equal(alone[0], batch[2])
+    # Without a calibration: each clip's own scales, random weights, both said.
+    assert main(["run", str(acc.path), "-q", "--input", str(tmp_path / "clips.npy")]) == 0
+    err = capsys.readouterr().err
+    assert "tensor int8 scales of each clip alone (no calibration given" in err
+    assert "RANDOM weights (seed 0), not a trained network" in err

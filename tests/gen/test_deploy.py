@@ -16,10 +16,11 @@ import pytest
 from overlay_files import write_overlay
 
 from fcircnn.cli import main
+from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.deploy import BOARD_FILES, OVERLAY_FILES
 from fcircnn.gen.image import CompiledImage
 from fcircnn.models.config import load_accelerator
-from fcircnn.models.network import load_weights
+from fcircnn.models.network import load_weights, random_weights
 from fcircnn.predict import predict
 from fcircnn.sim.runner import PARAMS_ENV, find_simulator, run_cocotb
 
@@ -57,14 +58,24 @@ def test_the_folder_holds_what_the_board_needs(tmp_path, acc_path, capsys):
     copy = load_accelerator(out / "accelerator.yaml")
     assert copy.cores == acc.cores and copy.network.resolved == acc.network.resolved
     np.testing.assert_array_equal(np.load(out / "clips.npy"), clips)
-    np.testing.assert_array_equal(np.load(out / "calibration.npy"), clips)
+    assert "int8 scales fixed in the image from its 2 clip(s)" in err
+    assert "RANDOM weights (seed 4)" in err
     image = CompiledImage.load(out / "image")
     assert image.layer_names() == [layer.name for layer in acc.network.resolved]
     weights = load_weights(acc.network, str(out / "weights.npz"))
+    # The scales are fixed in the weights file: measured on the clips, as the image's.
+    assert weights.calibration.describe() == "tensor scales, the maximum over 2 clip(s)"
     # The first clip's image is what predict's golden target computes with those files.
-    pred = predict(copy, clips[:1], weights=weights, calibration=clips)
+    pred = predict(copy, clips[:1], weights=weights)
     last = image.layer_names()[-1]
-    assert pred.bit_exact and image.expected[last][0].shape
+    assert pred.bit_exact
+    np.testing.assert_array_equal(pred.scores, predict(
+        copy, clips[:1], weights=random_weights(copy.network, 4), calibration=clips).scores)
+    expected = compile_network(copy, weights=weights, x=clips[0]).expected
+    for name in image.layer_names():
+        for got, want in zip(image.expected[name], expected[name], strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert image.expected[last][0].shape
 
 
 def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
@@ -81,13 +92,12 @@ def test_the_overlay_is_copied_from_the_vivado_output(tmp_path, acc_path):
 
 def test_a_deployment_is_redeployed_from_its_own_files_with_the_overlay(tmp_path, acc_path):
     out = _deploy(tmp_path, acc_path, "--seed", "3")
-    kept = ("weights.npz", "clips.npy", "calibration.npy", "accelerator.yaml", "deploy.json")
+    kept = ("weights.npz", "clips.npy", "accelerator.yaml", "deploy.json")
     before = {name: (out / name).read_bytes() for name in kept}
     data = CompiledImage.load(out / "image").data
     write_overlay(tmp_path / "vivado")
     assert main(["deploy", str(out / "accelerator.yaml"), "-o", str(out), "--force",
                  "--weights", str(out / "weights.npz"), "--input", str(out / "clips.npy"),
-                 "--calibration", str(out / "calibration.npy"),
                  "--vivado", str(tmp_path / "vivado")]) == 0
     assert {name: (out / name).read_bytes() for name in kept} == before
     assert CompiledImage.load(out / "image").data == data
