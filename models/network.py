@@ -91,7 +91,8 @@ Mode = Literal["float", "slots", "int"]
 MODES: tuple[Mode, ...] = ("float", "slots", "int")
 
 Progress = Callable[[str, int, int], None]
-"""Callback ``(label, done, total)`` invoked after each layer of each pass."""
+"""Callback ``(label, done, total)`` invoked at the start of each pass (``done == 0``) and
+after each of its layers."""
 
 
 @dataclass
@@ -539,7 +540,8 @@ def input_slots(net: NetworkConfig, x: np.ndarray) -> np.ndarray:
     return timedomain.to_layout(np.asarray(x, dtype=np.float64), layout, first.block_size)
 
 
-def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterable[np.ndarray]
+def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Sequence[np.ndarray],
+                      progress: Progress | None = None
                       ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Every clip of a calibration set through the float reference.
 
@@ -550,7 +552,10 @@ def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterab
     ins = [input_slots(net, c) for c in clips]
     outputs: list[dict[str, np.ndarray]] = [{} for _ in ins]
     prepool: dict[str, np.ndarray] = {}
-    for layer in net.resolved:
+    layers = net.resolved
+    if progress:
+        progress("calibration", 0, len(layers))
+    for i, layer in enumerate(layers):
         lw = weights.layers[layer.name]
         ys = [_layer_output(layer, lw, _input_of(layer, out, xs), "float")
               for out, xs in zip(outputs, ins, strict=True)]
@@ -561,6 +566,8 @@ def _calibration_pass(net: NetworkConfig, weights: NetworkWeights, clips: Iterab
             posts.append(_float_post(layer, y, gain, offset, res))
             out[layer.name] = _float_pool(layer, posts[-1])
         prepool[layer.name] = np.concatenate(posts, axis=1)
+        if progress:
+            progress("calibration", i + 1, len(layers))
     return np.concatenate(ins, axis=1), prepool
 
 
@@ -572,10 +579,12 @@ def _float_pass(
 
     Returns the per-layer output slots and the pre-pool post-CReLU slots used for calibration.
     """
+    layers = net.resolved
+    if progress:
+        progress(mode, 0, len(layers))
     xs_in = input_slots(net, x)
     outputs: dict[str, np.ndarray] = {}
     prepool: dict[str, np.ndarray] = {}
-    layers = net.resolved
     for i, layer in enumerate(layers):
         lw = weights.layers[layer.name]
         y = _layer_output(layer, lw, _input_of(layer, outputs, xs_in), mode)
@@ -773,6 +782,8 @@ def run_int(
     q_in = IntMap(*xq, qnet.input_scale)
     outputs: dict[str, IntMap] = {"": q_in}
     layers = net.resolved
+    if progress:
+        progress("int", 0, len(layers))
     for i, layer in enumerate(layers):
         src = _input_of(layer, outputs, q_in)
         ql = qnet.layers[layer.name]
@@ -844,6 +855,7 @@ def calibrate(
     granularity: quant.Granularity = "tensor",
     clips: Sequence[np.ndarray] | None = None,
     statistic: str = "max",
+    progress: Progress | None = None,
 ) -> tuple[NetworkWeights, QuantizedNetwork]:
     """The float weights as used and the integer network whose execution :func:`run_network`'s
     ``int`` mode performs: what a compiler needs.
@@ -852,25 +864,27 @@ def calibrate(
     calibration stored with ``weights``; or measured on ``x`` alone. CBN parameters still
     missing are calibrated on the same data (and set in ``weights``). The weights returned
     carry the calibration used (:meth:`NetworkWeights.save` stores it). Defaults as in
-    :func:`run_network`.
+    :func:`run_network`; ``progress`` is called per layer of the float pass over ``x`` (with
+    a set, ``("calibration", done, total)`` per clip).
     """
     weights = random_weights(net, seed) if weights is None else weights
     if clips is None and weights.calibration is not None:
         return weights, quantize_calibrated(net, weights, weights.calibration)
     x = random_input(net, seed) if x is None else np.asarray(x, dtype=np.float64)
-    calibration = measure_calibration(net, *_calibration(net, weights, x, clips), granularity,
-                                      statistic, 1 if clips is None else len(clips))
+    calibration = measure_calibration(net, *_calibration(net, weights, x, clips, progress),
+                                      granularity, statistic, 1 if clips is None else len(clips))
     weights = NetworkWeights(weights.layers, calibration)
     return weights, quantize_calibrated(net, weights, calibration)
 
 
 def _calibration(net: NetworkConfig, weights: NetworkWeights, x: np.ndarray,
-                 clips: Iterable[np.ndarray] | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                 clips: Sequence[np.ndarray] | None, progress: Progress | None = None
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Input slots and pre-pool slots the scales are taken over: of ``x`` alone, or of the
     calibration set ``clips`` (:func:`_calibration_pass`)."""
     if clips is not None:
-        return _calibration_pass(net, weights, clips)
-    _, prepool = _float_pass(net, weights, x, "float", None)
+        return _calibration_pass(net, weights, clips, progress)
+    _, prepool = _float_pass(net, weights, x, "float", progress)
     return input_slots(net, x), prepool
 
 

@@ -9,9 +9,11 @@ carry no weight and take no part in the fit: each diagonal is the mean of its re
 projection error ``|W - P(W)|_F / |W|_F`` of each layer says how much of the dense network the
 constraint keeps.
 
-Dense weights use PyTorch's layouts, so a trained model's state dict can be saved as is with
-``numpy.savez(path, **{k: v.numpy() for k, v in model.state_dict().items()})`` after renaming
-each layer's ``weight`` to ``<layer>.weight``:
+Dense weights use PyTorch's layouts, so a trained model's state dict is read as it is saved
+with ``numpy.savez(path, **{k: v.numpy() for k, v in model.state_dict().items()})``: the
+weight of layer ``c1`` as ``c1.weight`` (a module whose ``Conv3d``/``Linear`` attributes are
+named as the network file's layers), ``c1.conv.weight`` or ``layers.c1.conv.weight`` (the
+dense twin, ``fcircnn.torch.DenseNetwork``), with or without ``DataParallel``'s ``module.``:
 
 * a conv: ``nn.Conv3d.weight`` ``[M, N, Kd, Kr, Kc]`` (out, in, depth, height, width);
 * an fc: ``nn.Linear.weight`` ``[M, N*D*H*W]`` over the input map flattened as PyTorch's
@@ -26,6 +28,7 @@ domain (per slot part), and are calibrated, or trained, after the projection.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -91,34 +94,81 @@ def project_network(net: NetworkConfig, dense: Mapping[str, np.ndarray]
     return NetworkWeights(layers), errors
 
 
-def load_dense(net: NetworkConfig, path: str) -> dict[str, np.ndarray]:
-    """Read ``<layer>.weight`` for every weighted layer of ``net`` from an ``.npz``: real,
-    finite, within the weights' magnitude limit, of :func:`dense_shape` (or, for an fc,
-    ``[M, N, D, H, W]``); nothing else.
+#: The names a layer's dense weight may have in a state dict: ``<layer>.weight`` (a module
+#: whose ``Conv3d`` or ``Linear`` attributes are named as the layers), ``<layer>.conv.weight``
+#: and ``layers.<layer>.conv.weight`` (``fcircnn.torch.DenseNetwork``); any
+#: ``DataParallel`` ``module.`` prefix is dropped first.
+_WEIGHT_KEY = re.compile(r"(?:layers\.)?(?P<layer>\w+?)\.(?:conv\.)?weight")
+#: A ``BatchNorm3d``'s entries (``<layer>.bn.*``, ``layers.<layer>.bn.*``): not projected.
+_BN_KEY = re.compile(r"(?:layers\.)?(?P<layer>\w+?)\.bn\."
+                     r"(?:weight|bias|running_mean|running_var|num_batches_tracked)")
+
+
+def load_dense(net: NetworkConfig, path: str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Read the dense weight of every weighted layer of ``net`` from an ``.npz`` (a state dict
+    saved with ``numpy.savez``): real, finite, within the weights' magnitude limit, of
+    :func:`dense_shape` (or, for an fc, ``[M, N, D, H, W]``); the names as ``_WEIGHT_KEY``
+    reads them. A batch norm's entries are left out with a note (CBN is calibrated, or
+    trained, after the projection); nothing else is accepted.
+
+    Returns
+    -------
+    dense : dict
+        Layer name -> dense weight.
+    notes : list of str
+        What was left out or renamed, for the report.
 
     Raises
     ------
     ArrayFileError
-        Naming the file, the array and what was expected.
+        Naming the file and every problem at once: each unknown array, each missing layer
+        (with the names tried and the shape expected), each wrong shape.
     """
     data = read_npz(path)
-    weighted = [layer for layer in net.resolved if layer.weighted]
-    expected = {f"{layer.name}.weight": layer for layer in weighted}
-    unknown = sorted(set(data) - set(expected))
-    if unknown:
-        raise ArrayFileError(f"{path}: unknown array(s) {', '.join(map(repr, unknown[:5]))}; a "
-                             f"dense weights file holds <layer>.weight for the layers "
-                             f"{', '.join(layer.name for layer in weighted)}")
-    dense = {}
-    for key, layer in expected.items():
-        if key not in data:
-            raise ArrayFileError(f"{path}: missing array '{key}' of shape {dense_shape(layer)}")
-        shape = data[key].shape
-        if layer.kind == "fc" and shape == (layer.out_channels, layer.in_channels,
-                                            *layer.in_shape):
-            want = shape
+    weighted = {layer.name: layer for layer in net.resolved if layer.weighted}
+    found: dict[str, str] = {}
+    problems, notes, unknown, bn = [], [], [], set()
+    prefixed = False
+    for key in data:
+        name = key
+        while name.startswith("module."):
+            name, prefixed = name[len("module."):], True
+        weight, norm = _WEIGHT_KEY.fullmatch(name), _BN_KEY.fullmatch(name)
+        if weight and weight["layer"] in weighted:
+            if weight["layer"] in found:
+                problems.append(f"'{key}' and '{found[weight['layer']]}' are both layer "
+                                f"{weight['layer']!r}'s weight")
+            found[weight["layer"]] = key
+        elif norm and norm["layer"] in weighted:
+            bn.add(norm["layer"])
         else:
-            want = dense_shape(layer)
-        dense[layer.name] = check_array(data[key], f"{path}: '{key}'", want,
-                                        max_abs=MAX_WEIGHT_ABS)
-    return dense
+            unknown.append(key)
+    if prefixed:
+        notes.append("dropped the DataParallel prefix 'module.' from the names")
+    if bn:
+        notes.append(f"batch norms of {', '.join(sorted(bn))} not projected: a time-domain "
+                     "BatchNorm3d has no exact block-circulant form; CBN is calibrated (or "
+                     "trained) after the projection")
+    if unknown:
+        problems.append(f"unknown array(s) {', '.join(map(repr, unknown[:5]))}"
+                        f"{' ...' if len(unknown) > 5 else ''}")
+    dense = {}
+    for name, layer in weighted.items():
+        if name not in found:
+            problems.append(f"no weight for layer {name!r} (named '{name}.weight', "
+                            f"'{name}.conv.weight' or 'layers.{name}.conv.weight'), of shape "
+                            f"{dense_shape(layer)}")
+            continue
+        key = found[name]
+        shape = data[key].shape
+        want = (shape if layer.kind == "fc" and shape == (layer.out_channels,
+                                                          layer.in_channels, *layer.in_shape)
+                else dense_shape(layer))
+        try:
+            dense[name] = check_array(data[key], f"'{key}'", want, max_abs=MAX_WEIGHT_ABS)
+        except ArrayFileError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ArrayFileError(f"{path}: {len(problems)} problem(s) for network {net.name}:\n  "
+                             + "\n  ".join(problems))
+    return dense, notes

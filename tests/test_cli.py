@@ -105,12 +105,20 @@ def test_snr_of_an_all_zero_reference_is_undefined():
 
 
 def test_golden_tiny_all_modes_and_save(tiny, tmp_path, capsys):
+    import re
+
     out_npz, w_npz = tmp_path / "out.npz", tmp_path / "w.npz"
     assert main(["golden", str(tiny), "--seed", "4", "--save", str(out_npz),
                  "--save-weights", str(w_npz)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     for word in ("c1", "fc", "int SNR dB", "slots rel.err", "GOP dense-equivalent", "top-1"):
         assert word in out
+    # Each pass's time is the same in its progress line and in the report.
+    for mode in ("float", "slots", "int"):
+        line = re.search(rf"{mode}\s+pass done: (\d+) layers in ([0-9.]+) s", err)
+        report = re.search(rf"^{mode}\s+([0-9.]+) s", out, re.MULTILINE)
+        assert line and report, (mode, err, out)
+        assert abs(float(line[2]) - float(report[1])) <= 0.1, (line[0], report[0])
     saved = np.load(out_npz)
     assert saved["output_int"].shape == (10, 1, 1, 1)
     assert saved["int/c1.re"].dtype == np.int8
@@ -428,3 +436,24 @@ def test_run_on_a_board_without_pynq_says_so_before_any_work(tmp_path, small_acc
                  "--bitstream", str(bit)]) == 2
     err = capsys.readouterr().err
     assert "needs the 'pynq' package" in err and "int8 scales" not in err
+
+
+def test_every_command_takes_quiet():
+    """-q is the same flag on every command."""
+    import argparse
+
+    from fcircnn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        flags = {o for a in parser._actions for o in a.option_strings}
+        assert {"-q", "--quiet"} <= flags, name
+
+
+def test_compile_shows_its_passes_unless_quiet(small_accelerator, tmp_path, capsys):
+    acc = small_accelerator(tmp_path)
+    assert main(["compile", str(acc), "-o", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "float  pass done:" in err and "int    pass done:" in err
+    assert main(["compile", str(acc), "-o", str(tmp_path / "b"), "-q"]) == 0
+    assert "pass done" not in capsys.readouterr().err

@@ -40,7 +40,6 @@ def run_without(extra: str, *argv: str, cwd=None) -> subprocess.CompletedProcess
     ("native-yosys", ("estimate", "c3d_zcu102", "--synth", "--native-yosys")),
     ("sim", ("sim", "c3d_zcu102")),
     ("sim", ("run", "c3d_zcu102", "--input", "{tmp}/x.npy", "--on", "sim")),
-    ("plot", ("sweep", "c3d", "--device", "zcu102", "-o", "{tmp}/sweep")),
 ])
 def test_a_command_whose_extra_is_missing_names_it(extra, argv, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{two}", str(TWO_CORE)) for a in argv]
@@ -91,3 +90,20 @@ def test_the_torch_front_end_without_torch_names_the_extra():
                           timeout=120)
     assert proc.returncode == 1
     assert "ModuleNotFoundError" in proc.stderr and "fcircnn[torch]" in proc.stderr
+
+
+def test_a_sweep_without_plot_writes_its_table_and_says_what_the_picture_needs(tmp_path):
+    """matplotlib draws pareto.png only: without [plot] the sweep still runs and writes its
+    CSV and best.yaml, removes an earlier sweep's picture, and names the extra."""
+    net = tmp_path / "net.yaml"
+    net.write_text((TWO_CORE.parent / "kinds.yaml").read_text())
+    out = tmp_path / "sw"
+    out.mkdir()
+    (out / "pareto.png").write_bytes(b"an earlier sweep's")
+    proc = run_without("plot", "sweep", str(net), "--tn", "16", "--tm", "16", "--td", "1",
+                       "--tr", "4", "--tc", "4", "--cores", "1", "--unroll-td", "no", "-q",
+                       "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "sweep.csv").is_file() and (out / "best.yaml").is_file()
+    assert not (out / "pareto.png").exists()
+    assert "pareto.png needs the [plot] extra" in proc.stderr

@@ -200,3 +200,22 @@ def test_calibrate_then_run_with_the_stored_scales(acc, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "tensor int8 scales of each clip alone (no calibration given" in err
     assert "RANDOM weights (seed 0), not a trained network" in err
+
+
+def test_predict_takes_files_as_the_command_line_does(acc, tmp_path):
+    """An accelerator file (or built-in name), a clips file and a weights file, loaded and
+    checked as `fcircnn run` loads them."""
+    from fcircnn.models.config import ConfigError
+    from fcircnn.models.files import ArrayFileError
+
+    clips = _clips(acc, 2, 12)
+    np.save(tmp_path / "clips.npy", clips)
+    random_weights(acc.network, 3).save(str(tmp_path / "w.npz"))
+    by_path = predict(str(acc.path), tmp_path / "clips.npy", weights=tmp_path / "w.npz")
+    by_object = predict(acc, clips, weights=random_weights(acc.network, 3))
+    np.testing.assert_array_equal(by_path.scores, by_object.scores)
+    with pytest.raises(ConfigError, match="a network file, not an accelerator file"):
+        predict(acc.network.path, clips)
+    np.save(tmp_path / "bad.npy", clips[:, :1])
+    with pytest.raises(ArrayFileError, match=r"bad\.npy"):
+        predict(acc.path, tmp_path / "bad.npy")

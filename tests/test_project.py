@@ -80,13 +80,25 @@ def test_fc_follows_pytorchs_flatten_order(net):
 def test_load_dense_checks_every_array(net, tmp_path):
     dense = _dense_of(net, random_weights(net, 1))
     np.savez(tmp_path / "ok.npz", **{f"{k}.weight": v for k, v in dense.items()})
-    assert set(load_dense(net, str(tmp_path / "ok.npz"))) == {"c1", "fc"}
+    got, notes = load_dense(net, str(tmp_path / "ok.npz"))
+    assert set(got) == {"c1", "fc"} and notes == []
     np.savez(tmp_path / "bad.npz", **{"c1.weight": dense["c1"], "fc.bias": np.zeros(10)})
     with pytest.raises(ArrayFileError, match="unknown array"):
         load_dense(net, str(tmp_path / "bad.npz"))
     np.savez(tmp_path / "shape.npz", **{"c1.weight": dense["c1"][:, :2], "fc.weight": dense["fc"]})
     with pytest.raises(ArrayFileError, match=r"'c1.weight': shape \(12, 2, 3, 3, 3\)"):
         load_dense(net, str(tmp_path / "shape.npz"))
+
+
+def test_load_dense_reports_every_problem_at_once(net, tmp_path):
+    dense = _dense_of(net, random_weights(net, 1))
+    np.savez(tmp_path / "bad.npz", **{"c1.weight": dense["c1"][:, :2], "junk": np.zeros(1)})
+    with pytest.raises(ArrayFileError) as err:
+        load_dense(net, str(tmp_path / "bad.npz"))
+    text = str(err.value)
+    assert "3 problem(s)" in text and "unknown array(s) 'junk'" in text
+    assert "no weight for layer 'fc'" in text and "'c1.weight': shape (12, 2, 3, 3, 3)" in text
+
 
 
 def test_project_command_writes_weights_golden_reads(net, tmp_path, capsys):

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +205,34 @@ def test_run_py_on_the_simulated_board_prints_the_golden_scores_bit_exact(tmp_pa
         assert clip["cycles"] >= sum(layer["cycles"] for layer in clip["layers"])
         for name in names:
             assert f"  {name}" in doc["stdout"]
+
+
+def test_the_folders_readme_installs_the_wheel_offline_and_run_py_runs_from_it(tmp_path,
+                                                                               acc_path):
+    """The folder's README, step by step, on a Python that has the core's dependencies but
+    not fcircnn (-S: no site-packages, so no editable install): pip installs the wheel with
+    no index, and run.py runs from that install up to the board (no pynq here: exit 2)."""
+    import re
+
+    import numpy
+    import pydantic
+    import tqdm
+    import yaml
+
+    out = _deploy(tmp_path, acc_path)
+    steps = re.search(r"```sh\n(.*?)```", (out / "README.md").read_text(), re.S)[1]
+    commands = [line.split("#")[0].split() for line in steps.splitlines() if line.strip()]
+    assert commands[0][:3] == ["pip", "install", "--no-deps"] and (out / commands[0][3]).is_file()
+    assert commands[1] == ["sudo", "-E", "python3", "run.py"]
+    target = tmp_path / "board-site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--target",
+                    str(target), *commands[0][2:]], cwd=out, check=True, capture_output=True)
+    deps = {str(Path(m.__file__).resolve().parents[1]) for m in (numpy, pydantic, tqdm, yaml)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *sorted(deps)])}
+    probe = subprocess.run([sys.executable, "-S", "-c", "import fcircnn; print(fcircnn.__file__)"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert probe.stdout.startswith(str(target))  # the wheel's, not the checkout's
+    write_overlay(out)
+    proc = subprocess.run([sys.executable, "-S", *commands[1][3:]], cwd=out, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "pynq" in proc.stderr and "Traceback" not in proc.stderr

@@ -197,6 +197,9 @@ def test_cli_generate(config, tmp_path, fake_top, capsys):
     captured = capsys.readouterr()
     assert captured.out.strip() == f"cd {out / 'vivado'} && vivado -mode batch -source build.tcl"
     assert "wrote" in captured.err and "config sha256" in captured.err
+    # Its long steps, each with the time since the start.
+    for step in ("s] elaborating", "s] the Vivado scripts", "s] writing"):
+        assert step in captured.err, captured.err
     # Second run: refused with exit code 2 and one clear line; --force overwrites.
     assert main(["generate", str(config), "-o", str(out)]) == 2
     err = capsys.readouterr().err

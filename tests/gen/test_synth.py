@@ -99,6 +99,15 @@ def test_unsigned_operand_costing_extra_dsps_is_caught():
         report.check_multipliers()
 
 
+def test_synthesis_reports_each_yosys_step_as_its_log_reaches_it():
+    seen = []
+    synthesize(PackedDualMultiplier(), "packed_mul", status=seen.append)
+    assert seen[0] == "converting packed_mul to Verilog (Amaranth)"
+    steps = [int(line.split()[2].rstrip(":")) for line in seen[1:]]
+    assert steps == sorted(set(steps)) and steps[0] == 1 and len(steps) > 10
+    assert any("ABC pass" in line for line in seen) and any("SYNTH_XILINX" in line for line in seen)
+
+
 def test_report_counts():
     report = SynthReport(
         top="t",

@@ -68,6 +68,35 @@ def test_the_dense_twin_has_the_network_files_graph(tmp_path):
         dense(torch.zeros(2, 3, 8, 16))
 
 
+def test_project_reads_the_dense_twins_own_state_dict(tmp_path, capsys):
+    """The state dict PyTorch saves for the dense twin (wrapped in DataParallel, as training
+    scripts do), written with numpy.savez: fcircnn project takes every conv and fc weight,
+    leaves the batch norms out with a note, and projects exactly what project_layer does."""
+    from fcircnn.cli import main
+    from fcircnn.models.network import load_weights
+    from fcircnn.models.project import project_layer
+
+    path = tmp_path / "m.yaml"
+    path.write_text(motion_network_yaml(8, widths=(8, 8, 16, 16)))
+    net = load_network(path)
+    torch.manual_seed(0)
+    twin = torch.nn.DataParallel(DenseNetwork(net))
+    state = {k: v.detach().numpy() for k, v in twin.state_dict().items()}
+    assert "module.layers.conv1.conv.weight" in state and "module.layers.conv1.bn.running_var" \
+        in state
+    np.savez(tmp_path / "dense.npz", **state)
+    out = tmp_path / "w.npz"
+    assert main(["project", str(path), "--dense", str(tmp_path / "dense.npz"), "-o",
+                 str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "dropped the DataParallel prefix 'module.'" in err and "not projected" in err
+    weights = load_weights(net, str(out))
+    for layer in net.resolved:
+        if layer.weighted:
+            want, _ = project_layer(layer, state[f"module.layers.{layer.name}.conv.weight"])
+            np.testing.assert_array_equal(weights.layers[layer.name].generators, want)
+
+
 def test_fit_lowers_the_loss_and_the_golden_classes_are_the_qat_models(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(motion_network_yaml(4, widths=(8, 8, 8, 8)))
