@@ -992,8 +992,7 @@ def _synthesize(acc, native: bool, quiet: bool = False):
     print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
           "a paper-size design takes tens of minutes", file=sys.stderr)
     status = (lambda _: None) if quiet else _Elapsed()
-    status(f"elaborating {acc.name} (Amaranth) and converting it to Verilog")
-    verilog = accelerator_verilog(acc)
+    verilog = accelerator_verilog(acc, status=status)
     return synthesize(verilog, TOP_NAME, levels=True, timeout=6 * 3600, native=native,
                       status=status)
 
@@ -1247,8 +1246,10 @@ def _add_golden(sub) -> None:
     golden.add_argument("--input", type=_path, metavar="X.npy",
                         help="input clip [C, D, H, W] (float)")
     golden.add_argument("--weights", type=_path, metavar="W.npz",
-                        help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
-                             "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
+                        help="weights (.npz): <layer>.generators [M/B, N/B, B, Kd, Kr, Kc] "
+                             "(a dense layer's <layer>.weight and .bias), optional "
+                             "<layer>.bn_gain / .bn_offset [2, M/2], optional calibration/... "
+                             "(fcircnn calibrate)")
     golden.add_argument("--save", type=_path, metavar="OUT.npz",
                         help="save final outputs per mode and the int8 output slots per layer")
     golden.add_argument("--save-weights", type=_path, metavar="W.npz",
@@ -1293,8 +1294,9 @@ def _add_compile(sub) -> None:
                       help="output directory (default: build/compile)")
     comp.add_argument("--seed", type=_seed, default=0, help="seed of weights and input")
     comp.add_argument("--weights", type=_path, metavar="W.npz",
-                      help="weights: <layer>.generators [M/B, N/B, B, Kd, Kr, Kc], optional "
-                           "<layer>.bn_gain / <layer>.bn_offset [2, M/2]")
+                      help="weights (.npz): <layer>.generators [M/B, N/B, B, Kd, Kr, Kc] (a dense "
+                           "layer's <layer>.weight and .bias), optional <layer>.bn_gain / "
+                           ".bn_offset [2, M/2], optional calibration/... (fcircnn calibrate)")
     comp.add_argument("--input", type=_path, metavar="X.npy",
                       help="input clip [C, D, H, W] (float)")
     _granularity_flag(comp)
@@ -1499,10 +1501,10 @@ def _add_deploy(sub) -> None:
         description="Write everything a ZCU102 running PYNQ needs to run the accelerator: the "
                     "overlay (fcircnn_accel.bit/.hwh/.xsa from the Vivado build given with "
                     "--vivado, else BITSTREAM.md saying how to make them), the accelerator "
-                    "with its network, the weights, the calibration set, clips, the first "
-                    "clip's compiled image, and run.py, which on the board loads the overlay, "
-                    "runs every clip, prints the class scores, the cycles per layer and the "
-                    "bit-exact check of every layer. Exit code 2 on bad input.",
+                    "with its network, the weights with the int8 scales fixed in the image, "
+                    "clips, the first clip's compiled image, and run.py, which on the board "
+                    "loads the overlay, runs every clip, prints the class scores, the cycles "
+                    "per layer and the bit-exact check of every layer. Exit code 2 on bad input.",
     )
     dep.add_argument("config", type=_path,
                      help="accelerator YAML or built-in name (c3d_zcu102, ...)")

@@ -273,8 +273,7 @@ def render(acc: AcceleratorConfig, status=None) -> dict[str, str]:
     except ValueError as exc:
         raise GenerateError(f"accelerator {acc.name}: {exc}") from None
     say = status or (lambda _: None)
-    say(f"elaborating {acc.name} (Amaranth) and converting it to Verilog")
-    rtl = "".join(f"// {line}\n" for line in banner) + accelerator_verilog(acc)
+    rtl = "".join(f"// {line}\n" for line in banner) + accelerator_verilog(acc, status=status)
     say("the Vivado scripts, the headers and report.json (the resource estimate)")
     files = {
         vivado.RTL_PATH: rtl,

@@ -76,7 +76,12 @@ def config(tmp_path):
 
 @pytest.fixture
 def fake_top(monkeypatch):
-    monkeypatch.setattr(gen, "accelerator_verilog", lambda acc: FAKE_VERILOG)
+    def fake(acc, status=None):
+        if status is not None:
+            status("converting the fake top to Verilog")
+        return FAKE_VERILOG
+
+    monkeypatch.setattr(gen, "accelerator_verilog", fake)
 
 
 def _tree(folder):
@@ -198,7 +203,8 @@ def test_cli_generate(config, tmp_path, fake_top, capsys):
     assert captured.out.strip() == f"cd {out / 'vivado'} && vivado -mode batch -source build.tcl"
     assert "wrote" in captured.err and "config sha256" in captured.err
     # Its long steps, each with the time since the start.
-    for step in ("s] elaborating", "s] the Vivado scripts", "s] writing"):
+    assert "s] converting" in captured.err or "s] reusing the cached Verilog" in captured.err
+    for step in ("s] the Vivado scripts", "s] writing"):
         assert step in captured.err, captured.err
     # Second run: refused with exit code 2 and one clear line; --force overwrites.
     assert main(["generate", str(config), "-o", str(out)]) == 2
