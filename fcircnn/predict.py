@@ -92,9 +92,9 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
     Parameters
     ----------
     acc : AcceleratorConfig, path or str
-        An accelerator file or built-in name (``"c3d_zcu102"``), loaded and validated as the
-        command line does, or a loaded one, validated
-        (:func:`fcircnn.gen.validate.validate_accelerator`).
+        An accelerator file or built-in name (``"c3d_zcu102"``), loaded and checked by the
+        schema and the compiler, or a loaded one (validated, e.g. by
+        :func:`fcircnn.gen.validate.validate_accelerator`).
     clips : ndarray ``[N, C, D, H, W]`` or path
         The clips, or a ``.npy`` file of them (checked as ``fcircnn run --input``).
     weights : NetworkWeights or path, optional
@@ -121,6 +121,8 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
     ------
     fcircnn.models.config.ConfigError, fcircnn.models.files.ArrayFileError
         For an accelerator file, a clips file or a weights file that is not right, naming it.
+    fcircnn.gen.compiler.CompileError
+        For an accelerator file whose cores cannot run its network.
     ValueError
         For an unknown target, clips of the wrong shape, a network without class scores
         (:func:`~fcircnn.models.network.class_scores_problem`), or ``on="board"`` without
@@ -189,11 +191,13 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
 
 
 def _accelerator(acc: Any) -> Any:
-    """``acc`` itself, or the accelerator file (or built-in name) ``acc`` loaded and validated
-    as every command validates it."""
+    """``acc`` itself, or the accelerator file (or built-in name) ``acc`` loaded and checked
+    by the schema and the compiler (:func:`~fcircnn.gen.compiler.plan_network`: every layer
+    runs on its cores); the hardware's own checks and the resource cap are ``fcircnn
+    check``'s, which a board does not carry."""
     if not isinstance(acc, (str, os.PathLike)):
         return acc
-    from fcircnn.gen.validate import hardware_installed, validate_accelerator
+    from fcircnn.gen.compiler import plan_network
     from fcircnn.models.config import (
         AcceleratorConfig,
         ConfigError,
@@ -207,7 +211,7 @@ def _accelerator(acc: Any) -> Any:
     if not isinstance(config, AcceleratorConfig):
         raise ConfigError(path, [Problem("", "a network file, not an accelerator file; give "
                                              "an accelerator file such as c3d_zcu102")])
-    validate_accelerator(config, hardware=hardware_installed())
+    plan_network(config)
     return config
 
 
