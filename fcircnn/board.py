@@ -92,10 +92,32 @@ def _load(folder: Path, manifest: dict[str, Any], clips_path: Path | None):
     return acc, weights, clips
 
 
-def _report(pred, acc, top: int) -> list[dict[str, Any]]:
-    """Print each clip's top classes and per-layer cycles and checks; return them as JSON."""
+def _pl_clock(bitstream: Path, configured_mhz: float) -> tuple[float, str]:
+    """The clock that turns cycles into time, MHz, and a line saying which: ``actual_mhz`` of
+    the build's record of ``pl_clk0`` beside ``bitstream`` (``fcircnn_accel.clock.json``, as
+    ``build.tcl`` writes it, :func:`fcircnn.arch.ip.read_clock_file`), else the configured clock
+    (older builds wrote none)."""
+    from fcircnn.arch.ip import read_clock_file
+
+    path = bitstream.with_suffix(".clock.json")
+    if not (path.exists() or path.is_symlink()):
+        return configured_mhz, (f"pl_clk0 {configured_mhz:g} MHz as configured: no {path.name} "
+                                "beside the bitstream (an older build), so the times below "
+                                "assume the configured clock")
+    try:
+        mhz = read_clock_file(path)
+    except OSError as exc:
+        raise BoardError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise BoardError(str(exc)) from None
+    return mhz, (f"pl_clk0 {mhz:g} MHz, the build's ({path.name}; configured "
+                 f"{configured_mhz:g} MHz)")
+
+
+def _report(pred, clock: float, top: int) -> list[dict[str, Any]]:
+    """Print each clip's top classes and per-layer cycles and checks (times at ``clock``
+    MHz); return them as JSON."""
     out = []
-    clock = float(acc.clock_mhz)
     for i, clip in enumerate(pred.clips):
         order = np.argsort(clip.scores)[::-1][:top]
         best = ", ".join(f"{int(k)}: {clip.scores[k]:.4f}" for k in order)
@@ -160,6 +182,7 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
         acc, weights, clips = _load(folder, manifest, args.clips)
         if problem := overlay_problem(bitstream, acc.device.part, manifest["ip_name"]):
             raise BoardError(problem)
+        clock, clock_line = _pl_clock(bitstream, float(acc.clock_mhz))
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -167,7 +190,7 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     from fcircnn.driver import DriverError, PynqBackend
     from fcircnn.predict import predict
 
-    print(f"{manifest['accelerator']}: loading {bitstream.name}", flush=True)
+    print(f"{manifest['accelerator']}: loading {bitstream.name}; {clock_line}", flush=True)
     try:
         backend = PynqBackend(str(bitstream), manifest["ip_name"],
                               mem_size=args.mem_size or int(manifest["mem_size"]))
@@ -182,14 +205,14 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     finally:
         backend.close()
     print(f"{len(clips)} clip(s), int8 scales: {pred.calibration}")
-    results = _report(pred, acc, args.top)
+    results = _report(pred, clock, args.top)
     ok = pred.bit_exact
     print("PASS: every layer of every clip bit-exact" if ok else "FAIL: see the mismatches above")
     if args.json is not None:
         from fcircnn.models.files import OutputFileError, atomic_write
 
         text = json.dumps({"accelerator": manifest["accelerator"], "passed": ok,
-                           "clips": results}, indent=2) + "\n"
+                           "clock_mhz": clock, "clips": results}, indent=2) + "\n"
         try:
             atomic_write(args.json, lambda f: f.write(text), binary=False)
         except OutputFileError as exc:

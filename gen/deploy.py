@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fcircnn.arch.ip import IP_NAME
+from fcircnn.arch.ip import CLOCK_FILE, IP_NAME, read_clock_file
 from fcircnn.models.config import AcceleratorConfig
 from fcircnn.models.overlay import overlay_problem
 
@@ -49,13 +49,16 @@ __all__ = ["BOARD_FILES", "MANIFEST", "OUTPUT_FILES", "OVERLAY_FILES", "DeployRe
 MANIFEST = "deploy.json"
 #: The overlay's files as the Vivado flow writes them (gen/vivado.py), the first two required.
 OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
+#: ... and the build's record of the clock ``pl_clk0`` gets (``fcircnn.arch.ip.CLOCK_FILE``),
+#: copied with them when the build wrote it: :mod:`fcircnn.board` reads it beside the ``.bit``.
+OVERLAY_COPIED = (*OVERLAY_FILES, CLOCK_FILE)
 #: The files every deployment folder has.
 #: The wheel of this fcircnn (:mod:`fcircnn.gen.wheel`), installed on the board.
 WHEEL = wheel_name(TOOL_VERSION)
 BOARD_FILES = ("accelerator.yaml", "weights.npz", "clips.npy", MANIFEST, "run.py", "README.md",
                WHEEL)
 #: Every file a deployment may write (or, for BITSTREAM.md, remove), relative to its folder.
-OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_FILES,
+OUTPUT_FILES = (*BOARD_FILES, *(f"image/{n}" for n in DdrImage.FILES), *OVERLAY_COPIED,
                 "BITSTREAM.md")
 
 _RUN_PY = '''#!/usr/bin/env python3
@@ -164,7 +167,8 @@ class OverlayError(ValueError):
 def overlay_problem_in(vivado: str | os.PathLike[str], acc: AcceleratorConfig) -> str | None:
     """What is wrong with the overlay in the Vivado build's folder ``vivado`` for ``acc``
     (:func:`fcircnn.models.overlay.overlay_problem`; the ``.xsa``, which is optional, must be
-    the zip archive ``write_hw_platform`` writes), or ``None``."""
+    the zip archive ``write_hw_platform`` writes; the clock record, optional too, must give a
+    clock: :func:`fcircnn.arch.ip.read_clock_file`), or ``None``."""
     xsa = Path(vivado) / OVERLAY_FILES[2]
     if xsa.exists() or xsa.is_symlink():
         if not xsa.is_file():
@@ -172,6 +176,14 @@ def overlay_problem_in(vivado: str | os.PathLike[str], acc: AcceleratorConfig) -
         with open(xsa, "rb") as f:
             if f.read(4) != b"PK\x03\x04":
                 return f"{xsa}: not a hardware platform (.xsa: a zip archive)"
+    clock = Path(vivado) / CLOCK_FILE
+    if clock.exists() or clock.is_symlink():
+        try:
+            read_clock_file(clock)
+        except OSError as exc:
+            return f"{clock}: cannot read it ({exc.strerror or exc})"
+        except ValueError as exc:
+            return str(exc)
     return overlay_problem(Path(vivado) / OVERLAY_FILES[0], acc.device.part, IP_NAME)
 
 
@@ -179,7 +191,7 @@ def _copy_overlay(vivado: Path | None, out: Path) -> bool:
     """Copy the overlay's files from ``vivado`` (checked) into ``out``; ``False`` without."""
     if vivado is None:
         return False
-    for name in OVERLAY_FILES:
+    for name in OVERLAY_COPIED:
         if (vivado / name).is_file():
             shutil.copyfile(vivado / name, out / name)
     return True
@@ -246,7 +258,7 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
                                        vivado=vivado, config=config, out=out)
     # What an earlier deployment in the folder left that this one does not write: its
     # BITSTREAM.md, or its overlay (another accelerator's, perhaps; run.py would load it).
-    for stale in ("BITSTREAM.md", *OVERLAY_FILES):
+    for stale in ("BITSTREAM.md", *OVERLAY_COPIED):
         if stale not in files:
             (out / stale).unlink(missing_ok=True)
     return DeployResult(out, files, overlay)
@@ -284,7 +296,7 @@ def _write_folder(tmp: Path, acc: AcceleratorConfig, image: Any, *, weights: Any
         requires=", ".join(core_requirements())))
     files = [*BOARD_FILES, "image"]
     if overlay:
-        files += [f for f in OVERLAY_FILES if (tmp / f).is_file()]
+        files += [f for f in OVERLAY_COPIED if (tmp / f).is_file()]
     else:
         (tmp / "BITSTREAM.md").write_text(_BITSTREAM_MD.format(
             config=config, name=acc.name, out=out))

@@ -13,33 +13,93 @@ moved or copied to the machine that has Vivado::
 file                        what it does
 ==========================  ===============================================================
 ``create_project.tcl``      the IP's own project ``vivado/ip_project`` for the configured
-                            part; the board part is set only when Vivado has it installed;
-                            adds the RTL and the XDC; top ``fcircnn_accel``
+                            part and board part (see "Board part" below); adds the RTL and
+                            the XDC; top ``fcircnn_accel``
 ``package_ip.tcl``          packages the project as the IP ``fcircnn:fcircnn:fcircnn_accel``
                             into ``vivado/ip_repo``: AXI interfaces ``m_axi`` and
                             ``s_axi_control`` (inferred from the port names), clock ``ap_clk``
                             associated with both, reset ``ap_rst_n`` active low, interrupt
                             ``interrupt`` level high, memory map of ``s_axi_control`` with the
-                            registers of :data:`fcircnn.arch.registers.REGISTERS`
+                            registers of :data:`fcircnn.arch.registers.REGISTERS`, and an
+                            address space of its own for each AXI manager (``m_axi`` ..
+                            ``m_axi3``): ``2**address_width`` bytes, 128 bits wide
 ``block_design.tcl``        a project of its own, ``vivado/project``, which holds the
                             packaged IP (``ip_repo``), not the RTL (as FINN and hls4ml
-                            do); block design ``system``: the MPSoC PS (board preset when the
-                            board part is installed), ``pl_clk0`` at the configured clock,
+                            do); block design ``system``: the MPSoC PS with the board preset,
+                            ``pl_clk0`` at the configured clock from the RPLL
+                            (see "The PL clock" below; read back and checked),
                             HPM0 FPD -> SmartConnect -> ``s_axi_control``, ``m_axi`` ->
                             SmartConnect -> HP0 FPD (128 bit), ``proc_sys_reset`` for
-                            ``ap_rst_n``, ``interrupt`` -> ``pl_ps_irq0``; addresses (a
-                            master of fewer than 36 address bits keeps only the HP0 segments
-                            it reaches: DDR_HIGH at 32 GB is excluded), validation, HDL
-                            wrapper as the new top
+                            ``ap_rst_n``, ``interrupt`` -> ``pl_ps_irq0``; addresses: each
+                            manager gets its HP port's ``DDR_LOW`` (0, 2 GB) and, with 36 or
+                            more address bits, ``DDR_HIGH`` (32 GB, 32 GB) explicitly (a
+                            master of fewer than 36 address bits keeps only the segments it
+                            reaches); validation, HDL wrapper as the new top
 ``build.tcl``               checks the Vivado version (:data:`MIN_VIVADO` or newer), sources
-                            the three scripts above, synthesis, implementation to
+                            the three scripts above, finds the block design's ``.hwh``
+                            (before synthesis: the generated file, else the documented
+                            ``hw_handoff`` paths), synthesis, implementation to
                             ``write_bitstream``, utilization and timing reports; negative
                             setup or hold slack ends the build with an error (unless
                             ``FCIRCNN_ALLOW_TIMING_FAILURE=1``); copies ``fcircnn_accel.bit``
                             and ``fcircnn_accel.hwh`` (PYNQ needs both, same base name) to
-                            ``vivado/out/`` and writes ``fcircnn_accel.xsa``
-                            (``write_hw_platform``, with the bitstream) beside them
+                            ``vivado/out/``, writes ``fcircnn_accel.clock.json``
+                            (:data:`CLOCK_FILE`: the clock ``pl_clk0`` actually gets) and
+                            ``fcircnn_accel.xsa`` (``write_hw_platform``, with the bitstream)
+                            beside them
 ==========================  ===============================================================
+
+Board part
+----------
+The configuration names a board part with a revision (``xilinx.com:zcu102:part0:3.4``); the
+scripts take the newest revision of that vendor, board and component this Vivado has installed
+(``get_board_parts -latest_file_version xilinx.com:zcu102:part0:*``) and stop with an error
+naming what is installed if there is none: without the board preset the PS keeps Vivado's
+defaults (DDR, MIO, clocks) and the ``.xsa`` describes no ZCU102. A configuration without a
+board part gets the PS defaults, with a warning.
+
+The PL clock
+------------
+Facts the choice rests on (the comments of the generated Tcl repeat them):
+
+* The ZCU102 board preset (XilinxBoardStore ``boards/Xilinx/zcu102/3.4/preset.xml``) sets
+  ``PSU__PSS_REF_CLK__FREQMHZ`` 33.330 and ``PL0_REF_CTRL__SRCSEL`` IOPLL; its IOPLL runs at
+  33.330 x 90 / 2 = 1499.85 MHz (``IOPLL_CTRL__FBDIV`` 90, ``DIV2`` 1 in Vivado-generated
+  ZCU102 block designs) and feeds QSPI, SD, UART, USB, so it stays there. Integer dividers of
+  it give 187.48 or 214.26 MHz, never 200: Vivado-generated ZCU102 designs asking 200 MHz from
+  IOPLL show ``PL0_REF_CTRL__ACT_FREQMHZ {187.481262}`` (``DIVISOR0`` 8).
+* ZCU102 designs whose PL clocks stay on the IOPLL show the preset's RPLL at
+  ``RPLL_CTRL__FBDIV`` 72, ``DIV2`` 1: 1200 MHz nominal (1199.88 at 33.330 MHz); the preset
+  sources only the DisplayPort audio and STC clocks from it. PL clocks may take it as their
+  source (``PL0_REF_CTRL__SRCSEL {RPLL}``: PYNQ's ZCU104 base overlay puts
+  all four PL clocks on it; designs with ``PL1_REF_CTRL`` RPLL / ``DIVISOR0`` 6 show
+  ``ACT_FREQMHZ {200.000000}``).
+* With the clock wizard in automatic mode (``PSU__OVERRIDE__BASIC_CLOCK`` 0) Vivado picks the
+  PLL and divisors itself: a ZCU102 design asking 333 MHz from the RPLL got 322.19 MHz (the
+  wizard had put the RPLL at FBDIV 58, 966.57 MHz, and divided by 3). In manual mode
+  (``PSU__OVERRIDE__BASIC_CLOCK`` 1, PG201 "Enable Manual Mode"), as block-design scripts set
+  it after applying the board preset, the ``DIVISOR0``/``DIVISOR1`` given are kept and
+  ``ACT_FREQMHZ`` follows them (a manual-mode design asking 100 MHz with divisors 15 x 4
+  reports 24.99975).
+* ``PL0_REF_CTRL``'s divisors are 6 bits each (1..63: the register fields in PYNQ's
+  ``pynq/ps.py``); a PS PLL's VCO runs at 1500..3000 MHz and its output at 750..1600 MHz (the
+  PS PLL switching characteristics of the Zynq UltraScale+ data sheets, DS926 as quoted by
+  m-labs' zynq-rs), the output being VCO / 2 with ``DIV2``.
+
+So :func:`pl_clock` sets the RPLL (``FBDIV``, ``DIV2`` 1, integer mode) and ``pl_clk0``'s
+divisors in manual mode so that their quotient is exactly the configured clock at the nominal
+33.333 MHz reference, keeping the preset's FBDIV 72 (1200 MHz) whenever it divides: 200 MHz is
+RPLL / 6. On the ZCU102, whose reference is 33.330 MHz, Vivado then reports 199.98 MHz, 0.01 %
+low. A clock no RPLL setting divides exactly gets the closest one, and the scripts say so.
+``block_design.tcl`` reads ``ACT_FREQMHZ`` back and stops if it is more than
+:data:`CLOCK_TOLERANCE` (0.1 %) from the configured clock; ``build.tcl`` records it in
+:data:`CLOCK_FILE`, which ``fcircnn deploy`` copies and :mod:`fcircnn.board` uses for times.
+
+PYNQ's ``Overlay.download()`` writes only ``DIVISOR0``/``DIVISOR1`` of the ``.hwh`` into
+``PL0_REF_CTRL`` (``pynq/overlay.py``, ``pynq/ps.py``: ``SRCSEL`` and the PLLs stay as the
+boot image set them), so ``pl_clk0`` on a board is the boot image's PL0 source PLL over these
+divisors: the recorded clock holds on an image whose PL0 comes from a 1200 MHz RPLL (one built
+from this ``.xsa``), not on one whose PL0 source runs at 1500 MHz (/ 6 is 250 MHz there).
 
 The block design is wired explicitly (SmartConnect and ``proc_sys_reset`` cells) rather than
 with ``apply_bd_automation -rule xilinx.com:bd_rule:axi4``: the automation rule names clocks by
@@ -66,11 +126,15 @@ under ``tclsh`` with stubs of the Vivado commands and checks the calls.
 
 from __future__ import annotations
 
+import json
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
-from fcircnn.arch.ip import IP_NAME, TOP_NAME
+from fcircnn.arch.geometry import BEAT_BYTES
+from fcircnn.arch.ip import CLOCK_FILE, IP_NAME, TOP_NAME, read_clock_file
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, REGISTERS
 from fcircnn.gen import TOOL_VERSION
@@ -80,12 +144,16 @@ from fcircnn.models.schema import clock_problem
 __all__ = [
     "BD_NAME",
     "BUILD_COMMAND",
+    "CLOCK_FILE",
+    "CLOCK_TOLERANCE",
     "CONTROL_WINDOW_BYTES",
     "IP_VLNV",
+    "PS_REF_MHZ",
     "RTL_PATH",
     "SCRIPTS",
     "TOP_NAME",
     "XDC_PATH",
+    "PlClock",
     "VivadoTarget",
     "block_design_tcl",
     "build_tcl",
@@ -93,6 +161,8 @@ __all__ = [
     "constraints_xdc",
     "create_project_tcl",
     "package_ip_tcl",
+    "pl_clock",
+    "read_clock_file",
     "vivado_scripts",
 ]
 
@@ -114,10 +184,98 @@ IP_VENDOR = "fcircnn"
 IP_LIBRARY = "fcircnn"
 IP_VERSION = ".".join(TOOL_VERSION.split(".")[:2])
 IP_VLNV = f"{IP_VENDOR}:{IP_LIBRARY}:{TOP_NAME}:{IP_VERSION}"
+#: The PS cell of the block design.
+PS_CELL = "zynq_ultra_ps_e_0"
 #: Bytes of the ``s_axi_control`` window: the register file's default 12-bit address.
 CONTROL_WINDOW_BYTES = 1 << CONTROL_ADDR_WIDTH
+#: Data width of the AXI managers (one beat), the width of their address spaces.
+MANAGER_DATA_BITS = 8 * BEAT_BYTES
+#: How far (relative) the PS's actual ``pl_clk0`` may be from the configured clock before
+#: ``block_design.tcl`` stops the build: 0.1 %.
+CLOCK_TOLERANCE = 0.001
+#: The PS reference clock (PSS_REF_CLK) of the PLL arithmetic, MHz: 33.333... nominal. The
+#: ZCU102 board preset says 33.330 MHz (``PSU__PSS_REF_CLK__FREQMHZ``), so Vivado's figures on
+#: it are 0.01 % below these (199.98 MHz for RPLL 1200 MHz / 6).
+PS_REF_MHZ = Fraction(100, 3)
+#: RPLL feedback divisors whose VCO (PSS_REF_CLK x FBDIV) stays within 1500..3000 MHz with
+#: either reference (FBDIV 45 gives 1499.85 MHz at 33.330 MHz); the output is VCO / 2 (DIV2).
+RPLL_FBDIV = range(46, 91)
+#: The ZCU102 preset's RPLL (Vivado-generated ZCU102 designs: ``RPLL_CTRL__FBDIV`` 72,
+#: ``DIV2`` 1): 1200 MHz nominal. Kept whenever it divides to the clock, so the DisplayPort
+#: clocks the preset derives from it keep their frequencies.
+RPLL_PRESET_FBDIV = 72
+#: ``PL0_REF_CTRL`` ``DIVISOR0`` and ``DIVISOR1``: 6 bits each.
+PL_DIVISOR_MAX = 63
+_DIVISOR_PRODUCTS = sorted({a * b for a in range(1, PL_DIVISOR_MAX + 1)
+                            for b in range(1, PL_DIVISOR_MAX + 1)})
 
 _WORD = re.compile(r"[A-Za-z0-9_.:+\-]+")
+
+
+@dataclass(frozen=True)
+class PlClock:
+    """How the PS makes ``pl_clk0``: the RPLL at ``PS_REF_MHZ * fbdiv / 2`` (integer mode,
+    ``DIV2``), divided by ``divisor0 * divisor1`` (module docstring, "The PL clock").
+
+    Attributes
+    ----------
+    fbdiv : int
+        ``PSU__CRL_APB__RPLL_CTRL__FBDIV``.
+    divisor0, divisor1 : int
+        ``PSU__CRL_APB__PL0_REF_CTRL__DIVISOR0`` and ``DIVISOR1`` (1..63 each).
+    target : Fraction
+        The configured clock, MHz.
+    """
+
+    fbdiv: int
+    divisor0: int
+    divisor1: int
+    target: Fraction
+    source: str = "RPLL"
+
+    @property
+    def pll_mhz(self) -> Fraction:
+        """The RPLL's output at the nominal reference, MHz (1200 for FBDIV 72)."""
+        return PS_REF_MHZ * self.fbdiv / 2
+
+    @property
+    def mhz(self) -> Fraction:
+        """``pl_clk0`` at the nominal reference, MHz."""
+        return self.pll_mhz / (self.divisor0 * self.divisor1)
+
+    @property
+    def exact(self) -> bool:
+        """Whether :attr:`mhz` is the configured clock exactly."""
+        return self.mhz == self.target
+
+    def mhz_at(self, ref_mhz: float) -> float:
+        """``pl_clk0`` with a reference of ``ref_mhz`` (33.33 on the ZCU102), MHz."""
+        return ref_mhz * self.fbdiv / 2 / (self.divisor0 * self.divisor1)
+
+
+def _split_divisor(product: int) -> tuple[int, int]:
+    if product <= PL_DIVISOR_MAX:
+        return product, 1
+    return next((d0, product // d0) for d0 in range(PL_DIVISOR_MAX, 0, -1)
+                if product % d0 == 0 and product // d0 <= PL_DIVISOR_MAX)
+
+
+def pl_clock(clock_mhz: float) -> PlClock:
+    """The RPLL feedback divisor and ``pl_clk0`` divisors that give ``clock_mhz``: exactly at
+    the nominal reference when some setting does (the preset's FBDIV 72 first, then the FBDIV
+    nearest it), else the closest (:attr:`PlClock.exact` false)."""
+    target = Fraction(repr(float(clock_mhz)))
+    best: tuple[tuple[Fraction, int, int], int, int] | None = None
+    for fbdiv in RPLL_FBDIV:
+        pll = PS_REF_MHZ * fbdiv / 2
+        at = bisect_left(_DIVISOR_PRODUCTS, pll / target)
+        for product in _DIVISOR_PRODUCTS[max(at - 1, 0):at + 1]:
+            key = (abs(pll / product - target), abs(fbdiv - RPLL_PRESET_FBDIV), product)
+            if best is None or key < best[0]:
+                best = (key, fbdiv, product)
+    assert best is not None
+    _, fbdiv, product = best
+    return PlClock(fbdiv, *_split_divisor(product), target=target)
 
 
 @dataclass(frozen=True)
@@ -131,7 +289,8 @@ class VivadoTarget:
     part : str
         Vivado part, a Zynq UltraScale+ MPSoC (``xczu...``).
     board : str
-        Board part (``xilinx.com:zcu102:part0:3.4``), ``""`` when the configuration has none.
+        Board part (``xilinx.com:zcu102:part0:3.4``), ``""`` when the configuration has none;
+        the scripts use the newest revision of its board installed (module docstring).
     clock_mhz : float
         ``ap_clk`` = ``pl_clk0`` frequency.
     address_width : int
@@ -230,18 +389,46 @@ create_clock -period {t.period_ns} -name ap_clk [get_ports ap_clk]
 _ROOT = "set fcircnn_root [file normalize [file join [file dirname [info script]] ..]]"
 
 
+def _board_pattern(board: str) -> tuple[str, str]:
+    """The ``get_board_parts`` pattern of any revision of ``board`` (vendor:board:component:*)
+    and a looser one for the error message (``*zcu102*``)."""
+    fields = board.split(":")
+    if len(fields) >= 3:
+        return ":".join(fields[:3]) + ":*", f"*{fields[1]}*"
+    return f"*{board}*", f"*{board}*"
+
+
 def _board_check(t: VivadoTarget) -> str:
-    return f"""\
-set fcircnn_board_part {_brace(t.board)}
+    """Tcl that sets ``fcircnn_board_part`` to the installed revision of the configured board
+    part (the newest file version) and ``fcircnn_have_board``, or stops with an error naming
+    what this Vivado has: the block design needs the board preset (module docstring)."""
+    if not t.board:
+        return """\
+set fcircnn_board_part {}
 set fcircnn_have_board 0
-if {{$fcircnn_board_part ne ""}} {{
-    if {{[lsearch -exact [get_board_parts] $fcircnn_board_part] >= 0}} {{
-        set fcircnn_have_board 1
-    }} else {{
-        puts "WARNING: fcircnn: board part $fcircnn_board_part is not installed in this\\
-              Vivado; continuing with the part only (no board preset for the PS)"
+puts "WARNING: fcircnn: the configuration names no board part (device.board): the PS keeps\\
+      Vivado's defaults (no board preset), and the .xsa describes no board"
+"""
+    exact, loose = _board_pattern(t.board)
+    return f"""\
+# The board part: the newest file version installed of {exact} (the
+# configuration's {t.board} names the board, not a revision to require).
+set fcircnn_board_found [lsort -dictionary [get_board_parts -quiet -latest_file_version \\
+    {{{exact}}}]]
+if {{[llength $fcircnn_board_found] == 0}} {{
+    set fcircnn_board_near [get_board_parts -quiet {{{loose}}}]
+    if {{[llength $fcircnn_board_near] == 0}} {{
+        set fcircnn_board_near none
     }}
+    error "fcircnn: this Vivado has no board part {exact} (the configuration names\\
+           {t.board}; board parts matching {loose}: [join $fcircnn_board_near {{, }}]). Install\\
+           the board files (Vivado's board store, or github.com/Xilinx/XilinxBoardStore with\\
+           set_param board.repoPaths): without the board preset the PS keeps Vivado's defaults\\
+           and the .xsa does not describe the board"
 }}
+set fcircnn_board_part [lindex $fcircnn_board_found end]
+set fcircnn_have_board 1
+puts "fcircnn: board part $fcircnn_board_part (configured: {t.board})"
 """
 
 
@@ -274,6 +461,10 @@ update_compile_order -fileset sources_1
 def package_ip_tcl(acc: AcceleratorConfig | VivadoTarget, banner: Sequence[str] = ()) -> str:
     """``package_ip.tcl``: the project packaged as IP :data:`IP_VLNV` (module docstring)."""
     t = _target(acc)
+    space = (f"Each has {t.address_width}-bit addresses, a range of {1 << t.address_width:#x} "
+             f"bytes, {MANAGER_DATA_BITS}-bit data")
+    reach = ("its HP port's DDR_LOW (0, 2 GB) and DDR_HIGH (32 GB, 32 GB)"
+             if t.address_width >= 36 else "its HP port's DDR_LOW (0, 2 GB)")
     registers = "\n".join(
         f"fcircnn_register $fcircnn_block {r.name} {r.offset:#04x} {_brace(r.description)}"
         for r in REGISTERS)
@@ -328,6 +519,22 @@ if {{[llength [ipx::get_bus_parameters FREQ_HZ -of_objects $fcircnn_clk]] > 0}} 
     ipx::remove_bus_parameter FREQ_HZ $fcircnn_clk
 }}
 
+# Address spaces of the AXI managers, declared rather than left to the packager's defaults.
+# {space}. The range holds
+# {reach}, which block_design.tcl assigns
+# to it. (Vivado: ipx::add_address_space, the interface's master_address_space_ref, the
+# space's range and width.)
+foreach fcircnn_busif {{{" ".join(t.memory_ports)}}} {{
+    if {{[llength [ipx::get_address_spaces $fcircnn_busif -of_objects $fcircnn_core]] > 0}} {{
+        ipx::remove_address_space $fcircnn_busif $fcircnn_core
+    }}
+    set fcircnn_space [ipx::add_address_space $fcircnn_busif $fcircnn_core]
+    set_property master_address_space_ref $fcircnn_busif \\
+        [ipx::get_bus_interfaces $fcircnn_busif -of_objects $fcircnn_core]
+    set_property range {1 << t.address_width} $fcircnn_space
+    set_property width {MANAGER_DATA_BITS} $fcircnn_space
+}}
+
 # Memory map of s_axi_control: one {CONTROL_WINDOW_BYTES}-byte register block.
 if {{[llength [ipx::get_memory_maps s_axi_control -of_objects $fcircnn_core]] > 0}} {{
     ipx::remove_memory_map s_axi_control $fcircnn_core
@@ -361,17 +568,76 @@ ipx::save_core $fcircnn_core
 """
 
 
+def _pl_clock_tcl(t: VivadoTarget, ps: str) -> tuple[str, str, str]:
+    """The comment and ``set_property`` lines of ``pl_clk0`` (module docstring, "The PL
+    clock"), and the Tcl that reads ``ACT_FREQMHZ`` back and checks it."""
+    clk = pl_clock(t.clock_mhz)
+    pll = f"{float(clk.pll_mhz):g}"
+    nominal = f"{float(clk.mhz):.6g}"
+    if clk.exact:
+        verdict = f"= {t.clock_text} MHz exactly at the nominal 33.333 MHz PS_REF_CLK"
+    else:
+        verdict = (f"= {nominal} MHz: no RPLL setting divides to {t.clock_text} MHz exactly, "
+                   "this is the closest")
+    comment = f"""\
+# pl_clk0 = ap_clk at {t.clock_text} MHz, from the RPLL in manual clock mode:
+#   RPLL = PS_REF_CLK x FBDIV {clk.fbdiv} / 2 (DIV2) = {pll} MHz nominal, / DIVISOR0 {clk.divisor0}
+#   / DIVISOR1 {clk.divisor1} {verdict}.
+# On the ZCU102 (PSU__PSS_REF_CLK__FREQMHZ 33.330 in the board preset) Vivado reports
+# {clk.mhz_at(33.33):.2f} MHz. Why: the preset's IOPLL (FBDIV 90, 1499.85 MHz) feeds the PS
+# peripherals and divides only to 187.48 or 214.26 MHz (Vivado-generated ZCU102 designs asking
+# 200 MHz of it show PL0_REF_CTRL__ACT_FREQMHZ 187.481262); the preset's RPLL is FBDIV 72
+# (1200 MHz nominal), PL clocks may use it (PYNQ's ZCU104 base overlay does); in automatic mode
+# (PSU__OVERRIDE__BASIC_CLOCK 0) Vivado picks PLL and divisors itself (333 MHz asked of the RPLL
+# came out 322.19 in a ZCU102 design), in manual mode it keeps the divisors given.
+# PYNQ's Overlay.download() writes only these DIVISOR0/DIVISOR1 (from the .hwh) into
+# PL0_REF_CTRL; the source PLL stays as the board's boot image set it."""
+    lines = f"""\
+    CONFIG.PSU__CRL_APB__RPLL_CTRL__FBDIV {{{clk.fbdiv}}} \\
+    CONFIG.PSU__CRL_APB__RPLL_CTRL__DIV2 {{1}} \\
+    CONFIG.PSU__CRL_APB__RPLL_FRAC_CFG__ENABLED {{0}} \\
+    CONFIG.PSU__CRL_APB__PL0_REF_CTRL__SRCSEL {{{clk.source}}} \\
+    CONFIG.PSU__CRL_APB__PL0_REF_CTRL__DIVISOR0 {{{clk.divisor0}}} \\
+    CONFIG.PSU__CRL_APB__PL0_REF_CTRL__DIVISOR1 {{{clk.divisor1}}} \\
+    CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {{{t.clock_text}}} \\
+"""
+    tolerance = f"{CLOCK_TOLERANCE * 100:g} %"
+    warn = "" if clk.exact else (
+        f'puts "WARNING: fcircnn: no RPLL setting gives pl_clk0 {t.clock_text} MHz exactly; '
+        f'the closest is {nominal} MHz nominal"\n')
+    check = f"""\
+# The clock the PS gives pl_clk0, as Vivado computes it from the settings above (ACT_FREQMHZ):
+# more than {tolerance} from the configured {t.clock_text} MHz stops the build here.
+{warn}set fcircnn_pl_clk0_mhz [get_property CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ \\
+    [get_bd_cells {ps}]]
+if {{![string is double -strict $fcircnn_pl_clk0_mhz] || $fcircnn_pl_clk0_mhz <= 0}} {{
+    error "fcircnn: cannot read the PS's pl_clk0 frequency\\
+           (CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ of {ps} is\\
+           '$fcircnn_pl_clk0_mhz')"
+}}
+if {{abs($fcircnn_pl_clk0_mhz - {t.clock_text}) > {t.clock_text} * {CLOCK_TOLERANCE}}} {{
+    error "fcircnn: pl_clk0 would run at $fcircnn_pl_clk0_mhz MHz (the PS's ACT_FREQMHZ), not\\
+           the configured {t.clock_text} MHz: more than {tolerance} off. The scripts set\\
+           RPLL FBDIV {clk.fbdiv} and PL0 divisors {clk.divisor0} x {clk.divisor1} in manual\\
+           clock mode; see the PS's Clock Configuration (board preset, PSS_REF_CLK) or choose\\
+           a clock_mhz the RPLL divides to"
+}}
+puts "fcircnn: pl_clk0 $fcircnn_pl_clk0_mhz MHz (configured {t.clock_text} MHz; RPLL FBDIV\\
+      {clk.fbdiv} / {clk.divisor0} / {clk.divisor1})"
+"""
+    return comment, lines, check
+
+
 def block_design_tcl(acc: AcceleratorConfig | VivadoTarget,
                      banner: Sequence[str] = ()) -> str:
     """``block_design.tcl``: PS + accelerator block design and its wrapper (module
     docstring)."""
     t = _target(acc)
-    ps = "zynq_ultra_ps_e_0"
+    ps = PS_CELL
     ports = list(enumerate(t.memory_ports))
     smcs = [f"mem{k or ''}_smc" for k, _ in ports]
     hp1_text = "".join(f",\n# HP{k} FPD (S_AXI_GP{k + 2}, 128 bit) for {bus}"
                        for k, bus in ports[1:])
-    hp1_seen = "".join(f", {bus} through HP{k}" for k, bus in ports[1:])
     hp_config = "".join(f"    CONFIG.PSU__USE__S_AXI_GP{k + 2} {{1}} \\\n"
                         f"    CONFIG.PSU__SAXIGP{k + 2}__DATA_WIDTH {{128}} \\\n"
                         for k, _ in ports)
@@ -384,6 +650,7 @@ def block_design_tcl(acc: AcceleratorConfig | VivadoTarget,
         f"connect_bd_intf_net [get_bd_intf_pins {smc}/M00_AXI] "
         f"[get_bd_intf_pins {ps}/S_AXI_HP{k}_FPD]\n"
         for (k, bus), smc in zip(ports, smcs, strict=True))
+    clock_comment, clock_config, clock_check = _pl_clock_tcl(t, ps)
     return _banner("#", f"block_design.tcl: block design {BD_NAME} with the MPSoC PS and "
                         f"{TOP_NAME} ({t.name})", banner) + f"""\
 {_ROOT}
@@ -404,17 +671,20 @@ if {{$fcircnn_have_board}} {{
     apply_bd_automation -rule xilinx.com:bd_rule:zynq_ultra_ps_e \\
         -config {{apply_board_preset "1"}} $fcircnn_ps
 }}
+{clock_comment}
+# Manual clock mode first (as block-design scripts set it after applying the board preset), so
+# that the divisors below are kept; the other PS clocks keep the values the preset gave them.
+set_property CONFIG.PSU__OVERRIDE__BASIC_CLOCK {{1}} $fcircnn_ps
 # HPM0 FPD (32 bit) for s_axi_control, HP0 FPD (S_AXI_GP2, 128 bit) for m_axi{hp1_text}, the
 # other PL masters off (an enabled port with an unconnected clock fails validation), pl_clk0
-# at {t.clock_text} MHz, PL-to-PS interrupts (pl_ps_irq0).
+# as above, PL-to-PS interrupts (pl_ps_irq0).
 set_property -dict [list \\
     CONFIG.PSU__USE__M_AXI_GP0 {{1}} \\
     CONFIG.PSU__MAXIGP0__DATA_WIDTH {{32}} \\
     CONFIG.PSU__USE__M_AXI_GP1 {{0}} \\
     CONFIG.PSU__USE__M_AXI_GP2 {{0}} \\
 {hp_config}    CONFIG.PSU__FPGA_PL0_ENABLE {{1}} \\
-    CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {{{t.clock_text}}} \\
-    CONFIG.PSU__USE__IRQ0 {{1}} \\
+{clock_config}    CONFIG.PSU__USE__IRQ0 {{1}} \\
 ] $fcircnn_ps
 
 create_bd_cell -type ip -vlnv {IP_VLNV} {IP_NAME}
@@ -438,11 +708,8 @@ connect_bd_intf_net [get_bd_intf_pins ctrl_smc/M00_AXI] \\
     [get_bd_intf_pins {IP_NAME}/s_axi_control]
 {hp_nets}connect_bd_net [get_bd_pins {IP_NAME}/interrupt] [get_bd_pins {ps}/pl_ps_irq0]
 
-# s_axi_control gets a {CONTROL_WINDOW_BYTES}-byte window in the HPM0 space; m_axi
-# ({t.address_width}-bit addresses) sees the DDR through HP0{hp1_seen}.
-assign_bd_address
 {_address_segments(t)}validate_bd_design
-save_bd_design
+{clock_check}save_bd_design
 
 set fcircnn_bd_file [get_files {BD_NAME}.bd]
 generate_target all $fcircnn_bd_file
@@ -454,13 +721,45 @@ update_compile_order -fileset sources_1
 
 
 def _address_segments(t: VivadoTarget) -> str:
-    """Tcl that leaves each AXI manager (``m_axi`` .. ``m_axi3``) only the address segments its
-    ``address_width`` reaches (the HP port's DDR_HIGH, at 32 GB, needs 36 bits); nothing for a
-    36-bit or wider master."""
-    if t.address_width >= 36:
-        return ""
+    """Tcl of the addresses: each AXI manager (``m_axi`` .. ``m_axi3``) gets its HP port's
+    DDR segments explicitly, with the offsets and ranges Vivado itself gives them on the
+    ZCU102 (``DDR_LOW`` at 0, 2 GB; ``DDR_HIGH`` at 32 GB, 32 GB, for a manager of 36 address
+    bits or more), then ``assign_bd_address`` maps the rest (``s_axi_control`` in the HPM0
+    space); a manager of fewer than 36 bits keeps only the segments it reaches."""
+    ps = PS_CELL
+    high = t.address_width >= 36
+    ddr = "".join(f"fcircnn_assign_ddr {IP_NAME}/{bus} {ps}/SAXIGP{k + 2}/HP{k} {int(high)}\n"
+                  for k, bus in enumerate(t.memory_ports))
+    seen = ", ".join(f"{bus} through HP{k}" for k, bus in enumerate(t.memory_ports))
+    text = f"""\
+# Addresses: each AXI manager ({t.address_width}-bit addresses) sees the DDR through its own HP
+# port ({seen}): DDR_LOW at 0 (2 GB){" and DDR_HIGH at 32 GB (32 GB)" if high else ""},
+# assigned explicitly with the offsets and ranges Vivado gives these segments on the ZCU102.
+# Then s_axi_control gets a {CONTROL_WINDOW_BYTES}-byte window in the HPM0 space.
+proc fcircnn_assign_ddr {{space hp high}} {{
+    set fcircnn_low [get_bd_addr_segs -quiet ${{hp}}_DDR_LOW]
+    if {{[llength $fcircnn_low] == 0}} {{
+        error "fcircnn: the PS has no segment ${{hp}}_DDR_LOW for $space (is its HP port on?)"
+    }}
+    assign_bd_address -offset 0x00000000 -range 0x80000000 \\
+        -target_address_space [get_bd_addr_spaces $space] $fcircnn_low
+    if {{$high}} {{
+        set fcircnn_high [get_bd_addr_segs -quiet ${{hp}}_DDR_HIGH]
+        if {{[llength $fcircnn_high] == 0}} {{
+            puts "WARNING: fcircnn: the PS has no segment ${{hp}}_DDR_HIGH: $space sees\\
+                  DDR_LOW only"
+            return
+        }}
+        assign_bd_address -offset 0x000800000000 -range 0x000800000000 \\
+            -target_address_space [get_bd_addr_spaces $space] $fcircnn_high
+    }}
+}}
+{ddr}assign_bd_address
+"""
+    if high:
+        return text
     limit = 1 << t.address_width
-    return f"""\
+    return text + f"""\
 # {", ".join(t.memory_ports)}: {t.address_width}-bit addresses: exclude the HP segments that
 # end beyond {limit:#x}.
 foreach fcircnn_seg [get_bd_addr_segs -of_objects [get_bd_addr_spaces [list \\
@@ -474,12 +773,23 @@ foreach fcircnn_seg [get_bd_addr_segs -of_objects [get_bd_addr_spaces [list \\
 """
 
 
+def _clock_json(t: VivadoTarget) -> str:
+    """The :data:`CLOCK_FILE` record, ``@ACTUAL_MHZ@`` standing for the measured clock."""
+    clk = pl_clock(t.clock_mhz)
+    record = {"clock": "pl_clk0", "actual_mhz": "@ACTUAL_MHZ@",
+              "configured_mhz": t.clock_mhz, "source_pll": clk.source,
+              "pll_fbdiv": clk.fbdiv, "divisor0": clk.divisor0, "divisor1": clk.divisor1,
+              "from": f"CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ of {PS_CELL}"}
+    return json.dumps(record).replace('"@ACTUAL_MHZ@"', "@ACTUAL_MHZ@")
+
+
 def build_tcl(acc: AcceleratorConfig | VivadoTarget, banner: Sequence[str] = ()) -> str:
     """``build.tcl``: everything from the project to the PYNQ files (module docstring).
 
     ``FCIRCNN_JOBS`` in the environment sets ``launch_runs -jobs`` (default 4).
     """
     t = _target(acc)
+    handoff = f"sources_1 bd {BD_NAME} hw_handoff {BD_NAME}.hwh"
     return _banner("#", f"build.tcl: {TOP_NAME} ({t.name}) from RTL to bitstream and "
                         "hardware handoff", banner) + f"""\
 # Run in this folder: {BUILD_COMMAND}
@@ -501,6 +811,26 @@ if {{[info exists ::env(FCIRCNN_JOBS)]}} {{
 source [file join $fcircnn_vivado_dir create_project.tcl]
 source [file join $fcircnn_vivado_dir package_ip.tcl]
 source [file join $fcircnn_vivado_dir block_design.tcl]
+
+# The hardware handoff (.hwh) PYNQ needs, found now, before synthesis and the bitstream: the
+# file of the block design's generated targets, else where Vivado writes it
+# (<project>.gen/sources_1/bd/<bd>/hw_handoff/<bd>.hwh since 2020.2, <project>.srcs/... before).
+proc fcircnn_find_hwh {{project_dir}} {{
+    set candidates [get_files -quiet -all -of_objects [get_files -quiet {BD_NAME}.bd] \\
+        {BD_NAME}.hwh]
+    foreach fcircnn_gen {{gen srcs}} {{
+        lappend candidates [file join $project_dir {BD_NAME}.$fcircnn_gen {handoff}]
+    }}
+    foreach candidate $candidates {{
+        if {{[file isfile $candidate]}} {{
+            return [file normalize $candidate]
+        }}
+    }}
+    error "fcircnn: no hardware handoff of the block design {BD_NAME} (PYNQ needs the .hwh\\
+           with the .bit); looked at: [join $candidates {{, }}]"
+}}
+set fcircnn_hwh [fcircnn_find_hwh [file join $fcircnn_vivado_dir project]]
+puts "fcircnn: hardware handoff $fcircnn_hwh"
 
 proc fcircnn_check_run {{run}} {{
     if {{[get_property PROGRESS [get_runs $run]] ne "100%"}} {{
@@ -538,11 +868,17 @@ foreach {{fcircnn_kind fcircnn_flag}} {{setup -setup hold -hold}} {{
 # PYNQ overlay: the bitstream and the hardware handoff, same base name.
 set fcircnn_bit [file join [get_property DIRECTORY [get_runs impl_1]] {BD_NAME}_wrapper.bit]
 file copy -force $fcircnn_bit [file join $fcircnn_out_dir {TOP_NAME}.bit]
-set fcircnn_hwh [lindex [get_files -all -of_objects [get_files {BD_NAME}.bd] {BD_NAME}.hwh] 0]
 file copy -force $fcircnn_hwh [file join $fcircnn_out_dir {TOP_NAME}.hwh]
+# The clock pl_clk0 gets (the PS's ACT_FREQMHZ that block_design.tcl read back and checked),
+# for fcircnn deploy and the board's cycles-to-time.
+set fcircnn_clock_out [open [file join $fcircnn_out_dir {CLOCK_FILE}] w]
+puts $fcircnn_clock_out [string map [list @ACTUAL_MHZ@ [format %.6f $fcircnn_pl_clk0_mhz]] \\
+    {{{_clock_json(t)}}}]
+close $fcircnn_clock_out
 # The hardware platform (Vitis, PetaLinux) with the bitstream, beside them.
 write_hw_platform -fixed -include_bit -force -file [file join $fcircnn_out_dir {TOP_NAME}.xsa]
-puts "fcircnn: wrote $fcircnn_out_dir/{TOP_NAME}.bit, .hwh and .xsa"
+puts "fcircnn: wrote $fcircnn_out_dir/{TOP_NAME}.bit, .hwh, .clock.json and .xsa\\
+      (pl_clk0 $fcircnn_pl_clk0_mhz MHz)"
 """
 
 

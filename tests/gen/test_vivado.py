@@ -3,21 +3,30 @@
 Every script runs under ``tclsh`` with a prelude of stubs: each Vivado command used by the
 scripts is a procedure that logs its name and arguments (hex-encoded, one call per line) and
 returns a plausible value. No catch-all ``unknown``: a Vivado command the stubs do not define
-fails the run, so the stub list is also the list of commands the scripts use. ``file copy`` and
-``file mkdir`` are logged instead of executed.
+fails the run, so the stub list is also the list of commands the scripts use. ``file copy`` is
+logged instead of executed, ``file mkdir`` logged and executed (in the test's folder).
 """
 
+import json
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fcircnn.gen import vivado
 from fcircnn.hw.regfile import REGISTERS
 from fcircnn.models.config import builtin_path, load_accelerator
 
-ZCU102 = "xilinx.com:zcu102:part0:3.4"
+#: The board part of the shipped ZCU102 configurations, as they name it; the tests install other
+#: revisions of the same board to show that the scripts take what Vivado has.
+ZCU102 = load_accelerator(builtin_path("c3d_zcu102")).device.board
+ZCU102_BOARD = ":".join(ZCU102.split(":")[:3])  # vendor:board:component
+#: What the stub Vivado has installed: a newer and an older revision of the ZCU102 than the
+#: configuration names, and another board.
+INSTALLED = (f"{ZCU102_BOARD}:1.0", f"{ZCU102_BOARD}:99.1", "xilinx.com:zcu104:part0:1.1")
 
 STUBS = r"""
 set ::stub_log [open $::env(STUB_LOG) w]
@@ -38,13 +47,37 @@ foreach cmd {
     create_bd_design apply_bd_automation connect_bd_net connect_bd_intf_net
     assign_bd_address validate_bd_design save_bd_design generate_target close_project
     launch_runs wait_on_run open_run report_utilization report_timing_summary write_bitstream
-    write_hw_platform exclude_bd_addr_seg
+    write_hw_platform exclude_bd_addr_seg ipx::remove_address_space
 } {
     proc $cmd args "_log $cmd {*}\$args"
 }
-proc get_board_parts args { _log get_board_parts {*}$args; return $::stub_board_parts }
+# Board parts as Vivado lists them: glob patterns, -latest_file_version keeps the newest file
+# version of each vendor:board:component.
+proc get_board_parts args {
+    _log get_board_parts {*}$args
+    set latest [expr {"-latest_file_version" in $args}]
+    set patterns [lsearch -all -inline -not -glob $args -*]
+    if {[llength $patterns] == 0} { set patterns * }
+    set found {}
+    foreach part $::stub_board_parts {
+        foreach pattern $patterns {
+            if {[string match $pattern $part]} { lappend found $part; break }
+        }
+    }
+    if {!$latest} { return $found }
+    set newest [dict create]
+    foreach part [lsort -dictionary $found] {
+        dict set newest [join [lrange [split $part :] 0 2] :] $part
+    }
+    return [dict values $newest]
+}
 proc current_project args { _log current_project {*}$args; return project_1 }
-proc get_files args { _log get_files {*}$args; return [lindex $args end] }
+# The block design's .hwh as get_files lists it: STUB_HWH ("" when Vivado lists none).
+proc get_files args {
+    _log get_files {*}$args
+    if {[string match *.hwh [lindex $args end]]} { return $::env(STUB_HWH) }
+    return [lindex $args end]
+}
 proc get_filesets args { _log get_filesets {*}$args; return [lindex $args end] }
 proc get_runs args { _log get_runs {*}$args; return [lindex $args end] }
 proc get_property {name object} {
@@ -55,6 +88,7 @@ proc get_property {name object} {
         SLACK { return [dict get $::stub_slack $object] }
         OFFSET { return [lindex [dict get $::stub_segments $object] 0] }
         RANGE { return [lindex [dict get $::stub_segments $object] 1] }
+        CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ { return $::env(STUB_ACT_MHZ) }
         default { return "" }
     }
 }
@@ -68,9 +102,14 @@ set ::stub_segments [dict create SEG_HP0_DDR_LOW {0x00000000 0x80000000} \
     SEG_HP0_QSPI {0xC0000000 0x20000000} SEG_HP0_LPS_OCM {0xFF000000 0x01000000} \
     SEG_HP0_DDR_HIGH {0x800000000 0x800000000}]
 proc get_bd_addr_spaces args { _log get_bd_addr_spaces {*}$args; return [lindex $args end] }
+# The segments of an address space (-of_objects), or a PS segment by its path (none of
+# those named in STUB_MISSING_SEGS).
 proc get_bd_addr_segs args {
     _log get_bd_addr_segs {*}$args
-    return [dict keys $::stub_segments]
+    if {"-of_objects" in $args} { return [dict keys $::stub_segments] }
+    set path [lindex $args end]
+    if {$path in $::env(STUB_MISSING_SEGS)} { return "" }
+    return $path
 }
 proc create_bd_cell args { _log create_bd_cell {*}$args; return [lindex $args end] }
 proc get_bd_cells args { _log get_bd_cells {*}$args; return [lindex $args end] }
@@ -98,13 +137,25 @@ proc ipx::add_address_block {name map} {
     _log ipx::add_address_block $name $map
     return block_$name
 }
+# The packager's own address spaces: those named in STUB_SPACES.
+proc ipx::get_address_spaces {name args} {
+    _log ipx::get_address_spaces $name {*}$args
+    if {$name in $::env(STUB_SPACES)} { return "packaged_$name" }
+    return ""
+}
+proc ipx::add_address_space {name core} {
+    _log ipx::add_address_space $name $core
+    return space_$name
+}
 proc ipx::add_register {name block} { _log ipx::add_register $name $block; return reg_$name }
 proc ipx::get_file_groups args { _log ipx::get_file_groups {*}$args; return group_0 }
 proc ipx::get_files args { _log ipx::get_files {*}$args; return xdc_0 }
+# file copy and delete are logged, not done; file mkdir is logged and done (in tmp_path).
 rename file _tcl_file
 proc file {sub args} {
     if {$sub in {copy mkdir delete}} {
         _log file $sub {*}$args
+        if {$sub eq "mkdir"} { _tcl_file mkdir {*}$args }
         return
     }
     return [_tcl_file $sub {*}$args]
@@ -140,11 +191,24 @@ def zcu102():
     return load_accelerator(builtin_path("c3d_zcu102"))
 
 
-def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0:1.1"), *,
-            vivado_version="2023.2", slack=(0.125, 0.05), extra_env=None, fails=False):
+def _zcu102_act_mhz(acc):
+    """``ACT_FREQMHZ`` as Vivado would report it on the ZCU102 (PSS_REF_CLK 33.330 MHz) for
+    the generated RPLL and divisors, six decimals."""
+    clock = acc.clock_mhz if isinstance(acc, vivado.VivadoTarget) else float(acc.clock_mhz)
+    return f"{vivado.pl_clock(clock).mhz_at(33.33):.6f}"
+
+
+def run_tcl(tmp_path, acc, script, board_parts=INSTALLED, *, vivado_version="2023.2",
+            slack=(0.125, 0.05), extra_env=None, fails=False, act_mhz=None, hwh="listed",
+            spaces=(), missing_segs=()):
     """Write the scripts to ``tmp_path/vivado``, run ``script`` on the stubs; return the calls
-    ``[(command, [args...]), ...]`` and the standard output (with ``fails``: the error
-    output, the run having to fail)."""
+    ``[(command, [args...]), ...]`` and the standard output (with ``fails``: the calls and the
+    error output, the run having to fail).
+
+    ``act_mhz``: the PS's ``ACT_FREQMHZ`` (default: what the ZCU102 gives for the generated
+    settings); ``hwh``: ``"listed"`` makes ``get_files`` list an existing ``.hwh``, ``""`` lists
+    none; ``spaces``: address spaces the packager made itself; ``missing_segs``: PS segments
+    the PS lacks."""
     folder = tmp_path / "vivado"
     folder.mkdir(exist_ok=True)
     for name, text in vivado.vivado_scripts(acc).items():
@@ -152,23 +216,29 @@ def run_tcl(tmp_path, acc, script, board_parts=(ZCU102, "xilinx.com:zcu104:part0
     (tmp_path / "stubs.tcl").write_text(STUBS)
     (tmp_path / "run.tcl").write_text(
         f"source {tmp_path / 'stubs.tcl'}\nsource {folder / script}\n")
+    if hwh == "listed":
+        hwh = tmp_path / "listed" / "system.hwh"
+        hwh.parent.mkdir(exist_ok=True)
+        hwh.write_text("<hwh/>")
     log = tmp_path / "calls.log"
     ports = vivado.VivadoTarget.from_config(acc).memory_ports if not isinstance(
         acc, vivado.VivadoTarget) else acc.memory_ports
     env = {"STUB_LOG": str(log), "STUB_BOARD_PARTS": " ".join(board_parts), "PATH": "/usr/bin",
            "STUB_INTERFACES": " ".join((*ports, "s_axi_control")),
            "STUB_VIVADO": vivado_version, "STUB_SLACK": " ".join(map(str, slack)),
-           **(extra_env or {})}
+           "STUB_ACT_MHZ": _zcu102_act_mhz(acc) if act_mhz is None else act_mhz,
+           "STUB_HWH": str(hwh), "STUB_SPACES": " ".join(spaces),
+           "STUB_MISSING_SEGS": " ".join(missing_segs), **(extra_env or {})}
     proc = subprocess.run(["tclsh", str(tmp_path / "run.tcl")], capture_output=True, text=True,
                           env=env, timeout=60)
-    if fails:
-        assert proc.returncode != 0, proc.stdout
-        return None, proc.stderr
-    assert proc.returncode == 0, proc.stderr + proc.stdout
     calls = []
     for line in log.read_text().splitlines():
         cmd, *args = line.split(" ")
         calls.append((cmd, [bytes.fromhex(a).decode() for a in args]))
+    if fails:
+        assert proc.returncode != 0, proc.stdout
+        return calls, proc.stderr
+    assert proc.returncode == 0, proc.stderr + proc.stdout
     return calls, proc.stdout
 
 
@@ -221,7 +291,7 @@ def test_scripts_are_deterministic(zcu102):
 
 
 # --------------------------------------------------------------------------------------------
-# create_project.tcl
+# create_project.tcl and the board part (both projects look it up the same way)
 
 
 def test_create_project_with_board(tmp_path, zcu102):
@@ -230,7 +300,8 @@ def test_create_project_with_board(tmp_path, zcu102):
     assert create[0] == "fcircnn_accel_ip"  # the IP is packaged in a project of its own
     assert Path(create[1]) == tmp_path / "vivado" / "ip_project"
     assert create[2:] == ["-part", "xczu9eg-ffvb1156-2-e", "-force"]
-    assert ["board_part", ZCU102, "project_1"] in _named(calls, "set_property")
+    # The newest revision installed, whichever the configuration names.
+    assert ["board_part", f"{ZCU102_BOARD}:99.1", "project_1"] in _named(calls, "set_property")
     assert _index(calls, "get_board_parts") < _index(calls, "create_project") < \
         _index(calls, "set_property", "board_part")
     added = _named(calls, "add_files")
@@ -240,16 +311,41 @@ def test_create_project_with_board(tmp_path, zcu102):
     assert ["USED_IN", "synthesis implementation out_of_context",
             str(tmp_path / vivado.XDC_PATH)] in props
     assert ["top", "fcircnn_accel", "sources_1"] in props
-    assert "WARNING" not in out
+    assert "WARNING" not in out and f"board part {ZCU102_BOARD}:99.1" in out
 
 
-def test_create_project_without_installed_board(tmp_path, zcu102):
-    calls, out = run_tcl(tmp_path, zcu102, "create_project.tcl",
-                         board_parts=("xilinx.com:zcu104:part0:1.1",))
-    assert _named(calls, "get_board_parts")
+@pytest.mark.parametrize("installed", [(f"{ZCU102_BOARD}:1.0",), (ZCU102,),
+                                       (f"{ZCU102_BOARD}:2.9", f"{ZCU102_BOARD}:2.10")])
+@pytest.mark.parametrize("script", ["create_project.tcl", "block_design.tcl"])
+def test_the_board_part_is_any_installed_revision(tmp_path, zcu102, installed, script):
+    """Whatever revision of the configured board Vivado has, the newest is used and its preset
+    applied: the lookup names the board and component, never a revision."""
+    calls, _ = run_tcl(tmp_path, zcu102, script, board_parts=installed)
+    newest = installed[-1]
+    assert ["board_part", newest, "project_1"] in _named(calls, "set_property")
+    (lookup,) = [a for a in _named(calls, "get_board_parts") if "-latest_file_version" in a]
+    assert lookup[-1] == f"{ZCU102_BOARD}:*"
+    revision = ZCU102.rsplit(":", 1)[1]
+    assert not any(revision in arg for args in _named(calls, "get_board_parts") for arg in args)
+    if script == "block_design.tcl":
+        assert len([a for a in _named(calls, "apply_bd_automation")
+                    if "xilinx.com:bd_rule:zynq_ultra_ps_e" in a]) == 1
+
+
+@pytest.mark.parametrize("installed, near", [
+    (("xilinx.com:zcu104:part0:1.1",), "none"),
+    (("other.com:zcu102:part0:1.0", "xilinx.com:zcu104:part0:1.1"), "other.com:zcu102:part0:1.0"),
+])
+@pytest.mark.parametrize("script", ["create_project.tcl", "block_design.tcl", "build.tcl"])
+def test_a_missing_board_part_stops_the_build(tmp_path, zcu102, installed, near, script):
+    """No revision of the board installed: an error naming what Vivado has, before any project
+    is made, instead of a warning and a PS without its board preset."""
+    calls, err = run_tcl(tmp_path, zcu102, script, board_parts=installed, fails=True)
+    assert f"this Vivado has no board part {ZCU102_BOARD}:*" in err
+    assert f"board parts matching *zcu102*: {near}" in err and ZCU102 in err
+    assert not _named(calls, "create_project") or script == "build.tcl"
+    assert not _named(calls, "apply_bd_automation") and not _named(calls, "launch_runs")
     assert not [a for a in _named(calls, "set_property") if a[0] == "board_part"]
-    assert _named(calls, "create_project")[0][2:4] == ["-part", "xczu9eg-ffvb1156-2-e"]
-    assert "WARNING" in out and ZCU102 in out
 
 
 def test_create_project_config_without_board(tmp_path):
@@ -257,7 +353,7 @@ def test_create_project_config_without_board(tmp_path):
     calls, out = run_tcl(tmp_path, acc, "create_project.tcl")
     assert not _named(calls, "get_board_parts")
     assert not [a for a in _named(calls, "set_property") if a[0] == "board_part"]
-    assert "WARNING" not in out
+    assert "WARNING: fcircnn: the configuration names no board part" in out
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,9 +389,33 @@ def test_package_ip(tmp_path, zcu102):
         assert ["address_offset", f"{r.offset:#04x}", f"reg_{r.name}"] in props
     assert ["used_in", "out_of_context implementation synthesis", "xdc_0"] in props
     order = [_index(calls, "ipx::package_project"), _index(calls, "ipx::infer_bus_interfaces"),
-             _index(calls, "ipx::associate_bus_interfaces"), _index(calls, "ipx::add_memory_map"),
+             _index(calls, "ipx::associate_bus_interfaces"),
+             _index(calls, "ipx::add_address_space"), _index(calls, "ipx::add_memory_map"),
              _index(calls, "ipx::update_checksums"), _index(calls, "ipx::save_core")]
     assert order == sorted(order)
+
+
+@pytest.mark.parametrize(("ports", "width"), [(1, 40), (4, 40), (2, 32)])
+@pytest.mark.parametrize("packaged", [False, True])
+def test_the_managers_address_spaces_are_declared(tmp_path, ports, width, packaged):
+    """Each AXI manager gets an address space of its own, explicitly: the interface refers to
+    it, its range is the manager's whole address range (2**40 bytes hold the HP ports'
+    DDR_HIGH, 32 GB up to 64 GB), its width the 128-bit data; one the packager made itself is
+    replaced, not trusted."""
+    acc = _config(tmp_path).model_copy(update={"axi_ports": ports, "address_width": width})
+    buses = ["m_axi"] + [f"m_axi{k}" for k in range(1, ports)]
+    calls, _ = run_tcl(tmp_path, acc, "package_ip.tcl", spaces=buses if packaged else ())
+    assert _named(calls, "ipx::add_address_space") == [[bus, "core_0"] for bus in buses]
+    assert _named(calls, "ipx::remove_address_space") == (
+        [[bus, "core_0"] for bus in buses] if packaged else [])
+    props = _named(calls, "set_property")
+    for bus in buses:
+        assert ["master_address_space_ref", bus, f"busif_{bus}"] in props
+        assert ["range", str(2 ** width), f"space_{bus}"] in props
+        assert ["width", "128", f"space_{bus}"] in props
+    if width == 40:
+        assert 2 ** width >= 0x800000000 + 0x800000000  # DDR_HIGH's end
+    assert _index(calls, "ipx::add_address_space") < _index(calls, "ipx::save_core")
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,10 +430,8 @@ def _ps_config(calls):
     raise AssertionError("no CONFIG of the PS")
 
 
-@pytest.mark.parametrize("board", [True, False])
-def test_block_design(tmp_path, zcu102, board):
-    parts = (ZCU102,) if board else ()
-    calls, out = run_tcl(tmp_path, zcu102, "block_design.tcl", board_parts=parts)
+def test_block_design(tmp_path, zcu102):
+    calls, out = run_tcl(tmp_path, zcu102, "block_design.tcl")
     # Its own project, holding the packaged IP and not the RTL.
     assert _index(calls, "close_project") < _index(calls, "create_project") < \
         _index(calls, "update_ip_catalog") < _index(calls, "create_bd_design")
@@ -327,15 +445,12 @@ def test_block_design(tmp_path, zcu102, board):
     cells = _named(calls, "create_bd_cell")
     assert ["-type", "ip", "-vlnv", "xilinx.com:ip:zynq_ultra_ps_e", "zynq_ultra_ps_e_0"] in cells
     assert ["-type", "ip", "-vlnv", vivado.IP_VLNV, "fcircnn_accel_0"] in cells
-    preset = [a for a in _named(calls, "apply_bd_automation")
-              if "xilinx.com:bd_rule:zynq_ultra_ps_e" in a]
-    assert len(preset) == int(board)
-    if board:
-        assert preset[0][-2:] == ['apply_board_preset "1"', "zynq_ultra_ps_e_0"]
-        # The preset comes first, our PS settings override it.
-        assert _index(calls, "apply_bd_automation") < _index(calls, "set_property", "-dict")
-    else:
-        assert "WARNING" in out
+    (preset,) = [a for a in _named(calls, "apply_bd_automation")
+                 if "xilinx.com:bd_rule:zynq_ultra_ps_e" in a]
+    assert preset[-2:] == ['apply_board_preset "1"', "zynq_ultra_ps_e_0"]
+    # The preset comes first, our PS settings override it.
+    assert _index(calls, "apply_bd_automation") < _index(calls, "set_property", "-dict")
+    assert "WARNING" not in out
     ps = _ps_config(calls)
     assert ps["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ"] == "200"
     assert ps["CONFIG.PSU__USE__S_AXI_GP2"] == "1"  # S_AXI_HP0_FPD
@@ -363,9 +478,114 @@ def test_block_design(tmp_path, zcu102, board):
     assert ["top", "system_wrapper", "sources_1"] in _named(calls, "set_property")
 
 
-def test_block_design_pl_clock_follows_config(tmp_path):
-    calls, _ = run_tcl(tmp_path, _config(tmp_path, mhz=250), "block_design.tcl")
-    assert _ps_config(calls)["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ"] == "250"
+def test_block_design_config_without_board_says_so(tmp_path):
+    calls, out = run_tcl(tmp_path, _config(tmp_path, board=False), "block_design.tcl")
+    assert not _named(calls, "apply_bd_automation")
+    assert "WARNING: fcircnn: the configuration names no board part" in out
+    assert "no board preset" in out
+
+
+@pytest.mark.parametrize("mhz", [200, 250, 187.5, 100, 300, 150])
+def test_the_pl_clock_divides_exactly_from_the_rpll(tmp_path, mhz):
+    """pl_clk0 comes from the RPLL in manual clock mode, whose frequency (PS_REF_CLK x FBDIV /
+    2, the nominal 100/3 MHz reference) the divisors divide to the configured clock exactly;
+    the IOPLL the preset gives PL0 (1500 MHz: 187.5 or 214.3, never 200) is not used."""
+    calls, out = run_tcl(tmp_path, _config(tmp_path, mhz=mhz), "block_design.tcl")
+    ps = _ps_config(calls)
+    assert ps["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__SRCSEL"] == "RPLL"
+    assert ps["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ"] == f"{mhz:g}"
+    assert ps["CONFIG.PSU__CRL_APB__RPLL_CTRL__DIV2"] == "1"
+    assert ps["CONFIG.PSU__CRL_APB__RPLL_FRAC_CFG__ENABLED"] == "0"
+    fbdiv = int(ps["CONFIG.PSU__CRL_APB__RPLL_CTRL__FBDIV"])
+    d0 = int(ps["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__DIVISOR0"])
+    d1 = int(ps["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__DIVISOR1"])
+    pll = Fraction(100, 3) * fbdiv / 2
+    assert pll / (d0 * d1) == Fraction(str(mhz))
+    assert 1500 <= Fraction(3333, 100) * fbdiv and Fraction(100, 3) * fbdiv <= 3000  # the VCO
+    assert 1 <= d0 <= 63 and 1 <= d1 <= 63
+    if pll == 1200:
+        assert fbdiv == 72  # the preset's RPLL, kept
+    # Manual mode is set first, so Vivado keeps these divisors.
+    assert ["CONFIG.PSU__OVERRIDE__BASIC_CLOCK", "1", "zynq_ultra_ps_e_0"] in \
+        _named(calls, "set_property")
+    assert _index(calls, "apply_bd_automation") < \
+        _index(calls, "set_property", "CONFIG.PSU__OVERRIDE__BASIC_CLOCK") < \
+        _index(calls, "set_property", "-dict")
+    assert f"pl_clk0 {_zcu102_act_mhz(_config(tmp_path, mhz=mhz))} MHz" in out
+    assert "WARNING" not in out
+
+
+def test_the_200_mhz_clock_is_the_preset_rpll_over_6():
+    clk = vivado.pl_clock(200)
+    assert (clk.source, clk.fbdiv, clk.divisor0, clk.divisor1) == ("RPLL", 72, 6, 1)
+    assert clk.exact and clk.pll_mhz == 1200
+    assert round(clk.mhz_at(33.33), 2) == 199.98  # the ZCU102's 33.330 MHz PS_REF_CLK
+
+
+def test_a_clock_no_rpll_divides_to_gets_the_closest_and_says_so(tmp_path):
+    acc = _config(tmp_path, mhz=333)
+    clk = vivado.pl_clock(333)
+    assert not clk.exact and abs(clk.mhz - 333) < Fraction(1, 2)
+    script = vivado.block_design_tcl(acc)
+    assert "no RPLL setting divides to 333 MHz exactly, this is the closest" in script
+    _, out = run_tcl(tmp_path, acc, "block_design.tcl")
+    assert "WARNING: fcircnn: no RPLL setting gives pl_clk0 333 MHz exactly" in out
+
+
+@pytest.mark.parametrize(("act", "message"), [
+    ("187.481262", ("pl_clk0 would run at 187.481262 MHz (the PS's ACT_FREQMHZ), not the "
+                    "configured 200 MHz: more than 0.1 % off")),
+    ("214.264297", ("pl_clk0 would run at 214.264297 MHz (the PS's ACT_FREQMHZ), not the "
+                    "configured 200 MHz")),
+    ("199.7", "pl_clk0 would run at 199.7 MHz (the PS's ACT_FREQMHZ), not the configured 200"),
+    ("", "cannot read the PS's pl_clk0 frequency"),
+    ("n/a", "cannot read the PS's pl_clk0 frequency"),
+])
+def test_the_actual_pl_clock_is_read_back_and_checked(tmp_path, zcu102, act, message):
+    """ACT_FREQMHZ of the PS is read back after validation: off by more than 0.1 % (the
+    187.48 MHz Vivado gives 200 MHz asked of the IOPLL), or unreadable, it stops the build
+    naming both values, before the wrapper, synthesis or the bitstream."""
+    calls, err = run_tcl(tmp_path, zcu102, "build.tcl", act_mhz=act, fails=True)
+    assert message in " ".join(err.split())
+    assert ["CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ", "zynq_ultra_ps_e_0"] in \
+        _named(calls, "get_property")
+    assert _index(calls, "validate_bd_design") < \
+        _index(calls, "get_property", "CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ")
+    assert not _named(calls, "make_wrapper") and not _named(calls, "launch_runs")
+
+
+@pytest.mark.parametrize("act", ["199.980011", "200", "200.19"])
+def test_an_actual_clock_within_a_tenth_of_a_percent_passes(tmp_path, zcu102, act):
+    calls, out = run_tcl(tmp_path, zcu102, "block_design.tcl", act_mhz=act)
+    assert f"fcircnn: pl_clk0 {act} MHz (configured 200 MHz" in out
+    assert _named(calls, "make_wrapper")
+
+
+def test_each_manager_is_assigned_its_hp_ports_ddr_explicitly(tmp_path, zcu102):
+    """m_axi gets HP0's DDR_LOW (0, 2 GB) and DDR_HIGH (32 GB, 32 GB) with explicit offsets
+    and ranges, in its own address space, before the rest is assigned."""
+    calls, _ = run_tcl(tmp_path, zcu102, "block_design.tcl")
+    assigned = _named(calls, "assign_bd_address")
+    assert assigned == [
+        ["-offset", "0x00000000", "-range", "0x80000000", "-target_address_space",
+         "fcircnn_accel_0/m_axi", "zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_LOW"],
+        ["-offset", "0x000800000000", "-range", "0x000800000000", "-target_address_space",
+         "fcircnn_accel_0/m_axi", "zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_HIGH"],
+        [],  # then everything else: s_axi_control in the HPM0 space
+    ]
+    assert _index(calls, "connect_bd_intf_net") < _index(calls, "assign_bd_address") < \
+        _index(calls, "validate_bd_design")
+
+
+def test_a_missing_ddr_segment_is_named(tmp_path, zcu102):
+    _, err = run_tcl(tmp_path, zcu102, "block_design.tcl", fails=True,
+                     missing_segs=["zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_LOW"])
+    assert "the PS has no segment zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_LOW" in err
+    calls, out = run_tcl(tmp_path, zcu102, "block_design.tcl",
+                         missing_segs=["zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_HIGH"])
+    assert "no segment zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_HIGH" in out
+    assert [a[-1] for a in _named(calls, "assign_bd_address") if a] == [
+        "zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_LOW"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +614,8 @@ def test_build_runs_everything_in_order(tmp_path, zcu102):
     assert copies == [
         ["copy", "-force", "/stub/runs/impl_1/system_wrapper.bit",
          str(outdir / "fcircnn_accel.bit")],
-        ["copy", "-force", "system.hwh", str(outdir / "fcircnn_accel.hwh")],
+        ["copy", "-force", str(tmp_path / "listed" / "system.hwh"),
+         str(outdir / "fcircnn_accel.hwh")],
     ]
     # Run status is checked after each wait.
     assert _index(calls, "get_property", "PROGRESS", "synth_1") > \
@@ -407,6 +628,45 @@ def test_build_runs_everything_in_order(tmp_path, zcu102):
     # Setup and hold are both checked.
     assert _named(calls, "get_timing_paths") == [["-max_paths", "1", "-nworst", "1", "-setup"],
                                                  ["-max_paths", "1", "-nworst", "1", "-hold"]]
+
+
+def test_build_records_the_actual_clock_beside_the_bitstream(tmp_path, zcu102):
+    """out/fcircnn_accel.clock.json holds the PS's ACT_FREQMHZ that block_design.tcl read
+    back, and the settings that gave it."""
+    run_tcl(tmp_path, zcu102, "build.tcl", act_mhz="199.980011")
+    path = tmp_path / "vivado" / "out" / vivado.CLOCK_FILE
+    record = json.loads(path.read_text())
+    assert record == {"clock": "pl_clk0", "actual_mhz": 199.980011, "configured_mhz": 200.0,
+                      "source_pll": "RPLL", "pll_fbdiv": 72, "divisor0": 6, "divisor1": 1,
+                      "from": "CONFIG.PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ of "
+                              "zynq_ultra_ps_e_0"}
+    assert vivado.read_clock_file(path) == 199.980011
+    assert vivado.CLOCK_FILE == "fcircnn_accel.clock.json"
+
+
+@pytest.mark.parametrize("where", ["gen", "srcs"])
+def test_the_hwh_is_found_at_the_hw_handoff_path(tmp_path, zcu102, where):
+    """get_files lists no .hwh: the documented hw_handoff path (<project>.gen/... since Vivado
+    2020.2, <project>.srcs/... before) is used, found before synthesis."""
+    hwh = (tmp_path / "vivado" / "project" / f"system.{where}" / "sources_1" / "bd" / "system" /
+           "hw_handoff" / "system.hwh")
+    hwh.parent.mkdir(parents=True)
+    hwh.write_text("<hwh/>")
+    calls, out = run_tcl(tmp_path, zcu102, "build.tcl", hwh="")
+    assert f"fcircnn: hardware handoff {hwh}" in out
+    assert ["copy", "-force", str(hwh), str(tmp_path / "vivado" / "out" / "fcircnn_accel.hwh")] \
+        in _named(calls, "file")
+
+
+def test_no_hwh_stops_the_build_before_the_bitstream(tmp_path, zcu102):
+    calls, err = run_tcl(tmp_path, zcu102, "build.tcl", hwh="", fails=True)
+    assert "no hardware handoff of the block design system" in err
+    flat = " ".join(err.split())
+    for where in ("gen", "srcs"):
+        assert str(tmp_path / "vivado" / "project" / f"system.{where}" / "sources_1" / "bd" /
+                   "system" / "hw_handoff" / "system.hwh") in flat
+    # Looked for right after the block design, before any run.
+    assert _named(calls, "make_wrapper") and not _named(calls, "launch_runs")
 
 
 @pytest.mark.parametrize("slack, kind", [((-0.2, 0.05), "setup"), ((0.1, -0.01), "hold")])
@@ -436,6 +696,9 @@ def test_32_bit_master_keeps_only_the_segments_it_reaches(tmp_path):
     acc = acc.model_copy(update={"address_width": 32})
     calls, _ = run_tcl(tmp_path, vivado.VivadoTarget.from_config(acc), "block_design.tcl")
     assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
+    # DDR_LOW explicitly, no DDR_HIGH for a 32-bit master.
+    assert [a[-1] for a in _named(calls, "assign_bd_address") if a] == [
+        "zynq_ultra_ps_e_0/SAXIGP2/HP0_DDR_LOW"]
     assert _index(calls, "assign_bd_address") < _index(calls, "exclude_bd_addr_seg") < \
         _index(calls, "validate_bd_design")
 
@@ -444,8 +707,8 @@ def test_32_bit_master_keeps_only_the_segments_it_reaches(tmp_path):
 def test_more_ports_connect_port_k_to_hpk(tmp_path, ports):
     """``axi_ports`` 2 and 4: the packaged IP has every manager on ``ap_clk``; the block
     design enables HPk FPD (S_AXI_GP{k+2}, 128 bit) on ``pl_clk0`` for each port ``k`` and
-    connects ``m_axik`` to it through a SmartConnect of its own; a 32-bit design leaves every
-    manager only the segments it reaches."""
+    connects ``m_axik`` to it through a SmartConnect of its own, assigning it HPk's DDR_LOW; a
+    32-bit design leaves every manager only the segments it reaches."""
     acc = _config(tmp_path).model_copy(update={"axi_ports": ports, "address_width": 32})
     buses = ["m_axi"] + [f"m_axi{k}" for k in range(1, ports)]
     calls, _ = run_tcl(tmp_path, acc, "package_ip.tcl")
@@ -462,14 +725,94 @@ def test_more_ports_connect_port_k_to_hpk(tmp_path, ports):
     clock = next(n for n in _named(calls, "connect_bd_net") if n[0] == "zynq_ultra_ps_e_0/pl_clk0")
     resets = next(n for n in _named(calls, "connect_bd_net")
                   if n[0] == "rst_pl_clk0/interconnect_aresetn")
+    assigned = [a for a in _named(calls, "assign_bd_address") if a]
     for k, bus in enumerate(buses):
         smc = f"mem{k or ''}_smc"
         assert [f"fcircnn_accel_0/{bus}", f"{smc}/S00_AXI"] in intf
         assert [f"{smc}/M00_AXI", f"zynq_ultra_ps_e_0/S_AXI_HP{k}_FPD"] in intf
         assert {f"zynq_ultra_ps_e_0/saxihp{k}_fpd_aclk", f"{smc}/aclk"} <= set(clock)
         assert f"{smc}/aresetn" in resets
+        assert ["-offset", "0x00000000", "-range", "0x80000000", "-target_address_space",
+                f"fcircnn_accel_0/{bus}", f"zynq_ultra_ps_e_0/SAXIGP{k + 2}/HP{k}_DDR_LOW"] \
+            in assigned
+    assert len(assigned) == ports
     spaces = _named(calls, "get_bd_addr_spaces")
-    assert spaces == [[" ".join(f"fcircnn_accel_0/{bus}" for bus in buses)]]
+    assert spaces[-1] == [" ".join(f"fcircnn_accel_0/{bus}" for bus in buses)]
     assert _named(calls, "exclude_bd_addr_seg") == [["SEG_HP0_DDR_HIGH"]]
     with pytest.raises(ValueError, match="axi_ports must be one of 1, 2, 3, 4, not 5"):
         vivado.VivadoTarget.from_config(acc.model_copy(update={"axi_ports": 5}))
+
+
+# --------------------------------------------------------------------------------------------
+# The clock record on the way to the board: fcircnn deploy copies it, fcircnn.board uses it.
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "not JSON"), ("[]", "no clock"), ('{"actual_mhz": "200"}', "no clock"),
+    ('{"actual_mhz": 0}', "no clock"), ('{"actual_mhz": true}', "no clock"),
+    ('{"actual_mhz": NaN}', "no clock"), ('{"configured_mhz": 200}', "no clock"),
+])
+def test_a_bad_clock_record_is_named(tmp_path, text, message):
+    """fcircnn deploy (read_clock_file) and the board (which does not import the Vivado flow)
+    refuse the same records, naming the file."""
+    from fcircnn.board import BoardError, _pl_clock
+
+    path = tmp_path / vivado.CLOCK_FILE
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        vivado.read_clock_file(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(BoardError, match=message) as info:
+        _pl_clock(tmp_path / "fcircnn_accel.bit", 200.0)
+    assert str(path) in str(info.value)
+
+
+def test_deploy_copies_the_clock_record_with_the_overlay(tmp_path, small_accelerator):
+    """The record beside the overlay is copied into the folder (and checked first); a
+    redeployment from a build without one leaves none behind."""
+    from overlay_files import write_overlay
+
+    from fcircnn.cli import main
+    from fcircnn.gen.deploy import OUTPUT_FILES, overlay_problem_in
+
+    acc_path = small_accelerator(tmp_path / "acc")
+    acc = load_accelerator(acc_path)
+    build = tmp_path / "build" / "out"
+    write_overlay(build)
+    (build / vivado.CLOCK_FILE).write_text('{"actual_mhz": 199.980011}')
+    out = tmp_path / "deploy"
+    assert main(["deploy", str(acc_path), "-o", str(out), "--vivado", str(build)]) == 0
+    assert (out / vivado.CLOCK_FILE).read_bytes() == (build / vivado.CLOCK_FILE).read_bytes()
+    assert vivado.CLOCK_FILE in OUTPUT_FILES
+    (build / vivado.CLOCK_FILE).write_text('{"actual_mhz": -1}')
+    assert "no clock" in overlay_problem_in(build, acc)
+    (build / vivado.CLOCK_FILE).unlink()  # an older build
+    assert overlay_problem_in(build, acc) is None
+    assert main(["deploy", str(acc_path), "-o", str(out), "--vivado", str(build),
+                 "--force"]) == 0
+    assert not (out / vivado.CLOCK_FILE).exists() and (out / "fcircnn_accel.bit").is_file()
+
+
+def test_the_board_turns_cycles_into_time_at_the_recorded_clock(tmp_path, capsys):
+    """fcircnn.board uses the record beside the bitstream for times, and says so; without one
+    (an older build) the configured clock, saying that too; a bad record is bad input."""
+    from types import SimpleNamespace
+
+    from fcircnn.board import BoardError, _pl_clock, _report
+
+    bit = tmp_path / "fcircnn_accel.bit"
+    mhz, line = _pl_clock(bit, 200.0)
+    assert mhz == 200.0
+    assert "pl_clk0 200 MHz as configured: no fcircnn_accel.clock.json" in line
+    assert "older build" in line
+    (tmp_path / vivado.CLOCK_FILE).write_text('{"actual_mhz": 199.98}')
+    mhz, line = _pl_clock(bit, 200.0)
+    assert mhz == 199.98 and "pl_clk0 199.98 MHz, the build's" in line
+    assert "configured 200 MHz" in line
+    clip = SimpleNamespace(scores=np.array([0.1, 0.9]), mismatched=(), cycles=199_980,
+                           layers=[])
+    _report(SimpleNamespace(clips=[clip]), mhz, 1)
+    assert "199980 cycles (1000.0 us at 199.98 MHz)" in capsys.readouterr().out
+    (tmp_path / vivado.CLOCK_FILE).write_text("{}")
+    with pytest.raises(BoardError, match="no clock"):
+        _pl_clock(bit, 200.0)
