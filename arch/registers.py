@@ -31,10 +31,30 @@ offset  name             access  contents
 0x40    ID               RO      design identifier (parameter ``ident``, default "FCIR")
 0x44    VERSION          RO      register-map version (parameter ``version``, major << 16 |
                                  minor)
+0x48    RD_BASE_LO       RW      read window: lowest byte address bits 31..0 (its 4 KiB page)
+0x4C    RD_BASE_HI       RW      bits 63..32
+0x50    RD_LIMIT_LO      RW      read window: highest byte address bits 31..0 (its 4 KiB page;
+                                 resets to all ones)
+0x54    RD_LIMIT_HI      RW      bits 63..32 (resets to all ones)
+0x58    WR_BASE_LO       RW      write window, as the read window
+0x5C    WR_BASE_HI       RW
+0x60    WR_LIMIT_LO      RW      (resets to all ones)
+0x64    WR_LIMIT_HI      RW      (resets to all ones)
 ======  ===============  ======  ==========================================================
 
-Every register resets to 0 except ID and VERSION. Bits not listed read 0 and ignore writes.
-Any other offset in the window (0x1C, 0x48 and up) is unmapped: a write there is ignored and
+Every register resets to 0 except ID, VERSION and the window limits (all ones). Bits not
+listed read 0 and ignore writes.
+
+**Memory windows.** Every burst the DMAs issue, on every port, is checked before it is issued:
+a read burst must lie in the read window, a write burst in the write window, each the whole
+4 KiB pages from the page of its BASE to the page of its LIMIT (:data:`WINDOW_PAGE_BITS`: the
+low 12 bits of both are ignored). A burst never crosses a 4 KiB boundary, so its page is the
+window check. A burst outside is not issued: the engine stops with the DMA's error code 2
+(read) or 6 (write) and the burst's address in ERROR_ADDR. At reset both windows are the whole
+address space (bring-up); a driver programs them from the buffers it allocated before every
+start (:class:`fcircnn.driver.Driver`).
+
+Any other offset in the window (0x1C, 0x68 and up) is unmapped: a write there is ignored and
 answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address
 bits 1..0 are ignored (AXI4-Lite accesses are word-aligned).
 
@@ -46,15 +66,22 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_BAD_DESCRIPTOR", "ERROR_CODES", "FIELDS", "IDENT",
-           "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "Field", "Register", "offset"]
+           "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "WINDOWS", "WINDOW_PAGE_BITS", "Field",
+           "Register", "offset", "window_pages"]
 
 #: Address bits of the control window the accelerator is built with (4 KB).
 CONTROL_ADDR_WIDTH = 12
 
 #: Default design identifier: ASCII "FCIR".
 IDENT = 0x46434952
-#: Default register-map version (major << 16 | minor).
-VERSION = 0x0001_0000
+#: Default register-map version (major << 16 | minor): 1.1 added the memory windows.
+VERSION = 0x0001_0001
+#: The memory windows are whole pages of ``2**WINDOW_PAGE_BITS`` bytes (4 KiB, the AXI
+#: boundary no burst crosses).
+WINDOW_PAGE_BITS = 12
+#: The window registers, by direction: (base, limit) register-name prefixes.
+WINDOWS: dict[str, tuple[str, str]] = {"read": ("RD_BASE", "RD_LIMIT"),
+                                       "write": ("WR_BASE", "WR_LIMIT")}
 
 
 class Register(NamedTuple):
@@ -100,6 +127,15 @@ REGISTERS: tuple[Register, ...] = (
     Register("DMA_STALL_HI", 0x3C, "RO", "DMA-stall cycles bits 63..32 (latched)"),
     Register("ID", 0x40, "RO", "design identifier"),
     Register("VERSION", 0x44, "RO", "register-map version (major << 16 | minor)"),
+    Register("RD_BASE_LO", 0x48, "RW", "read window: lowest address bits 31..0"),
+    Register("RD_BASE_HI", 0x4C, "RW", "read window: lowest address bits 63..32"),
+    Register("RD_LIMIT_LO", 0x50, "RW", "read window: highest address bits 31..0 (reset ~0)"),
+    Register("RD_LIMIT_HI", 0x54, "RW", "read window: highest address bits 63..32 (reset ~0)"),
+    Register("WR_BASE_LO", 0x58, "RW", "write window: lowest address bits 31..0"),
+    Register("WR_BASE_HI", 0x5C, "RW", "write window: lowest address bits 63..32"),
+    Register("WR_LIMIT_LO", 0x60, "RW", "write window: highest address bits 31..0 (reset ~0)"),
+    Register("WR_LIMIT_HI", 0x64, "RW",
+             "write window: highest address bits 63..32 (reset ~0)"),
 )
 
 #: The bit fields of the registers that have more than one (or a partial) field.
@@ -126,14 +162,19 @@ def offset(name: str) -> int:
     return _OFFSETS[name]
 
 
+def window_pages(base: int, limit: int) -> tuple[int, int]:
+    """The first and last page of a window given by its BASE and LIMIT register values."""
+    return base >> WINDOW_PAGE_BITS, limit >> WINDOW_PAGE_BITS
+
+
 #: Error codes of the engine (register ERROR_CODE): ``(direction << 2) | Status`` for DMA
 #: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
 ERROR_CODES: dict[int, str] = {
     1: "DMA read: bad command (unaligned address or stride, empty box)",
-    2: "DMA read: address overflow",
+    2: "DMA read: outside the read window (or past the address space)",
     3: "DMA read: bus error (SLVERR/DECERR)",
     5: "DMA write: bad command (unaligned address or stride, empty box)",
-    6: "DMA write: address overflow",
+    6: "DMA write: outside the write window (or past the address space)",
     7: "DMA write: bus error (SLVERR/DECERR)",
     8: "bad descriptor: unknown op or core index, or flags that do not go together",
 }

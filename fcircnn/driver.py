@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from fcircnn.arch.ip import IP_NAME
-from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, offset
+from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, WINDOWS, offset
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
 
 __all__ = [
@@ -326,6 +326,31 @@ class Driver:
         await self.backend.write_reg(IER, (IRQ_DONE | IRQ_ERROR) if enable else 0)
         await self.backend.write_reg(GIE, 1 if enable else 0)
 
+    async def set_windows(self, read: tuple[int, int], write: tuple[int, int]) -> None:
+        """Program the memory windows (:mod:`fcircnn.arch.registers`): ``read`` and ``write``,
+        each ``(first byte, last byte)``, as whole 4 KiB pages.
+
+        Raises
+        ------
+        ValueError
+            If a window is not two 64-bit addresses with the first at most the last.
+        DriverError
+            If the engine is busy (the windows must not change under a run).
+        """
+        for name, (lo, hi) in (("read", read), ("write", write)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+                       for v in (lo, hi)) or lo > hi:
+                raise ValueError(f"{name} window must be (first, last) 64-bit addresses with "
+                                 f"first <= last, not {(lo, hi)!r}")
+        ctrl = await self.backend.read_reg(CTRL)
+        if ctrl & CTRL_BUSY:
+            raise DriverError(f"cannot set the windows: the engine is busy (CTRL = "
+                              f"{_ctrl_text(ctrl)})")
+        for direction, (lo, hi) in (("read", read), ("write", write)):
+            for register, value in zip(WINDOWS[direction], (lo, hi), strict=True):
+                await self.backend.write_reg(offset(f"{register}_LO"), value & _MASK32)
+                await self.backend.write_reg(offset(f"{register}_HI"), value >> 32)
+
     async def start(self, desc_ptr: int) -> None:
         """Clear ISR, write ``DESC_PTR`` and start the engine.
 
@@ -451,8 +476,9 @@ class Driver:
 
     async def run(self, image: CompiledImage, timeout_s: float, *,
                   poll: bool = False) -> RunReport:
-        """Place (:meth:`place`), load, start, wait, then read the counters and check every
-        layer.
+        """Place (:meth:`place`), load, program the memory windows to the image's own
+        (:attr:`CompiledImage.windows`: the engine reads only the image and writes only its
+        cycle entries and maps), start, wait, then read the counters and check every layer.
 
         Raises
         ------
@@ -463,6 +489,7 @@ class Driver:
         wall0 = time.monotonic()
         image = self.place(image)
         await self.load(image)
+        await self.set_windows(*image.windows)
         t0 = self._clock() if self._has_clock() else None
         await self.start(image.desc_ptr)
         status = await self.wait(timeout_s, poll=poll)

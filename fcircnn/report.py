@@ -41,7 +41,10 @@ def describe_image(image: DdrImage) -> str:
     """``fcircnn compile``'s text: the memory map and the descriptors of ``image``."""
     head = (f"network {image.network} on {image.accelerator}: image [{image.base:#x}, "
             f"{image.plan.end:#x}) = {len(image.data)} bytes, DESC_PTR = {image.desc_ptr:#x}")
-    lines = [head]
+    w_lo, w_hi = image.plan.windows[1]
+    windows = (f"memory windows: reads the whole image, writes [{w_lo:#x}, {w_hi + 1:#x}) "
+               "(cycle entries and maps)")
+    lines = [head, windows]
     lines += format_table(["region", "kind", "base", "end", "bytes", "description"],
                           [[r.name, r.kind, f"{r.base:#x}", f"{r.end:#x}", r.size,
                             r.description] for r in image.regions])

@@ -320,6 +320,14 @@ class NetworkPlan:
         """Address of the first descriptor (the value for ``DESC_PTR``)."""
         return self.region("descriptors").base
 
+    @property
+    def windows(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The memory windows the image needs, ``(read, write)``, each ``(first byte, last
+        byte)``: the engine reads the whole image and writes only from the cycle entries on
+        (the cycle entries and the maps: the descriptors, weights and post tables lie
+        before them)."""
+        return (self.base, self.end - 1), (self.region("cycles").base, self.end - 1)
+
     def region(self, name: str) -> Region:
         """The region called ``name`` (``KeyError`` if there is none)."""
         for r in self.regions:
@@ -531,12 +539,15 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
 
     alloc = _Allocator(base)
     n_desc = len(layers) + sum(pool_pass)
+    # What the engine only reads first (descriptors, weights, post tables), then what it
+    # writes (cycle entries, maps): the write window is one range (NetworkPlan.windows).
     desc = alloc.add("descriptors", n_desc * DESCRIPTOR_BYTES, "descriptors",
                      f"{n_desc} descriptors of {DESCRIPTOR_BYTES} bytes (DESC_PTR)")
+    tables = _table_regions(acc, alloc, layers, fits)
     cycles = alloc.add("cycles", n_desc * CYCLE_BYTES, "cycles",
                        f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 "
                        "DMA-stall)")
-    maps, per_layer = _map_regions(acc, alloc, originals, layers, fits, pool_pass)
+    maps, per_layer = _map_regions(acc, alloc, originals, layers, tables, pool_pass)
     for layer in net.resolved:  # the domain steps' maps: where their outputs are
         if layer.transform:
             maps[layer.name] = maps[map_of(net, layer.name)]
@@ -611,22 +622,12 @@ class _Links:
                 "next_desc": 0 if last else self.desc_base + (index + 1) * DESCRIPTOR_BYTES}
 
 
-def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
-    """The input map's region and every layer's (:class:`_LayerRegions`), in layer order:
-    ``(maps, per_layer)``, ``maps`` the map region of each layer's output by name (``None``:
-    the network input)."""
+def _table_regions(acc, alloc, layers, fits):
+    """Every layer's weight and post regions, in layer order, with its core's channel
+    tiles: ``[(weights, post, m_tiles, n_tiles), ...]``."""
     B = acc.block_size
-    first = layers[0]
-    in_slots = _slots(first.padded_in_channels)
-    folded = (" (depth taps and row copies folded into channels)"
-              if acc.folded_rows(originals[0]) > 1 else
-              " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
-    maps = {None: alloc.add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
-                            f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8"
-                            f"{folded}")}
-    per_layer = []
-    for layer, orig, (core, _), separate in zip(layers, originals, fits, pool_pass,
-                                                strict=True):
+    tables = []
+    for layer, (core, _) in zip(layers, fits, strict=True):
         m_tiles = -(-layer.padded_out_channels // core.tm)
         n_tiles = -(-layer.padded_in_channels // core.tn)
         taps = layer.kernel_volume
@@ -639,6 +640,25 @@ def _map_regions(acc, alloc, originals, layers, fits, pool_pass):
                       f"{_slots(layer.padded_out_channels)} post records of "
                       f"{POST_RECORD_BYTES} bytes (+ zero records to {m_tiles} whole "
                       "output-channel tiles)")
+        tables.append((w, p, m_tiles, n_tiles))
+    return tables
+
+
+def _map_regions(acc, alloc, originals, layers, tables, pool_pass):
+    """The input map's region and every layer's (:class:`_LayerRegions`, with its
+    :func:`_table_regions`), in layer order: ``(maps, per_layer)``, ``maps`` the map region of
+    each layer's output by name (``None``: the network input)."""
+    first = layers[0]
+    in_slots = _slots(first.padded_in_channels)
+    folded = (" (depth taps and row copies folded into channels)"
+              if acc.folded_rows(originals[0]) > 1 else
+              " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
+    maps = {None: alloc.add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
+                            f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8"
+                            f"{folded}")}
+    per_layer = []
+    for layer, orig, (w, p, m_tiles, n_tiles), separate in zip(layers, originals, tables,
+                                                                pool_pass, strict=True):
         # The maps the layer stores are the network's (a depth fold writes them back).
         out_slots = orig.out_slots
         mid = None
@@ -947,6 +967,9 @@ class DdrImage:
             "size": len(self.data),
             "address_width": self.plan.address_width,
             "desc_ptr": self.desc_ptr,
+            "windows": {kind: {"first": lo, "last": hi}
+                        for kind, (lo, hi) in zip(("read", "write"), self.plan.windows,
+                                                  strict=True)},
             "descriptor_bytes": DESCRIPTOR_BYTES,
             "post_record_bytes": POST_RECORD_BYTES,
             "regions": [{"name": r.name, "base": r.base, "size": r.size, "kind": r.kind,

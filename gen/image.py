@@ -263,6 +263,16 @@ class CompiledImage:
         object.__setattr__(self, "expected", expected)
         object.__setattr__(self, "_outputs", outputs)
 
+    @property
+    def windows(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The memory windows the image needs, ``(read, write)``, each ``(first byte, last
+        byte)``: the whole image for reads; for writes, from the lowest address the engine
+        writes (a cycle entry or an output map) to the end (the compiler lays what is only
+        read before what is written: ``NetworkPlan.windows``)."""
+        writes = [d.cycles_addr for d in self.descriptors] + [d.out_base
+                                                              for d in self.descriptors]
+        return (self.base, self.end - 1), (min(writes), self.end - 1)
+
     def relocated(self, base: int) -> CompiledImage:
         """This image placed at ``base`` (4 KB aligned) instead of :attr:`base`.
 

@@ -8,6 +8,7 @@ from amaranth.hdl import (
     ClockDomain,
     ClockSignal,
     Module,
+    Mux,
     ResetInserter,
     ResetSignal,
     Signal,
@@ -25,12 +26,18 @@ from fcircnn.arch.descriptor import (
     flags_fault,
 )
 from fcircnn.arch.ip import TOP_NAME
-from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, ERROR_BAD_DESCRIPTOR, ERROR_CODES
+from fcircnn.arch.registers import (
+    CONTROL_ADDR_WIDTH,
+    ERROR_BAD_DESCRIPTOR,
+    ERROR_CODES,
+    WINDOW_PAGE_BITS,
+    WINDOWS,
+)
 from fcircnn.models.layout import BEAT_BYTES
 
 from .axi4 import AXI4Signature
 from .axi_dma import AxiDma
-from .axi_dma_box import Status, box_layout, linear_box
+from .axi_dma_box import Status, box_layout, linear_box, open_window, window_layout
 from .common import rejecting
 from .engine_walk import RowLanes
 from .layer_engine import LayerEngine
@@ -90,7 +97,10 @@ class Accelerator(wiring.Component):
       completed) or of the cycle write, and a descriptor naming a core that does not exist, an
       unknown op, flags that do not go together (:func:`~fcircnn.arch.descriptor.flags_fault`)
       or row lanes its core cannot run (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`)
-      (ERROR_ADDR = the descriptor's address). The engines are held in reset
+      (ERROR_ADDR = the descriptor's address). A burst of any DMA, on any port, outside its
+      memory window (RD_BASE..RD_LIMIT, WR_BASE..WR_LIMIT: :mod:`fcircnn.arch.registers`) is
+      not issued and ends the run with code 2 or 6 and its address. The engines are held in
+      reset
       while idle, so the next start begins clean.
     * Layers run one after the other, in list order.
 
@@ -168,7 +178,26 @@ class Accelerator(wiring.Component):
                 drives_out = (member.flow == Out) != (prefix == "s_axi_control")
                 m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
         m.d.comb += self.interrupt.eq(regs.interrupt)
+        for direction, (base, limit) in WINDOWS.items():
+            window = self._window(m, getattr(regs, base.lower()), getattr(regs, limit.lower()))
+            for dma in dmas:
+                port = {"read": "rd_window", "write": "wr_window"}[direction]
+                m.d.comb += getattr(dma, port).eq(window)
         return regs, dmas
+
+    def _window(self, m, base, limit):
+        """A window's pages from its 64-bit BASE and LIMIT registers, registered (they are
+        static while the engine runs): a BASE past the address space leaves no page, a LIMIT
+        past it ends the window at the last page."""
+        aw = self.addr_width
+        window = Signal(window_layout(aw), init=open_window(aw))
+        last = (1 << (aw - WINDOW_PAGE_BITS)) - 1
+        page = slice(WINDOW_PAGE_BITS, aw)
+        m.d.sync += [
+            window.lo.eq(Mux(base[aw:].any(), last, base[page])),
+            window.hi.eq(Mux(base[aw:].any(), 0, Mux(limit[aw:].any(), last, limit[page]))),
+        ]
+        return window
 
     @staticmethod
     def _refused(desc, engines):

@@ -11,7 +11,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi4 import AXI4Signature
-from .axi_dma_box import box_layout, check_addr_width, status_layout
+from .axi_dma_box import box_layout, check_addr_width, open_window, status_layout, window_layout
 from .axi_dma_read import AxiDmaRead, check_commands, check_outstanding, read_beat_layout
 from .axi_dma_write import AxiDmaWrite, write_beat_layout
 from .common import rejecting
@@ -44,6 +44,8 @@ class AxiDma(wiring.Component):
     rd_cmd, rd_data, rd_status, rd_busy : read engine
     wr_cmd, wr_data, wr_status, wr_busy : write engine
     m_axi : Out(AXI4Signature(addr_width=addr_width))
+    rd_window, wr_window : In(window_layout(addr_width))
+        The memory windows of the read and of the write engine (every page when unconnected).
     """
 
     def __init__(self, addr_width: int = 40, *, read_outstanding: int = 8,
@@ -67,6 +69,8 @@ class AxiDma(wiring.Component):
             "wr_status": Out(stream.Signature(status_layout(addr_width))),
             "wr_busy": Out(1),
             "m_axi": Out(AXI4Signature(addr_width=addr_width)),
+            "rd_window": In(window_layout(addr_width), init=open_window(addr_width)),
+            "wr_window": In(window_layout(addr_width), init=open_window(addr_width)),
         })
 
     @classmethod
@@ -86,7 +90,8 @@ class AxiDma(wiring.Component):
         wiring.connect(m, wiring.flipped(self.wr_cmd), wr.cmd)
         wiring.connect(m, wiring.flipped(self.wr_data), wr.i)
         wiring.connect(m, wr.status, wiring.flipped(self.wr_status))
-        m.d.comb += [self.rd_busy.eq(rd.busy), self.wr_busy.eq(wr.busy)]
+        m.d.comb += [self.rd_busy.eq(rd.busy), self.wr_busy.eq(wr.busy),
+                     rd.window.eq(self.rd_window), wr.window.eq(self.wr_window)]
         for engine, names in ((rd, AXI4Signature.read_names()),
                               (wr, AXI4Signature.write_names())):
             for name in names:

@@ -13,6 +13,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.registers import WINDOW_PAGE_BITS
 from fcircnn.models.layout import BEAT_BYTES
 
 from .common import rejecting
@@ -25,8 +26,10 @@ __all__ = [
     "box_layout",
     "check_addr_width",
     "linear_box",
+    "open_window",
     "segment_layout",
     "status_layout",
+    "window_layout",
 ]
 
 #: Bytes per 128-bit beat.
@@ -42,10 +45,24 @@ class Status(enum.Enum, shape=2):
     #: The descriptor was rejected (unaligned address or stride, empty box, padding in a write
     #: box); no bus transaction was issued.
     BAD_COMMAND = 1
-    #: A burst would pass the end of the address space; nothing at or after it was issued.
+    #: A burst would leave the memory window (or pass the end of the address space); nothing at
+    #: or after it was issued.
     OVERFLOW = 2
     #: A slave answered SLVERR or DECERR.
     BUS_ERROR = 3
+
+
+def window_layout(addr_width: int) -> data.StructLayout:
+    """A memory window of whole pages (:data:`~fcircnn.arch.registers.WINDOW_PAGE_BITS`):
+    ``lo`` and ``hi``, its first and last page number."""
+    return data.StructLayout({"lo": addr_width - WINDOW_PAGE_BITS,
+                              "hi": addr_width - WINDOW_PAGE_BITS})
+
+
+def open_window(addr_width: int) -> dict:
+    """The initial value of a :func:`window_layout` port: every page (the window of a DMA
+    whose window is not connected)."""
+    return {"lo": 0, "hi": (1 << (addr_width - WINDOW_PAGE_BITS)) - 1}
 
 
 def check_addr_width(addr_width) -> None:
@@ -173,9 +190,11 @@ class BoxWalker(wiring.Component):
       accepts the next command. At most one segment per cycle; a row costs one extra cycle when
       it has no leading padding.
     * A command with an address or stride not a multiple of 16, no group, or an empty axis
-      yields a single segment with ``status = BAD_COMMAND``. A burst that would pass
+      yields a single segment with ``status = BAD_COMMAND``. A burst outside ``window`` (its
+      page below ``lo`` or above ``hi``; a burst never crosses a page) or one that would pass
       ``2**addr_width`` ends the box with ``status = OVERFLOW`` instead; its ``addr`` holds the
-      low ``addr_width`` bits of the first unreachable address. Nothing from there on is issued.
+      low ``addr_width`` bits of the burst's address. Nothing from there on is issued.
+      ``window`` must be static while a command runs; unconnected it is every page.
     * ``abort`` (level) ends a box early with a zero-beat ``last`` segment.
     * Timing: the ``seg`` outputs are a few gates of registers and ``abort`` (no arithmetic),
       and what the walker computes for its next segment (the next burst's length, the next
@@ -194,6 +213,7 @@ class BoxWalker(wiring.Component):
     cmd : In(stream.Signature(box_layout(addr_width)))
     seg : Out(stream.Signature(segment_layout(addr_width)))
     abort : In(1)
+    window : In(window_layout(addr_width))
     """
 
     def __init__(self, addr_width: int = 40):
@@ -204,6 +224,7 @@ class BoxWalker(wiring.Component):
             "cmd": In(stream.Signature(box_layout(addr_width))),
             "seg": Out(stream.Signature(segment_layout(addr_width))),
             "abort": In(1),
+            "window": In(window_layout(addr_width), init=open_window(addr_width)),
         })
 
     def elaborate(self, platform):
@@ -225,6 +246,11 @@ class BoxWalker(wiring.Component):
         # The burst on offer in BUS: address (bit aw set: past the address space), beats left
         # in the row, its length and whether it ends the row.
         cur = Signal(aw + 1)
+        # cur's page is in the window: set for a row's first burst from a_h, then for each next
+        # burst, which starts on the next page, from cur (registers: no compare on seg).
+        page = slice(WINDOW_PAGE_BITS, aw)
+        cur_ok = Signal()
+        win = self.window
         rem = Signal(COUNT_WIDTH)
         n = Signal(9)
         row_end = Signal()
@@ -322,12 +348,13 @@ class BoxWalker(wiring.Component):
                     m.d.comb += [seg.valid.eq(w_pre_nz), p.beats.eq(w_pre)]
                     with m.If(~w_pre_nz | seg.ready):
                         m.d.sync += [cur.eq(a_h), rem.eq(w_len), row_end.eq(fits),
-                                     n.eq(Mux(fits, w_len, to_page))]
+                                     n.eq(Mux(fits, w_len, to_page)),
+                                     cur_ok.eq((a_h[page] >= win.lo) & (a_h[page] <= win.hi))]
                         m.next = "BUS"
             with m.State("BUS"):
                 with m.If(self.abort):
                     m.next = "ABORT"
-                with m.Elif(cur[aw]):
+                with m.Elif(cur[aw] | ~cur_ok):
                     m.d.comb += [seg.valid.eq(1), p.status.eq(Status.OVERFLOW), p.last.eq(1),
                                  p.addr.eq(cur)]
                     with m.If(seg.ready):
@@ -338,7 +365,7 @@ class BoxWalker(wiring.Component):
                     with m.If(seg.ready):
                         m.d.sync += [cur.eq(cur + (n << 4)), rem.eq(left),
                                      n.eq(Mux(left[8:].any(), 256, left[:8])),
-                                     row_end.eq(left <= 256)]
+                                     row_end.eq(left <= 256), cur_ok.eq(cur[page] < win.hi)]
                         with m.If(row_end):
                             with m.If(w_post_nz):
                                 m.next = "POST"

@@ -13,7 +13,9 @@ from .axi_dma_box import (
     Status,
     box_layout,
     check_addr_width,
+    open_window,
     status_layout,
+    window_layout,
 )
 from .common import rejecting
 
@@ -140,6 +142,9 @@ class AxiDmaRead(wiring.Component):
     status : Out(stream.Signature(status_layout(addr_width)))
     m_axi : Out(AXI4ReadSignature(addr_width=addr_width))
     busy : Out(1)
+    window : In(window_layout(addr_width))
+        The memory window every burst must lie in (:class:`~fcircnn.hw.axi_dma_box.BoxWalker`;
+        a burst outside ends the command with ``OVERFLOW``); every page when unconnected.
     """
 
     def __init__(self, addr_width: int = 40, *, outstanding: int = 8, commands: int = 1):
@@ -156,12 +161,14 @@ class AxiDmaRead(wiring.Component):
             "status": Out(stream.Signature(status_layout(addr_width))),
             "m_axi": Out(AXI4ReadSignature(addr_width=addr_width)),
             "busy": Out(1),
+            "window": In(window_layout(addr_width), init=open_window(addr_width)),
         })
 
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
         m.submodules.walker = walker = BoxWalker(aw)
+        m.d.comb += walker.window.eq(self.window)
         # ``one``: beats <= 1, ``nil``: beats == 0 (an abort marker), for BeatCounter.
         entry = data.StructLayout({
             "addr": aw, "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "status": Status,

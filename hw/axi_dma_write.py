@@ -11,7 +11,9 @@ from .axi_dma_box import (
     Status,
     box_layout,
     check_addr_width,
+    open_window,
     status_layout,
+    window_layout,
 )
 from .axi_dma_read import DATA_WIDTH, BeatCounter, check_outstanding, command_ready
 from .common import rejecting
@@ -61,6 +63,9 @@ class AxiDmaWrite(wiring.Component):
     status : Out(stream.Signature(status_layout(addr_width)))
     m_axi : Out(AXI4WriteSignature(addr_width=addr_width))
     busy : Out(1)
+    window : In(window_layout(addr_width))
+        The memory window every burst must lie in (:class:`~fcircnn.hw.axi_dma_box.BoxWalker`;
+        a burst outside ends the command with ``OVERFLOW``); every page when unconnected.
     """
 
     def __init__(self, addr_width: int = 40, *, outstanding: int = 8):
@@ -75,12 +80,14 @@ class AxiDmaWrite(wiring.Component):
             "status": Out(stream.Signature(status_layout(addr_width))),
             "m_axi": Out(AXI4WriteSignature(addr_width=addr_width)),
             "busy": Out(1),
+            "window": In(window_layout(addr_width), init=open_window(addr_width)),
         })
 
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
         m.submodules.walker = walker = BoxWalker(aw)
+        m.d.comb += walker.window.eq(self.window)
         went = data.StructLayout({
             "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "last_group": 1, "status": Status,
             "addr": aw, "one": 1,

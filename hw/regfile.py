@@ -21,6 +21,7 @@ from fcircnn.arch.registers import (
     MIN_ADDR_WIDTH,
     REGISTERS,
     VERSION,
+    WINDOWS,
     Field,
     Register,
     offset,
@@ -41,6 +42,11 @@ __all__ = [
     "Register",
     "offset",
 ]
+
+def _port(register: str) -> str:
+    """The port of a 64-bit register pair: ``RD_BASE`` -> ``rd_base``."""
+    return register.lower()
+
 
 #: ``xRESP`` codes used by the register file.
 RESP_OKAY, RESP_SLVERR = 0, 2
@@ -107,6 +113,8 @@ class ControlRegisters(wiring.Component):
     * ``BRESP``/``RRESP`` are ``OKAY`` for mapped offsets and ``SLVERR`` for unmapped ones
       (writes ignored, reads 0). ``WSTRB`` is honoured byte by byte on every write (RW
       registers, ISR clears, the start bit lives in byte 0).
+    * The descriptor pointer and the memory windows are 64-bit RW pairs on the ports of the
+      same names (the window limits reset to all ones: the whole address space).
     * Writing 1 to CTRL.start while ``busy`` is low gives a one-cycle ``start`` pulse the
       next cycle and clears CTRL.done, CTRL.error and the three counters. The engine must raise
       ``busy`` no later than the cycle after ``start`` (back-to-back writes commit at least
@@ -146,6 +154,9 @@ class ControlRegisters(wiring.Component):
         Error details, valid with ``error``.
     desc_ptr : Out(64)
         DESC_PTR_HI:DESC_PTR_LO.
+    rd_base, rd_limit, wr_base, wr_limit : Out(64)
+        The memory windows' registers (RD_BASE_HI:RD_BASE_LO, ...); the limits reset to all
+        ones.
     pe_busy, dma_stall : In(1)
         Performance-counter events.
     interrupt : Out(1)
@@ -177,6 +188,7 @@ class ControlRegisters(wiring.Component):
             "error_code": In(error_code_width),
             "error_addr": In(error_addr_width),
             "desc_ptr": Out(64),
+            **{_port(name): Out(64) for pair in WINDOWS.values() for name in pair},
             "pe_busy": In(1),
             "dma_stall": In(1),
             "interrupt": Out(1),
@@ -263,12 +275,18 @@ class ControlRegisters(wiring.Component):
         m.d.sync += isr.eq((isr & ~isr_clear) | Cat(self.done, self.error))
         m.d.comb += self.interrupt.eq(gie & (ier & isr).any())
 
-        # ---- descriptor pointer
-        with m.If(hit("DESC_PTR_LO")):
-            m.d.sync += desc_ptr[:32].eq(merge(desc_ptr[:32]))
-        with m.If(hit("DESC_PTR_HI")):
-            m.d.sync += desc_ptr[32:].eq(merge(desc_ptr[32:]))
-        m.d.comb += self.desc_ptr.eq(desc_ptr)
+        # ---- descriptor pointer and memory windows: 64-bit RW pairs
+        wide = {"DESC_PTR": desc_ptr}
+        for pair in WINDOWS.values():
+            for name in pair:
+                wide[name] = Signal(64, name=name.lower(),
+                                    init=(1 << 64) - 1 if name.endswith("LIMIT") else 0)
+        for name, reg in wide.items():
+            with m.If(hit(f"{name}_LO")):
+                m.d.sync += reg[:32].eq(merge(reg[:32]))
+            with m.If(hit(f"{name}_HI")):
+                m.d.sync += reg[32:].eq(merge(reg[32:]))
+            m.d.comb += getattr(self, _port(name)).eq(reg)
 
         # ---- read channel
         rvalid = Signal()
@@ -288,8 +306,9 @@ class ControlRegisters(wiring.Component):
             "ERROR_CODE": err_code,
             "ERROR_ADDR_LO": err_addr[:32],
             "ERROR_ADDR_HI": err_addr[32:],
-            "DESC_PTR_LO": desc_ptr[:32],
-            "DESC_PTR_HI": desc_ptr[32:],
+            **{f"{name}_{half}": reg[bits]
+               for name, reg in wide.items()
+               for half, bits in (("LO", slice(0, 32)), ("HI", slice(32, 64)))},
             "ID": Const(self.ident, 32),
             "VERSION": Const(self.version, 32),
         }

@@ -32,6 +32,7 @@ with warnings.catch_warnings():
     from cocotbext.axi.memory import Memory
 
 from fcircnn.arch.ports import MANAGERS
+from fcircnn.arch.registers import WINDOW_PAGE_BITS, WINDOWS, offset
 from fcircnn.driver import DriverError
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage
 
@@ -67,8 +68,17 @@ class _RamState:
         self.faults: list[Fault] = []
         self.latency = latency
         self.hits = 0
+        # The memory windows as the host programmed them (register writes the backend saw),
+        # [first byte, last byte] per kind, and every access the model saw outside them.
+        self.windows = {"read": [0, (1 << 64) - 1], "write": [0, (1 << 64) - 1]}
+        self.outside: list[tuple[str, int, int]] = []
 
     def check(self, addr: int, size: int, kind: str) -> None:
+        lo, hi = self.windows[kind]
+        if not (lo >> WINDOW_PAGE_BITS << WINDOW_PAGE_BITS <= addr
+                and addr + size - 1 <= (hi >> WINDOW_PAGE_BITS << WINDOW_PAGE_BITS)
+                + (1 << WINDOW_PAGE_BITS) - 1):
+            self.outside.append((kind, addr, size))
         for fault in self.faults:
             if fault.hit(addr, size, kind):
                 self.hits += 1
@@ -133,6 +143,12 @@ class FaultAxiRam(Memory):
         reads = [c for r in self.read_ifs for c in (r.ar_channel, r.r_channel)]
         writes = [c for w in self.write_ifs for c in (w.aw_channel, w.w_channel, w.b_channel)]
         return (*reads, *writes)
+
+
+#: Register offset -> (access kind, 0 base / 1 limit, bit shift) of the window registers.
+_WINDOW_REGS = {offset(f"{reg}_{half}"): (kind, end, 32 * (half == "HI"))
+                for kind, pair in WINDOWS.items() for end, reg in enumerate(pair)
+                for half in ("LO", "HI")}
 
 
 class CocotbBackend:
@@ -240,6 +256,17 @@ class CocotbBackend:
         resp = await self.axil.write(offset, (value & 0xFFFF_FFFF).to_bytes(4, "little"))
         if resp.resp != AxiResp.OKAY:
             raise DriverError(f"register write at {offset:#x} answered {resp.resp.name}")
+        if offset in _WINDOW_REGS:  # the memory model checks every access against them
+            kind, end, shift = _WINDOW_REGS[offset]
+            old = self.ram.state.windows[kind][end]
+            mask = 0xFFFF_FFFF << shift
+            self.ram.state.windows[kind][end] = (old & ~mask) | ((value & 0xFFFF_FFFF) << shift)
+
+    @property
+    def outside_window(self) -> list[tuple[str, int, int]]:
+        """Every access the DDR model saw outside the window programmed for its kind:
+        ``(kind, address, bytes)``; the hardware must never issue one."""
+        return list(self.ram.state.outside)
 
     async def read_reg(self, offset: int) -> int:
         resp = await self.axil.read(offset, 4)

@@ -63,7 +63,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, field_offset
-from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR
+from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR, WINDOW_PAGE_BITS
 from fcircnn.driver import Driver, DriverTimeout
 from fcircnn.gen.image import CompiledImage
 from fcircnn.sim.backend_cocotb import CocotbBackend
@@ -131,6 +131,7 @@ async def _run(driver: Driver, backend: CocotbBackend, image: CompiledImage,
     finally:
         progress.running = False
         progress.write()
+    doc["outside_window"] = backend.outside_window
     doc["sim_cycles"] = backend.cycles() - cycles0
     doc["wall_seconds"] = time.monotonic() - wall0
     doc["read_bytes"] = [b - a for a, b in zip(read0, backend.read_bytes, strict=True)]
@@ -146,6 +147,44 @@ def _with_flags(image: CompiledImage, index: int, flags: int) -> tuple[CompiledI
     data = bytearray(image.data)
     data[at:at + 2] = flags.to_bytes(2, "little")
     return dataclasses.replace(image, data=bytes(data)), addr
+
+
+class _NarrowDriver(Driver):
+    """A driver whose ``kind`` window (``"read"`` or ``"write"``) leaves out the image's page
+    at its ``end`` (``"lo"`` or ``"hi"``): the run must stop at the first burst there."""
+
+    def __init__(self, backend, kind: str, end: str):
+        super().__init__(backend)
+        self.kind, self.end = kind, end
+        self.excluded: int | None = None
+
+    async def set_windows(self, read, write):
+        windows = {"read": list(read), "write": list(write)}
+        lo, hi = windows[self.kind]
+        page = 1 << WINDOW_PAGE_BITS
+        if self.end == "lo":
+            self.excluded = lo // page
+            windows[self.kind][0] = (lo // page + 1) * page
+        else:
+            self.excluded = hi // page
+            windows[self.kind][1] = hi // page * page - 1
+        await super().set_windows(tuple(windows["read"]), tuple(windows["write"]))
+
+
+async def _window_fault(dut, backend, image, progress, timeout_s, poll, fault):
+    """A run with one window a page short (:class:`_NarrowDriver`): an error with the DMA's
+    code for that direction at an address in the page left out, nothing issued outside."""
+    driver = _NarrowDriver(backend, str(fault["kind"]), str(fault["end"]))
+    doc = await _run(driver, backend, image, progress, timeout_s, poll)
+    code = {"read": 2, "write": 6}[driver.kind]
+    assert doc["status"] == "error", f"window {fault}: expected an error, got {_describe(doc)}"
+    assert doc["error_code"] == code, f"window {fault}: {_describe(doc)}"
+    assert doc["error_addr"] >> WINDOW_PAGE_BITS == driver.excluded, (
+        f"window {fault}: error at {doc['error_addr']:#x}, not in the page left out "
+        f"({driver.excluded << WINDOW_PAGE_BITS:#x})")
+    assert not doc["outside_window"], f"accesses outside the window: {doc['outside_window']}"
+    dut._log.info("window run: %s at %#x", doc["error_name"], doc["error_addr"])
+    return doc
 
 
 def output_path(results: Path) -> Path:
@@ -194,6 +233,9 @@ async def run_network(dut):
     progress = _Progress(dut, backend, image, results.with_name(results.name + ".progress"))
 
     fault_doc = None
+    if "window" in p:
+        fault_doc = await _window_fault(dut, backend, image, progress, timeout_s, poll,
+                                        p["window"])
     bad = p.get("bad_descriptor")
     if inject or bad:
         if poll:  # the interrupt line is checked in both modes
@@ -234,3 +276,4 @@ async def run_network(dut):
     dut._log.info("run: %s, %d cycles (counter %d), %.1f s wall", doc["status"],
                   doc["sim_cycles"], doc["total_cycles"], doc["wall_seconds"])
     assert doc["status"] == "done" and doc["passed"], _describe(doc)
+    assert not doc["outside_window"], f"accesses outside the window: {doc['outside_window']}"

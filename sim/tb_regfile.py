@@ -25,6 +25,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
+from fcircnn.arch.registers import WINDOWS
 from fcircnn.hw.regfile import IDENT, REGISTERS, VERSION
 from fcircnn.sim.runner import tb_params
 
@@ -33,7 +34,7 @@ warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotb_b
 
 OFF = {reg.name: reg.offset for reg in REGISTERS}
 NAME = {reg.offset: reg.name for reg in REGISTERS}
-UNMAPPED = (0x1C, 0x48, 0x80, 0x7FC, 0xFFC)
+UNMAPPED = (0x1C, 0x68, 0x80, 0x7FC, 0xFFC)
 COUNTERS = ("CYCLES", "PE_BUSY", "DMA_STALL")
 MASK32 = 0xFFFF_FFFF
 
@@ -46,6 +47,9 @@ class RegisterModel:
         self.ier = 0
         self.isr = 0
         self.desc_ptr = 0
+        # the 64-bit RW pairs besides DESC_PTR: the memory windows (limits reset to all ones)
+        self.wide = {name: (1 << 64) - 1 if name.endswith("LIMIT") else 0
+                     for pair in WINDOWS.values() for name in pair}
         self.busy = 0
         self.done = 0
         self.error = 0
@@ -79,6 +83,8 @@ class RegisterModel:
             "ERROR_ADDR_HI": self.error_addr >> 32,
             "DESC_PTR_LO": self.desc_ptr & MASK32,
             "DESC_PTR_HI": self.desc_ptr >> 32,
+            **{f"{n}_LO": v & MASK32 for n, v in self.wide.items()},
+            **{f"{n}_HI": v >> 32 for n, v in self.wide.items()},
             "ID": IDENT,
             "VERSION": VERSION,
         }[name]
@@ -104,6 +110,12 @@ class RegisterModel:
             self.desc_ptr = (self.desc_ptr & ~MASK32) | merge(self.desc_ptr & MASK32)
         elif name == "DESC_PTR_HI":
             self.desc_ptr = (self.desc_ptr & MASK32) | merge(self.desc_ptr >> 32) << 32
+        elif name[:-3] in self.wide:
+            old, half = self.wide[name[:-3]], name[-2:]
+            if half == "LO":
+                self.wide[name[:-3]] = (old & ~MASK32) | merge(old & MASK32)
+            else:
+                self.wide[name[:-3]] = (old & MASK32) | merge(old >> 32) << 32
         return AxiResp.OKAY
 
 

@@ -15,6 +15,7 @@ import types
 import numpy as np
 import pytest
 
+from fcircnn.arch.registers import WINDOWS
 from fcircnn.driver import (
     CTRL,
     GIE,
@@ -65,6 +66,9 @@ class FakeAccelerator:
         self.mem = bytearray(image.end - image.base)
         self.regs = {name: 0 for name in ("GIE", "IER", "ISR", "ERROR_CODE", "DESC_PTR_LO",
                                           "DESC_PTR_HI")}
+        # The memory windows (reset: every address), which the engine model enforces.
+        self.regs.update({f"{r}_{h}": 0xFFFF_FFFF if "LIMIT" in r else 0
+                          for pair in WINDOWS.values() for r in pair for h in ("LO", "HI")})
         self.busy = self.done = self.error = False
         self.error_addr = 0
         self.count_values = counters
@@ -83,14 +87,35 @@ class FakeAccelerator:
             if self.pending <= 0:
                 self._finish()
 
+    def window(self, direction):
+        """A window's (first page, last page), as the hardware reads its registers."""
+        base, limit = ((self.regs[f"{r}_HI"] << 32 | self.regs[f"{r}_LO"])
+                       for r in WINDOWS[direction])
+        return base >> 12, limit >> 12
+
+    def _in_window(self, direction, addr, size):
+        lo, hi = self.window(direction)
+        return lo <= addr >> 12 and (addr + size - 1) >> 12 <= hi
+
     def _finish(self):
         img = self.image
         desc_ptr = (self.regs["DESC_PTR_HI"] << 32) | self.regs["DESC_PTR_LO"]
         assert desc_ptr == img.desc_ptr
+        if not self._in_window("read", desc_ptr, 256):  # as the hardware: code 2, its address
+            self.error, self.error_addr = True, desc_ptr
+            self.regs["ERROR_CODE"] = 2
+            self.regs["ISR"] |= 2
+            self.busy = False
+            return
         for i, d in enumerate(img.descriptors):
             if self.mode == "error" and i == 2:
                 self.error, self.error_addr = True, d.out_base + 0x40
                 self.regs["ERROR_CODE"] = 3
+                self.regs["ISR"] |= 2
+                break
+            if not self._in_window("write", d.out_base, 16):
+                self.error, self.error_addr = True, d.out_base
+                self.regs["ERROR_CODE"] = 6
                 self.regs["ISR"] |= 2
                 break
             last = img.output(d.name).addr == d.out_base
@@ -130,9 +155,8 @@ class FakeAccelerator:
                 self.pending = self.latency
         elif off == ISR:
             self.regs["ISR"] &= ~value & 3
-        elif off in (GIE, IER, offset("DESC_PTR_LO"), offset("DESC_PTR_HI")):
-            name = {GIE: "GIE", IER: "IER", offset("DESC_PTR_LO"): "DESC_PTR_LO",
-                    offset("DESC_PTR_HI"): "DESC_PTR_HI"}[off]
+        else:
+            name = next(n for n in self.regs if n != "ISR" and offset(n) == off)
             self.regs[name] = value & {"GIE": 1, "IER": 3}.get(name, 0xFFFF_FFFF)
 
     async def read_reg(self, off):
@@ -145,6 +169,7 @@ class FakeAccelerator:
             offset("ERROR_ADDR_LO"): self.error_addr & 0xFFFF_FFFF,
             offset("ERROR_ADDR_HI"): self.error_addr >> 32,
             offset("ID"): IDENT, offset("VERSION"): VERSION,
+            **{offset(n): v for n, v in self.regs.items() if "_BASE_" in n or "_LIMIT_" in n},
         }.get(off)
         for i, n in enumerate(names):
             if off == offset(f"{n}_LO"):
@@ -202,6 +227,29 @@ def test_run_passes_bit_exact(image, poll):
     doc = report.as_dict()
     assert doc["status"] == "done" and doc["total_cycles"] == 0x1_2345_6789
     assert doc["layers"][1]["cycles"] == 203
+
+
+def test_run_programs_the_images_own_windows(image):
+    """The engine may read only the image and write only its cycle entries and maps: the
+    driver programs both windows before the start, and a store outside them fails the run
+    with the hardware's code and address (the fake enforces the windows)."""
+    fake = FakeAccelerator(image)
+    assert run(Driver(fake).run(image, 1.0)).passed
+    first_write = min(d.cycles_addr for d in image.descriptors)
+    assert image.windows == ((BASE, image.end - 1), (first_write, image.end - 1))
+    assert fake.window("read") == (BASE >> 12, (image.end - 1) >> 12)
+    assert fake.window("write") == (first_write >> 12, (image.end - 1) >> 12)
+    writes = [off for kind, off, _ in fake.log if kind == "w"]
+    assert writes.index(offset("WR_LIMIT_HI")) < writes.index(CTRL)
+    # A write window that misses the first output map: the run stops with code 6 there.
+    driver = Driver(fake)
+    run(driver.set_windows(image.windows[0], (image.descriptors[1].out_base, image.end - 1)))
+    run(driver.start(image.desc_ptr))
+    status = run(driver.wait(1.0, poll=True))
+    assert status.error and status.error_code == 6
+    assert status.error_addr == image.descriptors[0].out_base
+    with pytest.raises(ValueError, match="first <= last"):
+        run(driver.set_windows((5, 4), (0, 1)))
 
 
 def test_start_sequence(image):

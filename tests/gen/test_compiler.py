@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -977,3 +978,28 @@ def test_trimmed_kernels_reproduce_the_golden_contract(tmp_path, small_accelerat
     for layer in acc.network.resolved:
         for c in (0, 1):
             np.testing.assert_array_equal(outputs[layer.index][c], image.expected[layer.name][c])
+
+
+@pytest.mark.parametrize("name", ["c3d_zcu102_best", "r3d18_zcu102_best", "spectral_c3d_zcu102",
+                                  "two_core"])
+def test_what_the_engine_writes_is_one_window_after_what_it_only_reads(name):
+    """The write window (NetworkPlan.windows) holds the cycle entries and every map and no
+    descriptor, weight or post table; every region lies in the read window; the driver's view
+    of the image (CompiledImage.windows, from its descriptors) is the same."""
+    path = (builtin_path(name) if name != "two_core"
+            else Path(__file__).parents[1] / "hw" / "configs" / "two_core.yaml")
+    plan = plan_network(load_accelerator(path))
+    (rd_lo, rd_hi), (wr_lo, wr_hi) = plan.windows
+    assert (rd_lo, rd_hi) == (plan.base, plan.end - 1) and wr_hi == rd_hi
+    for r in plan.regions:
+        assert rd_lo <= r.base and r.base + r.size - 1 <= rd_hi, r.name
+        writable = r.kind in ("cycles", "input", "conv", "output")
+        assert (r.base >= wr_lo) == writable, (r.name, r.kind)
+    for d in plan.descriptors:
+        for addr in (d.out_base, d.cycles_addr):
+            assert wr_lo <= addr <= wr_hi
+    assert wr_lo % 4096 == 0 and wr_lo == plan.region("cycles").base
+
+
+def test_the_drivers_windows_are_the_plans(image):
+    assert CompiledImage.from_ddr_image(image).windows == image.plan.windows

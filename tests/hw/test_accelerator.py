@@ -93,6 +93,24 @@ def test_injected_axi_error_sets_error_and_interrupt_then_restarts(compiled, run
     _check(doc, image)  # the next start runs the whole list again, bit-exact
 
 
+@pytest.mark.parametrize(("kind", "end"), [("read", "lo"), ("write", "lo"), ("write", "hi")])
+def test_a_window_one_page_short_stops_the_run_there_then_restarts(compiled, run_image, kind,
+                                                                   end):
+    """The driver's windows one page short at one end (the descriptors' page for reads, the
+    cycle entries' or the last output's page for writes), under back-pressure: the run stops
+    with the direction's code at an address in that page, the memory model saw no access
+    outside the window; the next run, with the image's own windows, is bit-exact (every run
+    checks that no access left the window: sim.tb_accelerator)."""
+    doc = run_image(compiled[0], compiled[2], f"window-{kind}-{end}", backpressure=0.2,
+                    seed=11, window={"kind": kind, "end": end})
+    fault = doc["fault_run"]
+    assert fault["error_code"] == (2 if kind == "read" else 6)
+    assert not fault["outside_window"] and not doc["outside_window"]
+    if (kind, end) == ("read", "lo"):
+        assert fault["error_addr"] == compiled[1].desc_ptr  # the first fetch
+    _check(doc, compiled[1])
+
+
 def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
                                                                               run_image):
     # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never

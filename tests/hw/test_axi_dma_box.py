@@ -43,9 +43,11 @@ def seg(burst, addr, beats, last, last_group, status=Status.OK):
             bool(last_group))
 
 
-def ref_segments(c, aw):
-    """The segments of box command ``c`` (a dict of :func:`box_layout` fields) per contract."""
+def ref_segments(c, aw, window=None):
+    """The segments of box command ``c`` (a dict of :func:`box_layout` fields) per contract;
+    ``window``: its (first, last) page, every page if ``None``."""
     limit = 1 << aw
+    lo, hi = window or (0, (limit // PAGE) - 1)
     totals = [c[f"{x}_pre"] + c[f"{x}_len"] + c[f"{x}_post"] for x in "dhw"]
     if (any(c[k] % BEAT_BYTES for k in ("addr", "stride_g", "stride_d", "stride_h"))
             or c["groups"] == 0 or 0 in totals):
@@ -72,6 +74,8 @@ def ref_segments(c, aw):
                     k = min(n, 256, (PAGE - a % PAGE) // BEAT_BYTES)
                     if a + k * BEAT_BYTES > limit:
                         return [*out, seg(0, a % limit, 0, 1, lg, Status.OVERFLOW)]
+                    if not lo <= a // PAGE <= hi:
+                        return [*out, seg(0, a, 0, 1, lg, Status.OVERFLOW)]
                     out.append(seg(1, a, k, 0, lg))
                     a += k * BEAT_BYTES
                     n -= k
@@ -105,12 +109,14 @@ def full(fields):
     return {k: 0 for k in FIELDS} | {"last_lanes": 8} | fields
 
 
-def run_walker(cmds, *, aw=40, seed=0, ready_p=0.7, gap=3, abort_after=None, max_cycles=60_000):
+def run_walker(cmds, *, aw=40, seed=0, ready_p=0.7, gap=3, abort_after=None, max_cycles=60_000,
+               windows=None):
     """Feed ``cmds`` (field dicts) to a BoxWalker under random back-pressure.
 
     Returns (segments per command, accept cycle per command, (cycle, segment) handshakes).
     ``abort_after`` = (command index, segments) raises ``abort`` once that many segments of
-    that command were taken, until its last segment.
+    that command were taken, until its last segment. ``windows``: per command its (first,
+    last) page, set while the walker is idle (every page if ``None``).
     """
     dut = BoxWalker(aw)
     rng = random.Random(seed)
@@ -119,10 +125,16 @@ def run_walker(cmds, *, aw=40, seed=0, ready_p=0.7, gap=3, abort_after=None, max
 
     async def producer(ctx):
         cycle = 0
-        for c in cmds:
+        for i, c in enumerate(cmds):
             for _ in range(rng.randrange(gap + 1)):
                 await ctx.tick()
                 cycle += 1
+            if windows is not None:  # static while a command runs: set once the last ended
+                while len(state.get("ended", ())) < i:
+                    await ctx.tick()
+                    cycle += 1
+                ctx.set(dut.window.lo, windows[i][0])
+                ctx.set(dut.window.hi, windows[i][1])
             ctx.set(dut.cmd.payload, c)
             ctx.set(dut.cmd.valid, 1)
             while True:
@@ -158,6 +170,7 @@ def run_walker(cmds, *, aw=40, seed=0, ready_p=0.7, gap=3, abort_after=None, max
                 taken.append((cycle, s))
                 per_cmd[-1].append(s)
                 if s[3]:
+                    state.setdefault("ended", []).append(cycle)
                     per_cmd.append([])
                     if len(per_cmd) > len(cmds):
                         break
@@ -297,6 +310,43 @@ def test_overflow_stops_the_box(aw):
     assert got[0] == [seg(1, top - 0x40, 4, 0, 1), seg(0, 0, 0, 1, 1, Status.OVERFLOW)]
     assert got[1][-1] == seg(0, 0, 0, 1, 1, Status.OVERFLOW)
     assert got[2][-1] == seg(0, top - 0x1800, 0, 1, 1, Status.OVERFLOW)
+
+
+@pytest.mark.parametrize(("aw", "seed"), [(40, 5), (32, 6)])
+def test_windows_stop_the_first_burst_outside(aw, seed):
+    """Random boxes with random windows: around each box's pages, exactly its pages, one page
+    short at either end, or far away. The bursts inside are emitted; the first outside ends
+    the box with OVERFLOW at its address, the reference's segments exactly, under
+    back-pressure."""
+    rng = random.Random(seed)
+    cmds, windows = [], []
+    for i in range(24):
+        c = random_raw_box(rng, aw)
+        pages = [a // PAGE for a in expand(ref_segments(c, aw)) if a is not None]
+        first, last = (min(pages), max(pages)) if pages else (0, 0)
+        kinds = [(first, last), (first + 1, last), (first, last - 1),
+                 (max(0, first - 3), last + 2), (last + 1, last + 9), (0, (1 << (aw - 12)) - 1)]
+        windows.append(kinds[i % len(kinds)])
+        cmds.append(c)
+    got, _, _ = run_walker(cmds, aw=aw, seed=seed, windows=windows)
+    refused = 0
+    for c, w, segments in zip(cmds, windows, got, strict=True):
+        assert segments == ref_segments(c, aw, w), (c, w)
+        refused += segments[-1][0] == Status.OVERFLOW
+    assert 4 <= refused < len(cmds)  # both outcomes exercised
+
+
+def test_a_burst_at_the_window_limits_is_issued():
+    """A box on exactly the window's first and last page runs whole; one byte-page beyond at
+    either end is refused at the burst that leaves it."""
+    box = full({"addr": 5 * PAGE - 0x40, "groups": 1, "d_len": 1, "h_len": 1, "w_len": 8})
+    cmds = [box, box, box]
+    windows = [(4, 5), (5, 5), (4, 4)]
+    got, _, _ = run_walker(cmds, windows=windows, seed=9)
+    assert got[0] == [seg(1, 5 * PAGE - 0x40, 4, 0, 1), seg(1, 5 * PAGE, 4, 1, 1)]
+    assert got[1] == [seg(0, 5 * PAGE - 0x40, 0, 1, 1, Status.OVERFLOW)]
+    assert got[2] == [seg(1, 5 * PAGE - 0x40, 4, 0, 1),
+                      seg(0, 5 * PAGE, 0, 1, 1, Status.OVERFLOW)]
 
 
 BAD = [("addr", 0x108), ("stride_g", 0x11), ("stride_d", 0x8), ("stride_h", 0x14),
