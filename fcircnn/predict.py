@@ -267,7 +267,12 @@ def _on_backend(acc, ddr_image, qnet, backend, timeout_s) -> ClipResult:
 
     report, (re, im) = asyncio.run(run())
     mismatched = tuple(layer.name for layer in report.layers if not layer.passed)
-    if not (report.status.done and not report.status.error) and not mismatched:
-        mismatched = (f"run {report.status.state}",)
+    status = report.status
+    if status.error:  # named with its code and address, not left to look like wrong scores
+        stopped = (f"run stopped with error {status.error_code} ({status.error_name}) at "
+                   f"{status.error_addr:#x}")
+        mismatched = (stopped, *mismatched)
+    elif not status.done and not mismatched:
+        mismatched = (f"run {status.state}",)
     return ClipResult(_scores(acc.network, qnet, re.astype(np.int64), im.astype(np.int64)),
                       mismatched, report.counters.cycles, report.layers)

@@ -219,3 +219,23 @@ def test_predict_takes_files_as_the_command_line_does(acc, tmp_path):
     np.save(tmp_path / "bad.npy", clips[:, :1])
     with pytest.raises(ArrayFileError, match=r"bad\.npy"):
         predict(acc.path, tmp_path / "bad.npy")
+
+
+def test_a_board_run_that_stops_says_its_error_not_wrong_scores(acc):
+    """On the board target a run that ends in an error names the code and the address (the
+    driver's report), before the layers it left unfinished."""
+    from test_driver import FakeAccelerator
+
+    from fcircnn.gen.image import CompiledImage
+    from fcircnn.models.network import calibrate
+
+    clips = _clips(acc, 1, 13)
+    weights, _ = calibrate(acc.network, weights=random_weights(acc.network, 0), x=clips[0],
+                           clips=clips)
+    image = CompiledImage.from_ddr_image(compiler.compile_network(acc, weights=weights,
+                                                                  x=clips[0]))
+    fake = FakeAccelerator(image, mode="error")
+    got = predict(acc, clips, on="board", backend=fake, weights=weights)
+    first = got.clips[0].mismatched[0]
+    assert first.startswith("run stopped with error 3 (DMA read: bus error")
+    assert f"at {image.descriptors[2].out_base + 0x40:#x}" in first and not got.bit_exact
