@@ -363,6 +363,7 @@ def _load_calibration(net, args: argparse.Namespace, weights,
     """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the
     line that names where the int8 scales come from: that set, the calibration stored with
     the weights, or else ``per_clip``."""
+    from fcircnn.models.calibration import QAT
     from fcircnn.models.network import calibration_problem, load_clips
 
     stored = None if weights is None else weights.calibration
@@ -374,7 +375,8 @@ def _load_calibration(net, args: argparse.Namespace, weights,
                 raise UserError(f"{flag} {given}: {args.weights} holds a calibration of "
                                 f"{stored.describe()}; give --calibration to measure new "
                                 "scales (or fcircnn calibrate again)")
-        args.granularity, args.calibration_statistic = stored.granularity, stored.statistic
+        args.granularity = stored.granularity  # (the statistic no longer matters: stored)
+        args.calibration_statistic = "max" if stored.statistic == QAT else stored.statistic
         return None, f"int8 scales stored in {args.weights} ({stored.describe()})"
     args.calibration_statistic = args.calibration_statistic or "max"  # None: not given
     args.granularity = args.granularity or "tensor"

@@ -15,8 +15,10 @@ name                           shape              meaning
 ``calibration/input``          ``[2, B/2]``       scale of the network input's slots
 ``calibration/<layer>``        ``[2, B/2]``       scale of ``<layer>``'s int8 output
 ``calibration/granularity``    string             ``tensor`` or ``bin`` (activations, weights)
-``calibration/statistic``      string             ``max`` or ``pQ`` (what was measured)
-``calibration/clips``          integer            how many clips it was measured on
+``calibration/statistic``      string             ``max`` or ``pQ`` (what was measured), or
+                                                  ``qat`` (the QAT observers' scales)
+``calibration/clips``          integer            how many clips it was measured on (0 for
+                                                  ``qat``)
 =============================  =================  ==========================================
 
 Scales are ``[part, k]`` (:mod:`fcircnn.models.quant`), positive and finite.
@@ -33,12 +35,14 @@ from . import quant
 from .config import NetworkConfig
 from .files import ArrayFileError, check_array
 
-__all__ = ["PREFIX", "Calibration", "read_calibration"]
+__all__ = ["PREFIX", "QAT", "Calibration", "read_calibration"]
 
 #: The prefix of the calibration's arrays in a weights file.
 PREFIX = "calibration/"
 _INPUT = "input"
 _META = ("granularity", "statistic", "clips")
+#: The statistic of scales quantization-aware training left (``fcircnn.torch``).
+QAT = "qat"
 #: Largest scale accepted: a slot step of 1e6 is a unit error, not a calibration.
 _MAX_SCALE = 1e6
 
@@ -56,9 +60,10 @@ class Calibration:
     granularity : ``"tensor"`` or ``"bin"``
         Of the activation scales, and the granularity the weights are quantized with.
     statistic : str
-        ``"max"`` or ``"pQ"`` (:func:`~fcircnn.models.quant.calibration_percentile`).
+        ``"max"`` or ``"pQ"`` (:func:`~fcircnn.models.quant.calibration_percentile`), or
+        ``"qat"``: the scales quantization-aware training left (:mod:`fcircnn.torch`).
     clips : int
-        The size of the calibration set.
+        The size of the calibration set (0 for ``"qat"``).
     """
 
     input_scale: np.ndarray
@@ -79,6 +84,8 @@ class Calibration:
     def describe(self) -> str:
         """One line: what the scales were measured as, e.g. ``"bin scales, the maximum over
         6 clip(s)"``."""
+        if self.statistic == QAT:
+            return f"{self.granularity} scales, as quantization-aware training left them"
         stat = ("the maximum" if self.statistic == "max"
                 else f"the {self.statistic[1:]}th percentile")
         return f"{self.granularity} scales, {stat} over {self.clips} clip(s)"
@@ -113,13 +120,15 @@ def read_calibration(net: NetworkConfig, data: Mapping[str, np.ndarray],
                              "fcircnn calibrate)")
     granularity = _text(data, "granularity", where, ("tensor", "bin"))
     statistic = _text(data, "statistic", where, None)
-    try:
-        quant.calibration_percentile(statistic)
-    except ValueError as exc:
-        raise ArrayFileError(f"{where}: '{PREFIX}statistic': {exc}") from None
+    if statistic != QAT:
+        try:
+            quant.calibration_percentile(statistic)
+        except ValueError as exc:
+            raise ArrayFileError(f"{where}: '{PREFIX}statistic': {exc} (or {QAT!r})") from None
     clips = np.asarray(data[PREFIX + "clips"])
-    if clips.shape != () or clips.dtype.kind not in "iu" or int(clips) < 1:
-        raise ArrayFileError(f"{where}: '{PREFIX}clips' must be one integer >= 1, not "
+    least = 0 if statistic == QAT else 1
+    if clips.shape != () or clips.dtype.kind not in "iu" or int(clips) < least:
+        raise ArrayFileError(f"{where}: '{PREFIX}clips' must be one integer >= {least}, not "
                              f"{clips!r}")
     first_b = layers[0].block_size
     input_scale = _scale(data, _INPUT, first_b, where)

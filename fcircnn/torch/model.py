@@ -295,6 +295,10 @@ class SlotNetwork(nn.Module):
             self.layers[layer.name] = SlotLayer(layer)
         self.input_quant = ActObserver()
         self._qat = qat
+        #: Where the activation scales come from, for the weights file's calibration: the
+        #: statistic and the clips of the last :meth:`calibrate`, ``("qat", 0)`` once a QAT
+        #: training step moved them, ``None`` before either.
+        self.scales_from: tuple[str, int] | None = None
 
     @property
     def qat_enabled(self) -> bool:
@@ -336,6 +340,8 @@ class SlotNetwork(nn.Module):
                 outputs[name] = layer(src, None if L.residual is None else outputs[L.residual])
             return outputs
         self.input_quant.observe(xs)
+        if self.training:  # the observers move their scales (ActObserver)
+            self.scales_from = ("qat", 0)
         scales = {"": self.input_quant.scale}
         outputs[""] = fake_quantize(xs.double(), scales[""]) * scales[""]
         for name, layer in self.layers.items():
@@ -385,15 +391,18 @@ class SlotNetwork(nn.Module):
         for obs in self.observers():
             obs.reset()
             obs.calibrating = True
+        clips = 0
         try:
             for batch in batches:
                 self.input_quant.observe(self._input_slots(batch))
                 self.forward_slots(batch)
+                clips += len(batch)
         finally:
             for obs in self.observers():
                 obs.calibrating = False
             self.train(training)
             self._qat = qat
+        self.scales_from = ("max", clips)
         return self
 
     def extra_repr(self) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from fcircnn.models.calibration import Calibration
 from fcircnn.models.config import AcceleratorConfig, NetworkConfig
 from fcircnn.models.files import check_array
 from fcircnn.models.network import (
@@ -27,10 +28,11 @@ from fcircnn.models.network import (
     check_weights,
     load_weights,
 )
+from fcircnn.models.spectral import INT8_MAX
 
 from .model import SlotNetwork, build
 
-__all__ = ["export", "from_weights", "load", "network_weights"]
+__all__ = ["export", "from_weights", "load", "model_calibration", "network_weights"]
 
 
 def network_weights(model: SlotNetwork) -> NetworkWeights:
@@ -65,7 +67,29 @@ def network_weights(model: SlotNetwork) -> NetworkWeights:
         layers[name] = LayerWeights(checked.get("generators"), checked.get("bn_gain"),
                                     checked.get("bn_offset"), checked.get("weight"),
                                     checked.get("bias"))
-    return NetworkWeights(layers)
+    return NetworkWeights(layers, model_calibration(model))
+
+
+def model_calibration(model: SlotNetwork) -> Calibration | None:
+    """The model's activation scales as the weights file's calibration
+    (:mod:`fcircnn.models.calibration`: per tensor, one scale for every part and bin), or
+    ``None`` before :meth:`~fcircnn.torch.SlotNetwork.calibrate` or a QAT step set them."""
+    if model.scales_from is None:
+        return None
+    statistic, clips = model.scales_from
+    net = model.config
+
+    def full(scale: float, B: int) -> np.ndarray:
+        return np.full((2, B // 2), scale)
+
+    scales = {None: model.input_quant.scale}
+    out = {}
+    for name, layer in model.layers.items():
+        L = layer.layer  # an irfft passes its input on, its scale too
+        scales[name] = scales[L.input] if L.kind == "irfft" else layer.out_quant.scale
+        out[name] = full(scales[name], L.block_size)
+    return Calibration(full(scales[None], net.resolved[0].block_size), out, "tensor",
+                       statistic, clips)
 
 
 def _bn_inference(bn: torch.nn.BatchNorm3d) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +108,9 @@ def _set_bn(bn: torch.nn.BatchNorm3d, gain: torch.Tensor, offset: torch.Tensor) 
 
 
 def export(model: SlotNetwork, path: str | os.PathLike[str]) -> None:
-    """Write the model's weights file (``.npz``, written whole or not at all).
+    """Write the model's weights file (``.npz``, written whole or not at all), with its
+    activation scales as the file's calibration once they are set (:func:`model_calibration`:
+    ``fcircnn run`` and ``deploy`` then quantize every clip with them).
 
     Raises
     ------
@@ -107,7 +133,8 @@ def load(model: SlotNetwork,
         of the right shape, CBN gain and offset together or not at all, no other array, real
         finite values within :data:`~fcircnn.models.network.MAX_WEIGHT_ABS`. A CBN layer
         without gain and offset in ``source`` becomes the identity; an array of a layer that
-        has no CBN in the network file is refused.
+        has no CBN in the network file is refused. A per-tensor calibration in ``source``
+        sets the activation observers' scales.
 
     Raises
     ------
@@ -147,7 +174,22 @@ def load(model: SlotNetwork,
                 else:
                     layer.cbn.set_affine(torch.from_numpy(lw.bn_gain).to(like),
                                          torch.from_numpy(lw.bn_offset).to(like))
+    _load_scales(model, weights.calibration)
     return model
+
+
+def _load_scales(model: SlotNetwork, calibration: Calibration | None) -> None:
+    """The observers' scales from a per-tensor ``calibration`` (a per-bin one has no form in
+    the model's per-tensor observers and is left out)."""
+    if calibration is None or calibration.granularity != "tensor":
+        return
+    with torch.no_grad():
+        for obs, scale in ((model.input_quant, calibration.input_scale),
+                           *((layer.out_quant, calibration.out_scales[name])
+                             for name, layer in model.layers.items())):
+            obs.running_max.fill_(float(scale.max()) * INT8_MAX)
+            obs.initialized.fill_(True)
+    model.scales_from = (calibration.statistic, calibration.clips)
 
 
 def from_weights(network: str | os.PathLike[str] | NetworkConfig | AcceleratorConfig,

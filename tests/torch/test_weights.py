@@ -139,3 +139,50 @@ def test_export_refuses_weights_the_golden_model_would_refuse(trained, tmp_path)
     with pytest.raises(ArrayFileError, match=r"'c5\.generators': 1 value.*not finite"):
         export(model, tmp_path / "nan.npz")
     assert not (tmp_path / "nan.npz").exists()
+
+
+def test_the_models_scales_go_into_the_weights_file_and_back(trained, tmp_path):
+    """After calibrate(), export writes the scales as the file's calibration (max over the
+    clips, per tensor): the golden int contract from the file alone equals the golden model
+    calibrated on the same clips, bit for bit. A QAT step marks them as QAT's; load sets them
+    back and a second export writes the same file."""
+    import copy
+
+    from fcircnn.models.network import calibrate, random_input, run_int
+
+    model = copy.deepcopy(trained)
+    net = model.config
+    clips = np.stack([random_input(net, s) for s in range(3)])
+    model.calibrate(torch.from_numpy(clips))
+    export(model, tmp_path / "w.npz")
+    stored = load_weights(net, str(tmp_path / "w.npz"))
+    assert stored.calibration.describe() == "tensor scales, the maximum over 3 clip(s)"
+    _, from_file = calibrate(net, weights=stored)
+    _, measured = calibrate(net, weights=load_weights(net, str(tmp_path / "w.npz")),
+                            x=clips[0], clips=list(clips))
+    for name in from_file.layers:  # the same maxima, computed by PyTorch and by NumPy
+        np.testing.assert_allclose(from_file.layers[name].out_scale,
+                                   measured.layers[name].out_scale, rtol=1e-12)
+    # The golden int contract from the file is the model's QAT forward, bit for bit.
+    model.eval().qat(True)
+    with torch.no_grad():
+        outs = model.forward_slots(torch.from_numpy(clips[1:2]))
+    ints = run_int(net, from_file, from_file.quantize_input(net, clips[1]))
+    for name, ref in ints.items():
+        obs = model.input_quant if name == "" else model.layers[name].out_quant
+        got = np.rint(outs[name][0].numpy() / obs.scale)
+        np.testing.assert_array_equal(got[0], ref.re, err_msg=name)
+        np.testing.assert_array_equal(got[1], ref.im, err_msg=name)
+    model.qat(False)
+    # A QAT training step moves the observers: the file says so.
+    model.train().qat(True)
+    model(torch.from_numpy(clips[:2]))
+    export(model.eval(), tmp_path / "q.npz")
+    qat = load_weights(net, str(tmp_path / "q.npz")).calibration
+    assert qat.statistic == "qat" and "quantization-aware training" in qat.describe()
+    again = from_weights(KINDS, tmp_path / "q.npz", dtype=torch.float64)
+    assert again.scales_from == ("qat", 0)
+    export(again, tmp_path / "q2.npz")
+    first, second = np.load(tmp_path / "q.npz"), np.load(tmp_path / "q2.npz")
+    for key in first.files:
+        np.testing.assert_array_equal(first[key], second[key])
