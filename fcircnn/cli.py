@@ -600,7 +600,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                         "from the paper's training code), or an ONNX model (MODEL.onnx)")
     _output_file(args.output, "-o")
     net = _network(args.network)
-    _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--checkpoint"))
+    _distinct_outputs([("-o", args.output)], _input_files(args, "network", net, "--checkpoint",
+                                                          "--calibration"))
     try:
         checkpoint = load_checkpoint(args.checkpoint)
         weights, report, notes = import_state_dict(net, checkpoint.state)
@@ -612,9 +613,34 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print("\n".join(format_table(["layer", "taken as", "rel. error"],
                                   [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
+    weights = _import_calibration(net, weights, args)
     weights.save(args.output)
     print(f"wrote the weights of {net.name} to {args.output}", file=sys.stderr)
     return 0
+
+
+def _import_calibration(net, weights, args: argparse.Namespace):
+    """``--calibration`` of ``import``: the imported ``weights`` with the int8 scales measured
+    on that set stored with them (as ``fcircnn calibrate``), else as they are."""
+    from fcircnn.models.network import LayerOverflowError, calibrate
+
+    if args.calibration is None:
+        for flag in ("--granularity", "--calibration-statistic"):
+            if getattr(args, flag[2:].replace("-", "_")) is not None:
+                raise UserError(f"{flag}: only with --calibration (it would be ignored)")
+    clips, how = _load_calibration(net, args, None)
+    if clips is None:
+        return weights
+    print(f"calibrating: {how}", file=sys.stderr)
+    try:
+        weights, _ = calibrate(net, weights=weights, x=clips[0], clips=clips,
+                               granularity=args.granularity,
+                               statistic=args.calibration_statistic,
+                               progress=None if args.quiet else _Progress())
+    except LayerOverflowError as exc:
+        raise UserError(f"--calibration: the int8 contract cannot represent these weights "
+                        f"with this calibration: {exc}") from None
+    return weights
 
 
 def _import_onnx(args: argparse.Namespace) -> int:
@@ -630,7 +656,7 @@ def _import_onnx(args: argparse.Namespace) -> int:
 
     _output_dir(args.output, "-o")
     outputs = _folder_outputs("-o", args.output, ONNX_FILES)
-    _distinct_outputs(outputs, [("MODEL", args.network)])
+    _distinct_outputs(outputs, [("MODEL", args.network), ("--calibration", args.calibration)])
     if not Path(args.network).is_file():
         raise UserError(f"{args.network}: no such file (an ONNX model, MODEL.onnx)")
     status = (lambda _: None) if args.quiet else _Elapsed()
@@ -639,12 +665,13 @@ def _import_onnx(args: argparse.Namespace) -> int:
         imp = import_onnx(args.network, block_size=args.block_size or 8, name=args.name)
     except OnnxImportError as exc:
         raise UserError(f"{args.network}: {exc}") from None
+    weights = _import_calibration(imp.network, imp.weights, args)
     out = Path(args.output)
     try:
         with staged_folder(out) as tmp:  # both files or neither
             atomic_write(tmp / ONNX_FILES[0], lambda f: f.write(imp.network_yaml),
                          binary=False)
-            imp.weights.save(str(tmp / ONNX_FILES[1]))
+            weights.save(str(tmp / ONNX_FILES[1]))
     except OSError as exc:
         raise UserError(f"-o: cannot write {out}: {exc}") from None
     print("\n".join(format_table(
@@ -1506,6 +1533,12 @@ def _add_import(sub) -> None:
                      help="with an ONNX model: the block size B (default: 8)")
     imp.add_argument("--name", help="with an ONNX model: the network's name (default: the "
                                     "file's stem)")
+    imp.add_argument("--calibration", type=_path, metavar="CLIPS.npy",
+                     help="a calibration set [N, C, D, H, W]: the int8 scales measured on it "
+                          "are stored with the weights, as fcircnn calibrate does")
+    imp.add_argument("--calibration-statistic", type=_statistic, default=None, metavar="STAT",
+                     help="with --calibration: max, or pQ (default: max)")
+    _granularity_flag(imp)
     _quiet_flag(imp)
     imp.set_defaults(func=cmd_import)
 

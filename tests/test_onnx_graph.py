@@ -537,4 +537,14 @@ def test_the_import_command_writes_a_network_check_and_golden_take(tmp_path, cap
     assert main(["import", "spectral_c3d", "-o", str(tmp_path / "w.npz"), "--block-size",
                  "8"]) == 2
     assert "--block-size: only with an ONNX model" in capsys.readouterr().err
+    assert main(["import", str(tmp_path / "tiny.onnx"), "-o", str(tmp_path / "o2"),
+                 "--granularity", "bin"]) == 2
+    assert "--granularity: only with --calibration" in capsys.readouterr().err
     assert not (tmp_path / "o2").exists()
+    # With a calibration set the folder's weights carry the int8 scales, as calibrate writes.
+    np.save(tmp_path / "cal.npy", np.random.default_rng(0).standard_normal((3, 3, 4, 8, 8)))
+    assert main(["import", str(tmp_path / "tiny.onnx"), "-o", str(tmp_path / "o3"), "-q",
+                 "--calibration", str(tmp_path / "cal.npy"), "--granularity", "bin"]) == 0
+    net = load_network(tmp_path / "o3" / "network.yaml")
+    stored = load_weights(net, str(tmp_path / "o3" / "weights.npz")).calibration
+    assert stored.describe() == "bin scales, the maximum over 3 clip(s)"
