@@ -114,6 +114,29 @@ def _pl_clock(bitstream: Path, configured_mhz: float) -> tuple[float, str]:
                  f"{configured_mhz:g} MHz)")
 
 
+#: How far (relative) the clock PYNQ reports may be from the build's before run.py says so.
+CLOCK_TOLERANCE = 0.001
+
+
+def _running_clock(recorded: float) -> float:
+    """The clock ``pl_clk0`` runs at once the overlay is loaded, MHz: PYNQ's
+    ``Clocks.fclk0_mhz`` where it reports one, else ``recorded``. PYNQ loads only the
+    overlay's pl_clk dividers, not its PLL, so on an image whose PLL differs from the build's
+    the clock differs too: run.py says so and uses PYNQ's value for the times."""
+    try:
+        import pynq
+    except ImportError:
+        return recorded
+    running = getattr(getattr(pynq, "Clocks", None), "fclk0_mhz", None)
+    if not isinstance(running, int | float) or isinstance(running, bool) or not running > 0:
+        return recorded
+    if abs(running - recorded) > CLOCK_TOLERANCE * recorded:
+        print(f"warning: pl_clk0 runs at {running:g} MHz, not the build's {recorded:g} MHz "
+              "(the board's PS PLL is not the build's: PYNQ loads only the dividers); the "
+              f"times below use {running:g} MHz", file=sys.stderr)
+    return float(running)
+
+
 def _report(pred, clock: float, top: int) -> list[dict[str, Any]]:
     """Print each clip's top classes and per-layer cycles and checks (times at ``clock``
     MHz); return them as JSON."""
@@ -197,6 +220,7 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     except DriverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    clock = _running_clock(clock)
     try:
         pred = predict(acc, clips, on="board", weights=weights, backend=backend,
                        timeout_s=args.timeout,

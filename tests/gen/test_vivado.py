@@ -816,3 +816,23 @@ def test_the_board_turns_cycles_into_time_at_the_recorded_clock(tmp_path, capsys
     (tmp_path / vivado.CLOCK_FILE).write_text("{}")
     with pytest.raises(BoardError, match="no clock"):
         _pl_clock(bit, 200.0)
+
+
+def test_run_py_takes_the_clock_pynq_reports_and_says_when_it_is_not_the_builds(
+        monkeypatch, capsys):
+    """PYNQ loads the overlay's pl_clk dividers, not the PS PLL: on an image whose PLL differs
+    the clock differs, and run.py uses (and names) what PYNQ reports."""
+    import sys
+    from types import SimpleNamespace
+
+    from fcircnn.board import _running_clock
+
+    monkeypatch.setitem(sys.modules, "pynq", SimpleNamespace(
+        Clocks=SimpleNamespace(fclk0_mhz=249.975)))
+    assert _running_clock(199.98) == 249.975
+    assert "pl_clk0 runs at 249.975 MHz, not the build's 199.98 MHz" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "pynq", SimpleNamespace(
+        Clocks=SimpleNamespace(fclk0_mhz=199.98)))
+    assert _running_clock(199.98) == 199.98 and capsys.readouterr().err == ""
+    monkeypatch.setitem(sys.modules, "pynq", SimpleNamespace())  # no Clocks: the record
+    assert _running_clock(199.98) == 199.98
