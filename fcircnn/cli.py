@@ -9,6 +9,7 @@ ends the command quietly with exit code 141.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -328,6 +329,28 @@ def _report(result, modes: Sequence[str], scores: bool = True) -> str:
     return "\n".join(lines)
 
 
+def _golden_json(result, has_scores: bool) -> dict:
+    """``golden --json``: the per-layer report and each mode's time, error and top class."""
+    from dataclasses import asdict
+
+    from fcircnn.models.network import snr_db
+
+    ref = result.outputs["float"]
+    out = {"network": result.network, "seconds": result.seconds,
+           "dense_gop": result.total_dense_ops / 1e9,
+           "layers": [asdict(r) for r in result.layers], "modes": {}}
+    for mode in result.outputs:  # the float reference always runs
+        got = result.outputs[mode]
+        entry = {"seconds": result.seconds[mode]}
+        if mode != "float":
+            snr = snr_db(ref, got)
+            entry["output_snr_db"] = snr if math.isfinite(snr) else None
+        if has_scores:
+            entry["top1"] = int(np.argmax(got.reshape(-1)))
+        out["modes"][mode] = entry
+    return out
+
+
 def _load_array(flag: str, load, net, path: str | None):
     """``load(net, path)`` of a ``flag`` (``None`` when the flag is not given: random from the
     seed), every array checked against ``net`` (:mod:`fcircnn.models.network`)."""
@@ -422,7 +445,10 @@ def cmd_golden(args: argparse.Namespace) -> int:
                              statistic=args.calibration_statistic)
     except LayerOverflowError as exc:
         raise _overflow_error(exc, args) from None
-    print(_report(result, modes, class_scores_problem(net) is None))
+    if args.json:
+        print(json.dumps(_golden_json(result, class_scores_problem(net) is None)))
+    else:
+        print(_report(result, modes, class_scores_problem(net) is None))
     if args.save:
         from fcircnn.models.files import atomic_write
 
@@ -771,25 +797,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if backend is not None:
             backend.close()
-    top = min(5, net.classes)
-    rows = []
-    for i, clip in enumerate(result.clips):
-        best = np.argsort(clip.scores)[::-1][:top]
-        row = [i, clip.top1, " ".join(f"{int(k)}:{clip.scores[k]:.3g}" for k in best)]
-        if args.on != "golden":
-            row += [clip.cycles, "PASS" if not clip.mismatched else
-                    "FAIL: " + ", ".join(clip.mismatched)]
-        rows.append(row)
-    header = ["clip", "top-1", f"top-{top} class:score"]
-    if args.on != "golden":
-        header += ["cycles", "bit-exact vs golden"]
-    print("\n".join(format_table(header, rows)))
+    if args.json:
+        print(json.dumps({
+            "accelerator": acc.name, "network": net.name, "on": args.on,
+            "calibration": result.calibration, "bit_exact": result.bit_exact,
+            "clips": [{"top1": c.top1, "scores": [float(v) for v in c.scores],
+                       "cycles": c.cycles, "mismatched": list(c.mismatched)}
+                      for c in result.clips]}))
+    else:
+        print("\n".join(_score_table(result, net.classes, args.on != "golden")))
     if args.save:
         from fcircnn.models.files import atomic_write
 
         atomic_write(args.save, lambda f: np.save(f, result.scores))
         print(f"saved scores [{len(clips)}, {net.classes}] to {args.save}", file=sys.stderr)
     return 0 if result.bit_exact else 1
+
+
+def _score_table(result, classes: int, checked: bool) -> list[str]:
+    """``run``'s table: per clip its top class and top five scores, and with ``checked`` the
+    cycles and the bit-exact check."""
+    top = min(5, classes)
+    rows = []
+    for i, clip in enumerate(result.clips):
+        best = np.argsort(clip.scores)[::-1][:top]
+        row = [i, clip.top1, " ".join(f"{int(k)}:{clip.scores[k]:.3g}" for k in best)]
+        if checked:
+            row += [clip.cycles, "PASS" if not clip.mismatched else
+                    "FAIL: " + ", ".join(clip.mismatched)]
+        rows.append(row)
+    header = ["clip", "top-1", f"top-{top} class:score"]
+    if checked:
+        header += ["cycles", "bit-exact vs golden"]
+    return format_table(header, rows)
 
 
 def _board_backend(acc, args: argparse.Namespace):
@@ -1023,8 +1063,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    import json
-
     from fcircnn.gen import estimate
     from fcircnn.gen.perf_network import model_network
     from fcircnn.gen.validate import over_cap_message
@@ -1336,6 +1374,7 @@ def _add_golden(sub) -> None:
                              "(fcircnn calibrate)")
     golden.add_argument("--save", type=_path, metavar="OUT.npz",
                         help="save final outputs per mode and the int8 output slots per layer")
+    _json_flag(golden, "the per-layer report and each mode's time, SNR and top class")
     golden.add_argument("--save-weights", type=_path, metavar="W.npz",
                         help="save the weights used (with calibrated CBN), readable by --weights")
     _calibration_flags(golden)
@@ -1578,8 +1617,15 @@ def _add_run(sub) -> None:
                      help="--on sim: build root (default: $FCIRCNN_BUILD_DIR or build)")
     run.add_argument("--save", type=_path, metavar="SCORES.npy",
                      help="save the scores [N, classes]")
+    _json_flag(run, "the scores, top class, cycles and checks of every clip")
     _quiet_flag(run)
     run.set_defaults(func=cmd_run)
+
+
+def _json_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: the result as one JSON object on stdout instead of the table."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"print the result as one JSON object: {what}")
 
 
 def _quiet_flag(parser: argparse.ArgumentParser) -> None:

@@ -239,3 +239,20 @@ def test_a_board_run_that_stops_says_its_error_not_wrong_scores(acc):
     first = got.clips[0].mismatched[0]
     assert first.startswith("run stopped with error 3 (DMA read: bus error")
     assert f"at {image.descriptors[2].out_base + 0x40:#x}" in first and not got.bit_exact
+
+
+def test_run_and_golden_print_one_json_object_with_json(acc, tmp_path, capsys):
+    import json
+
+    np.save(tmp_path / "clips.npy", _clips(acc, 2, 14))
+    assert main(["run", str(acc.path), "--input", str(tmp_path / "clips.npy"), "-q",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    table = predict(acc, tmp_path / "clips.npy")
+    assert doc["bit_exact"] and doc["on"] == "golden" and len(doc["clips"]) == 2
+    assert [c["top1"] for c in doc["clips"]] == [c.top1 for c in table.clips]
+    np.testing.assert_array_equal([c["scores"] for c in doc["clips"]], table.scores)
+    assert main(["golden", str(acc.network.path), "-q", "--json", "--mode", "int"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["modes"]) == {"float", "int"} and doc["modes"]["int"]["output_snr_db"] > 0
+    assert [r["name"] for r in doc["layers"]] == [r.name for r in acc.network.resolved]
