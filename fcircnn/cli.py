@@ -386,7 +386,7 @@ def _load_calibration(net, args: argparse.Namespace, weights,
     """``--calibration``: the calibration set ``[N, C, D, H, W]``, or ``None``; and the
     line that names where the int8 scales come from: that set, the calibration stored with
     the weights, or else ``per_clip``."""
-    from fcircnn.models.calibration import QAT
+    from fcircnn.models.calibration import statistic_text
     from fcircnn.models.network import calibration_problem, load_clips
 
     stored = None if weights is None else weights.calibration
@@ -398,22 +398,20 @@ def _load_calibration(net, args: argparse.Namespace, weights,
                 raise UserError(f"{flag} {given}: {args.weights} holds a calibration of "
                                 f"{stored.describe()}; give --calibration to measure new "
                                 "scales (or fcircnn calibrate again)")
-        args.granularity = stored.granularity  # (the statistic no longer matters: stored)
-        args.calibration_statistic = "max" if stored.statistic == QAT else stored.statistic
-        return None, f"int8 scales stored in {args.weights} ({stored.describe()})"
-    args.calibration_statistic = args.calibration_statistic or "max"  # None: not given
+    # None: not given (with stored scales both go unused: those are taken as they are)
+    args.calibration_statistic = args.calibration_statistic or "max"
     args.granularity = args.granularity or "tensor"
+    if args.calibration is None and stored is not None:
+        return None, f"int8 scales stored in {args.weights} ({stored.describe()})"
     if args.calibration is None:
         return None, (f"{args.granularity} int8 scales of {per_clip} (no calibration given: "
                       "fcircnn calibrate stores fixed ones with the weights)")
-    stat = "the maximum" if args.calibration_statistic == "max" else (
-        f"the {args.calibration_statistic[1:]}th percentile")
     clips = _load_array("--calibration", load_clips, net, args.calibration)
     if problem := calibration_problem(clips):
         raise UserError(f"--calibration {args.calibration}: {problem}")
-    return clips, (f"{args.granularity} int8 scales from {stat} over {len(clips)} "
-                   f"calibration clip(s) "
-                   f"({args.calibration}"
+    return clips, (f"{args.granularity} int8 scales from "
+                   f"{statistic_text(args.calibration_statistic)} over {len(clips)} "
+                   f"calibration clip(s) ({args.calibration}"
                    + (f", replacing those stored in {args.weights})" if stored else ")"))
 
 
@@ -507,9 +505,7 @@ def _add_calibrate(sub) -> None:
     cal.add_argument("--calibration", type=_path, metavar="CLIPS.npy", required=True,
                      help="calibration set [N, C, D, H, W] (float), clips like the network's "
                           "input")
-    cal.add_argument("--calibration-statistic", type=_statistic, default=None, metavar="STAT",
-                     help="what each scale is taken from: max, or pQ, the Q-th percentile of "
-                          "the magnitudes (e.g. p99.9; larger values saturate) (default: max)")
+    _statistic_flag(cal)
     _granularity_flag(cal)
     cal.add_argument("--weights", type=_path, metavar="W.npz",
                      help="the trained weights (default: random from --seed)")
@@ -1342,6 +1338,11 @@ def _calibration_flags(parser: argparse.ArgumentParser) -> None:
                              "CBN parameters the weights lack come from these clips (default: "
                              "the scales stored with --weights by fcircnn calibrate, else each "
                              "clip's own)")
+    _statistic_flag(parser)
+
+
+def _statistic_flag(parser: argparse.ArgumentParser) -> None:
+    """``--calibration-statistic``: what each int8 scale is taken from."""
     parser.add_argument("--calibration-statistic", type=_statistic, default=None,
                         metavar="STAT",
                         help="what each int8 scale is taken from over the calibration data: "
@@ -1575,8 +1576,7 @@ def _add_import(sub) -> None:
     imp.add_argument("--calibration", type=_path, metavar="CLIPS.npy",
                      help="a calibration set [N, C, D, H, W]: the int8 scales measured on it "
                           "are stored with the weights, as fcircnn calibrate does")
-    imp.add_argument("--calibration-statistic", type=_statistic, default=None, metavar="STAT",
-                     help="with --calibration: max, or pQ (default: max)")
+    _statistic_flag(imp)
     _granularity_flag(imp)
     _quiet_flag(imp)
     imp.set_defaults(func=cmd_import)

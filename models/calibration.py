@@ -35,7 +35,7 @@ from . import quant
 from .config import NetworkConfig
 from .files import ArrayFileError, check_array
 
-__all__ = ["PREFIX", "QAT", "Calibration", "read_calibration"]
+__all__ = ["PREFIX", "QAT", "Calibration", "read_calibration", "statistic_text"]
 
 #: The prefix of the calibration's arrays in a weights file.
 PREFIX = "calibration/"
@@ -86,9 +86,14 @@ class Calibration:
         6 clip(s)"``."""
         if self.statistic == QAT:
             return f"{self.granularity} scales, as quantization-aware training left them"
-        stat = ("the maximum" if self.statistic == "max"
-                else f"the {self.statistic[1:]}th percentile")
-        return f"{self.granularity} scales, {stat} over {self.clips} clip(s)"
+        return (f"{self.granularity} scales, {statistic_text(self.statistic)} over "
+                f"{self.clips} clip(s)")
+
+
+def statistic_text(statistic: str) -> str:
+    """A calibration statistic in words: ``"max"`` -> ``"the maximum"``, ``"p99.9"`` ->
+    ``"the 99.9th percentile"``."""
+    return "the maximum" if statistic == "max" else f"the {statistic[1:]}th percentile"
 
 
 def read_calibration(net: NetworkConfig, data: Mapping[str, np.ndarray],
