@@ -17,7 +17,7 @@ memory.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable
@@ -173,9 +173,9 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
     results = []
     image = None
     for i, clip in enumerate(clips):
-        if not fixed:  # a fresh copy: CBN parameters the weights lack come from this clip
-            own, qnet = calibrate(net, weights=copy.deepcopy(weights), x=clip,
-                                  statistic=statistic, granularity=granularity)
+        if not fixed:  # CBN parameters the weights lack come from this clip: set on copies
+            own, qnet = calibrate(net, weights=_fresh(weights), x=clip, statistic=statistic,
+                                  granularity=granularity)
         if on == "golden":
             out = run_int(net, qnet, qnet.quantize_input(net, clip))[last]
             results.append(ClipResult(_scores(net, qnet, out.re, out.im)))
@@ -188,6 +188,16 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
         if progress is not None:
             progress(i + 1, len(clips))
     return Prediction(on, tuple(results), how)
+
+
+def _fresh(weights: Any) -> Any:
+    """``weights`` with copies of its per-layer records (calibration sets a record's CBN
+    parameters when it lacks them; the arrays themselves are never changed, so they are
+    shared, not copied)."""
+    from fcircnn.models.network import NetworkWeights
+
+    return NetworkWeights({name: dataclasses.replace(lw) for name, lw in weights.layers.items()},
+                          weights.calibration)
 
 
 def _accelerator(acc: Any) -> Any:

@@ -865,7 +865,7 @@ def calibrate(
     missing are calibrated on the same data (and set in ``weights``). The weights returned
     carry the calibration used (:meth:`NetworkWeights.save` stores it). Defaults as in
     :func:`run_network`; ``progress`` is called per layer of the float pass over ``x`` (with
-    a set, ``("calibration", done, total)`` per clip).
+    a set, as ``("calibration", done, total)``).
     """
     weights = random_weights(net, seed) if weights is None else weights
     if clips is None and weights.calibration is not None:
