@@ -68,15 +68,16 @@ import heapq
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-from .config import ConfigError, NetworkConfig, ResolvedLayer, load_network
+from .config import ConfigError, NetworkConfig, ResolvedLayer
+from .errors import validate_model
 from .files import ArrayFileError, check_input_file
 from .network import LayerWeights, NetworkWeights, check_weights
 from .project import project_layer
@@ -1039,19 +1040,14 @@ def _network_yaml(name: str, source: str, order: list[_Layer], names: dict[int, 
 
 
 def _load_text(text: str, name: str) -> NetworkConfig:
-    """The network file ``text`` loaded (written to a temporary file: the loader reads
-    files); built in memory, so its ``path`` is ``None``."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder, f"{name}.yaml")
-        path.write_text(text)
-        try:
-            net = load_network(path)
-        except ConfigError as exc:
-            problems = [f"{p.key}: {p.message}" for p in exc.problems]
-            raise OnnxImportError("the network file the graph maps to is refused:\n  "
-                                  + "\n  ".join(problems) + "\n" + text, problems) from None
-    net._path = None  # the temporary file is gone
-    return net
+    """The network file ``text`` validated as a file would be (built in memory: its
+    ``path`` is ``None``)."""
+    try:
+        return validate_model(NetworkConfig, yaml.safe_load(text), f"{name}.yaml")
+    except ConfigError as exc:
+        problems = [f"{p.key}: {p.message}" for p in exc.problems]
+        raise OnnxImportError("the network file the graph maps to is refused:\n  "
+                              + "\n  ".join(problems) + "\n" + text, problems) from None
 
 
 # --------------------------------------------------------------------------------------------
