@@ -129,19 +129,14 @@ def table(rows: list[dict], dense_weights: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", default="1,4,8,16")
-    parser.add_argument("--per-class", type=int, default=100)
-    parser.add_argument("--test-per-class", type=int, default=30)
-    parser.add_argument("--epochs", type=int, default=15)
+    add_data_arguments(parser)
     parser.add_argument("--qat-epochs", type=int, default=3)
     parser.add_argument("--rtl-clips", type=int, default=8,
                         help="test clips run through the RTL per block size (0: none)")
     parser.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    train = motion_clips(args.per_class, args.seed)
-    test = motion_clips(args.test_per_class, args.seed + 1000)
+    train, test = motion_split(args)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for B in (int(b) for b in args.blocks.split(",")):
@@ -156,6 +151,21 @@ def main() -> None:
     print(table(rows, dense_weights))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The motion task's data, training and output flags (shared with bench_projection.py)."""
+    parser.add_argument("--per-class", type=int, default=100)
+    parser.add_argument("--test-per-class", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json")
+
+
+def motion_split(args: argparse.Namespace):
+    """The training clips (from ``--seed``) and the held-out test clips (``--seed + 1000``)."""
+    return (motion_clips(args.per_class, args.seed),
+            motion_clips(args.test_per_class, args.seed + 1000))
 
 
 def load_network_text(text: str):

@@ -35,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_motion import add_data_arguments, load_network_text, motion_split
 
 from fcircnn.models.config import load_network
 from fcircnn.models.project import load_dense, project_network
 from fcircnn.torch import build, from_weights
 from fcircnn.torch.dense import DenseNetwork
-from fcircnn.torch.motion import CLASSES, motion_clips, motion_network_yaml
+from fcircnn.torch.motion import CLASSES, motion_network_yaml
 from fcircnn.torch.training import accuracy, fit, golden_int_classes
 
 
@@ -110,23 +111,17 @@ def table(rows: list[dict], dense_acc: float, args: argparse.Namespace) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", default="4,8,16")
-    parser.add_argument("--per-class", type=int, default=100)
-    parser.add_argument("--test-per-class", type=int, default=30)
-    parser.add_argument("--epochs", type=int, default=15)
+    add_data_arguments(parser)
     parser.add_argument("--finetune-epochs", type=lambda t: [int(v) for v in t.split(",")],
                         default=[1, 3, 5])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    train = motion_clips(args.per_class, args.seed)
-    test = motion_clips(args.test_per_class, args.seed + 1000)
+    train, test = motion_split(args)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "dense.yaml").write_text(motion_network_yaml(4))
         torch.manual_seed(args.seed)
-        twin = DenseNetwork(load_network(folder / "dense.yaml"))
+        twin = DenseNetwork(load_network_text(motion_network_yaml(4)))
         start = time.perf_counter()
         fit(twin, *train, epochs=args.epochs, seed=args.seed)
         dense_acc = accuracy(twin, *test)
