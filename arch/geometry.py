@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ACC_BITS",
     "BEAT_BYTES",
     "CARRIED_WINDOW",
+    "DSP_MUL_BITS",
     "LUTRAM_MAX_DEPTH",
     "MAX_CHANNEL_TILE",
     "MAX_KERNEL",
@@ -59,6 +61,13 @@ SLOT_GROUP_CHANNELS = 16
 #: Slots in one 128-bit beat (one slot group: 8 complex int8 slots) and its bytes.
 SLOTS_PER_BEAT = SLOT_GROUP_CHANNELS // 2
 BEAT_BYTES = 2 * SLOTS_PER_BEAT
+#: Width of the signed accumulators of the PE array, the partial sums and the post chain's
+#: input (the numeric contract's int32 accumulation).
+ACC_BITS = 32
+#: Width of the signed operand a DSP48E2 multiplier takes on its wide port (27 x 18): a CBN
+#: multiply whose accumulators fit it takes one DSP48E2 per part
+#: (:attr:`EngineGeometry.acc_bits`).
+DSP_MUL_BITS = 27
 #: Kernel and conv stride per axis: the input buffer's absolute limit.
 MAX_KERNEL = 64
 #: Kernel taps (``Kd*Kr*Kc``) of a weight tile: the weight buffer's absolute limit.
@@ -269,7 +278,11 @@ class EngineGeometry:
     row offsets and the drain's lane-to-row map; ``lane0`` and ``rfft``: whether a layer's post
     chain takes lane 0 of its accumulators' inverse transform
     (:data:`~fcircnn.arch.descriptor.FLAG_LANE0`) or the rfft of its time lanes
-    (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`), which builds those post-chain stages.
+    (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`), which builds those post-chain stages;
+    ``acc_bits``: the width of the signed accumulators the post chain's CBN multiplies, from
+    the largest accumulator bound of the core's layers (``accumulator_bound``, a structural
+    bound over int8 operands, so it holds for every weight set): at most
+    :data:`DSP_MUL_BITS`, one DSP48E2 per part and lane instead of two.
     """
 
     kernel: tuple[int, int, int]
@@ -282,6 +295,13 @@ class EngineGeometry:
     row_lanes: bool = False
     lane0: bool = False
     rfft: bool = False
+    acc_bits: int = ACC_BITS
+
+    def __post_init__(self) -> None:
+        if (not isinstance(self.acc_bits, int) or isinstance(self.acc_bits, bool)
+                or not 2 <= self.acc_bits <= ACC_BITS):
+            raise ValueError(f"acc_bits must be an integer in 2..{ACC_BITS}, "
+                             f"not {self.acc_bits!r}")
 
     @classmethod
     def covering(cls, *geometries: EngineGeometry) -> EngineGeometry:
@@ -298,7 +318,7 @@ class EngineGeometry:
                    top("pool_size"), any(g.residual for g in geometries),
                    any(g.fused_pool for g in geometries), top("carry_map"),
                    any(g.row_lanes for g in geometries), any(g.lane0 for g in geometries),
-                   any(g.rfft for g in geometries))
+                   any(g.rfft for g in geometries), max(g.acc_bits for g in geometries))
 
 
 @dataclass(frozen=True)
@@ -434,9 +454,11 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
     steps run in no pass of their own, an rfft in its input's: ``accelerator.rfft_of``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
     fused, carry_map, row_lanes, lane0, rfft = False, (0, 0), False, False, False
+    acc_bound = 1
     for original in accelerator.network.resolved:
         if original.transform or accelerator.core_for(original).name != core.name:
             continue
+        acc_bound = max(acc_bound, original.accumulator_bound)
         lane0 |= original.takes_lane0
         rfft |= accelerator.rfft_of(original) is not None
         layer = accelerator.engine_layer(original)
@@ -454,4 +476,5 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
         residual |= layer.residual is not None
         row_lanes |= accelerator.row_groups(original) > 1
     return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused,
-                          carry_map, row_lanes, lane0, rfft)
+                          carry_map, row_lanes, lane0, rfft,
+                          min(ACC_BITS, acc_bound.bit_length() + 1))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fcircnn.gen.estimate import calibration_accelerator
+from fcircnn.gen.estimate import calibration_accelerator, calibration_geometry
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "gen" / "calibration.json"
@@ -256,6 +256,7 @@ def cmd_synth(args) -> int:
         for p in data["points"]:
             if p["name"] == name:
                 p.update(record)
+                p.pop("built", None)  # synthesized as the generator builds it today
         data["yosys"] = version
         write_data(data)
         m = record["measured"]
@@ -275,7 +276,7 @@ def fit_samples(data: dict) -> dict[str, list]:
         with tempfile.TemporaryDirectory() as tmp:
             acc = calibration_accelerator(point, Path(tmp))
         rows = []
-        for model in component_models(acc):
+        for model in component_models(acc, calibration_geometry(point, acc)):
             key = f"{model.core}/{model.name}" if model.core else model.name
             rows.append((model, point["components"].get(key, resources_of({}))))
         out[point["name"]] = rows
@@ -352,7 +353,7 @@ def table_rows(data: dict) -> list[list]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             acc = calibration_accelerator(point, Path(tmp))
-        est = estimate.estimate_resources(acc).total
+        est = estimate.estimate_resources(acc, calibration_geometry(point, acc)).total
         m = point["measured"]
         row = [point["name"], ", ".join(f"{c.tn}/{c.tm}/{c.td}/{c.tr}/{c.tc}" for c in acc.cores),
                acc.block_size]

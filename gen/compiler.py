@@ -470,6 +470,18 @@ def _check_engine_fit(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
                                f"smaller than the window {_fmt(pool.window)}")
 
 
+def _check_accumulator_width(layer: ResolvedLayer, core: CoreConfig, geo) -> None:
+    """Reject a layer whose accumulators (its :attr:`~fcircnn.models.resolve.ResolvedLayer.
+    accumulator_bound`, the original layer's: a folded one sums the same products) exceed the
+    width the core's CBN multiply is built for (``geo.acc_bits``)."""
+    bound = layer.accumulator_bound
+    if bound >= 1 << (geo.acc_bits - 1):
+        raise CompileError(f"layer {layer.name!r}: accumulators up to {bound} need "
+                           f"{bound.bit_length() + 1} bits, core {core.name!r}'s post chain was "
+                           f"built for {geo.acc_bits}-bit accumulators (the largest bound of "
+                           f"the network it was generated for)")
+
+
 def _fmt(v) -> str:
     return "x".join(map(str, v))
 
@@ -531,8 +543,9 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     fits = [_check_fit(acc, layer) for layer in originals]
     layers = [acc.engine_layer(layer) for layer in originals]  # as the engine runs them
     geos = _core_geometry(acc, geometry)
-    for layer, (core, index) in zip(layers, fits, strict=True):
+    for layer, original, (core, index) in zip(layers, originals, fits, strict=True):
         _check_engine_fit(layer, core, geos[index])
+        _check_accumulator_width(original, core, geos[index])
     # Per layer: whether a pool pass follows the conv (a pool that does not fuse).
     pool_pass = [layer.pool is not None and not _fuses(layer, core, geos[index])
                  for layer, (core, index) in zip(layers, fits, strict=True)]

@@ -88,6 +88,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -98,6 +99,8 @@ from pathlib import Path
 from typing import Any
 
 from fcircnn.arch.geometry import (
+    ACC_BITS,
+    DSP_MUL_BITS,
     LUTRAM_MAX_DEPTH,
     CoreGeometry,
     EngineGeometry,
@@ -125,6 +128,7 @@ __all__ = [
     "ResourceEstimate",
     "calibration",
     "calibration_accelerator",
+    "calibration_geometry",
     "component_models",
     "estimate_resources",
     "format_cap",
@@ -153,9 +157,11 @@ _LANES = 8
 _RECORD_BITS = 256
 _WEIGHT_SLOT_BITS = 27
 #: Accumulator width of the PE array and the partial sums.
-_ACC_BITS = 32
-#: DSP48E2 per post-chain lane: acc*mult split in two, for re and im (4), res*res_mult (2).
+_ACC_BITS = ACC_BITS
+#: DSP48E2 per post-chain lane: acc*mult split in two, for re and im (4; 2 when the core's
+#: accumulators fit the DSP48E2's 27-bit port, ``EngineGeometry.acc_bits``), res*res_mult (2).
 _CBN_DSP = 4
+_CBN_NARROW_DSP = 2
 _RES_DSP = 2
 #: DSP48E2 per post-chain lane of the rfft stage: the product by the multiplier, re and im.
 RFFT_DSP_PER_LANE = 2
@@ -354,6 +360,16 @@ def calibration_accelerator(point: Mapping[str, Any], folder: str | os.PathLike[
     return load_accelerator(folder / "acc.yaml")
 
 
+def calibration_geometry(point: Mapping[str, Any], acc: Any) -> list[EngineGeometry]:
+    """Per core of ``acc``, the geometry the calibration point's synthesized Verilog was built
+    for: what the generator derives today, with the point's ``built`` fields where an earlier
+    generator built otherwise (``{"acc_bits": 32}``: synthesized before the post chain's CBN
+    multiply was built for the network's accumulator width; re-synthesizing the point with
+    ``bench/bench_estimate.py synth`` drops it)."""
+    built = dict(point.get("built", {}))
+    return [dataclasses.replace(engine_geometry(acc, core), **built) for core in acc.cores]
+
+
 @functools.lru_cache(maxsize=1)
 def calibration() -> dict[str, Any]:
     """The calibration data (``calibration.json``): coefficients and the measured points."""
@@ -398,12 +414,13 @@ class _Core:
     carry: tuple[int, int, int] = (0, 0, 0)
     lane0: bool = False
     rfft: bool = False
+    acc_bits: int = ACC_BITS
 
 
-def _cores(acc: Any) -> list[_Core]:
+def _cores(acc: Any, geometry: Sequence[EngineGeometry] | None = None) -> list[_Core]:
     cores = []
-    for core in acc.cores:
-        geo = engine_geometry(acc, core)
+    for index, core in enumerate(acc.cores):
+        geo = engine_geometry(acc, core) if geometry is None else geometry[index]
         cg = CoreGeometry.of(core, acc.block_size)
         # CMaxPool as the engine builds it: with a fused pool also the output tile, its
         # Tm/16 slot groups interleaved.
@@ -424,7 +441,8 @@ def _cores(acc: Any) -> list[_Core]:
                            ports.quarters_weights(cg.weight_tile_beats(1)),
                            cg.lanes * core.tm if geo.fused_pool else 0,
                            ports.quarters_inputs(cg.in_groups),
-                           (0, 0, 0) if carry is None else carry.depth, geo.lane0, geo.rfft))
+                           (0, 0, 0) if carry is None else carry.depth, geo.lane0, geo.rfft,
+                           geo.acc_bits))
     return cores
 
 
@@ -495,9 +513,11 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     # The carry memories of a carried pool (one per axis stage; deep ones are block RAM).
     pool_mems += [map_memory(128, n, block=n > LUTRAM_MAX_DEPTH) for n in c.carry if n]
     size_bits = sum(max(1, n).bit_length() for n in c.pool_size)
-    comps["post_chain"] = (_LANES * (_CBN_DSP + (_RES_DSP if c.residual else 0)), pool_mems, {
+    narrow = c.acc_bits <= DSP_MUL_BITS
+    cbn_dsp = (_CBN_NARROW_DSP if narrow else _CBN_DSP) + (_RES_DSP if c.residual else 0)
+    comps["post_chain"] = (_LANES * cbn_dsp, pool_mems, {
         "one": 1, "size_bits": size_bits, "residual": int(c.residual),
-        "pool1": size_bits * (c.pool_lanes - 1),
+        "pool1": size_bits * (c.pool_lanes - 1), "narrow_cbn": int(narrow),
     })
     if c.lane0 or c.rfft:
         comps["transform_stages"] = (_LANES * RFFT_DSP_PER_LANE if c.rfft else 0, [], {
@@ -557,10 +577,12 @@ class ComponentModel:
         return sum(m.bram36 for m in self.memories)
 
 
-def component_models(acc: Any) -> list[ComponentModel]:
-    """Every component's :class:`ComponentModel`, in :func:`estimate_resources`'s order."""
+def component_models(acc: Any, geometry: Sequence[EngineGeometry] | None = None
+                     ) -> list[ComponentModel]:
+    """Every component's :class:`ComponentModel`, in :func:`estimate_resources`'s order
+    (``geometry`` as there)."""
     out: list[ComponentModel] = []
-    for c in _cores(acc):
+    for c in _cores(acc, geometry):
         for name, (dsp, mems, feats) in _core_components(c).items():
             out.append(ComponentModel(name, c.name, dsp, tuple(mems), feats))
     for name, feats in _shared_features(acc).items():
@@ -664,6 +686,13 @@ TRANSFORM_STAGE_LOGIC: Mapping[str, Mapping[str, float]] = {
 }
 
 
+#: What building CBN's multiply for accumulators of at most 27 bits (one DSP48E2 per part,
+#: :class:`~fcircnn.arch.geometry.EngineGeometry` ``acc_bits``) changes in the post chain: no
+#: split product to recombine. Yosys 0.70 (yowasp), out of context, ``CBNResidual(8)``: 48
+#: DSP48E2, 3,793 LUT, 2,882 FF at 32 bits; 32, 3,361, 2,802 at 27.
+NARROW_CBN_LOGIC: Mapping[str, float] = {"lut": -432, "ff": -80}
+
+
 #: What a loader of its own for the split halves (ports 2 and 3,
 #: :meth:`~fcircnn.arch.ports.PortMap.loader_reads`) adds to a core's ``control``: a loader's
 #: walk, FSM and routing without the input side, as the weight loader of ResNet-18's best core
@@ -677,7 +706,7 @@ def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
     :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
     :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`,
-    :data:`TRANSFORM_STAGE_LOGIC`)."""
+    :data:`TRANSFORM_STAGE_LOGIC`, :data:`NARROW_CBN_LOGIC`)."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: dict(v) for res, v in coeffs["dma"].items()}
@@ -702,6 +731,8 @@ def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
         costs["half_loaders"] = HALF_LOADER_LOGIC
     if name == "transform_stages":
         costs |= TRANSFORM_STAGE_LOGIC
+    if name == "post_chain":
+        costs["narrow_cbn"] = NARROW_CBN_LOGIC
     return costs
 
 
@@ -717,7 +748,8 @@ def _counts(model: ComponentModel) -> ResourceCounts:
                           ff=max(0, round(ff)))
 
 
-def estimate_resources(acc: Any) -> ResourceEstimate:
+def estimate_resources(acc: Any, geometry: Sequence[EngineGeometry] | None = None
+                       ) -> ResourceEstimate:
     """Estimate every component of the accelerator ``acc`` (module docstring).
 
     Parameters
@@ -725,10 +757,14 @@ def estimate_resources(acc: Any) -> ResourceEstimate:
     acc : AcceleratorConfig
         Loaded with :func:`~fcircnn.models.config.load_accelerator` (bound to its network,
         which sizes the buffers).
+    geometry : sequence of EngineGeometry, optional
+        Per core, what its buffers and post chain are built for (default: what ``acc``'s
+        network needs, :func:`~fcircnn.arch.geometry.engine_geometry`; a calibration point
+        synthesized by an earlier generator: :func:`calibration_geometry`).
 
     Returns
     -------
     ResourceEstimate
     """
     return ResourceEstimate(tuple(ComponentEstimate(m.name, m.core, _counts(m))
-                                  for m in component_models(acc)))
+                                  for m in component_models(acc, geometry)))

@@ -251,7 +251,8 @@ class LayerEngine(wiring.Component):
         m.submodules.post = PostChain(lanes=SLOTS_PER_BEAT, max_size=max_size,
                                       max_groups=max_groups,
                                       carry=(0, 0, 0) if carry is None else carry.depth,
-                                      B=B, lane0=geo.lane0, rfft=geo.rfft)
+                                      B=B, lane0=geo.lane0, rfft=geo.rfft,
+                                      acc_width=geo.acc_bits)
         for k in range(1, self.ports.pool_lanes):  # the pool pass's further lanes
             m.submodules[f"pool{k}"] = CMaxPool(SLOTS_PER_BEAT, max_size, max_groups)
         m.submodules.outbuf = OutputBuffer(Tm, Td, Tr, Tc)

@@ -4,6 +4,8 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.geometry import ACC_BITS
+
 from .common import rejecting
 from .complex_mul_pair import complex_layout
 from .packed_mul import PRODUCT_WIDTH
@@ -11,7 +13,7 @@ from .packed_mul import PRODUCT_WIDTH
 __all__ = ["ACC_WIDTH", "PE", "tree_levels"]
 
 #: Accumulator width of the numeric contract (exact int32 accumulation).
-ACC_WIDTH = 32
+ACC_WIDTH = ACC_BITS
 
 
 def tree_levels(n: int) -> int:

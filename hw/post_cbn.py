@@ -4,6 +4,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.geometry import ACC_BITS, DSP_MUL_BITS
+
 from .common import rejecting, stall_pipeline
 
 __all__ = [
@@ -20,10 +22,11 @@ __all__ = [
     "cbn_input_layout",
     "cbn_output_layout",
     "check_lanes",
+    "dsp_per_lane",
 ]
 
 #: Width of the signed PE accumulator ``acc``.
-ACC_WIDTH = 32
+ACC_WIDTH = ACC_BITS
 #: Width of the signed multipliers ``mult`` and ``res_mult``.
 MULT_WIDTH = 16
 #: Width of the signed shortcut slot part ``res``.
@@ -32,10 +35,11 @@ RES_WIDTH = 8
 BIAS_WIDTH = T_WIDTH = 48
 #: Width of the unsigned quantization shift (0..47), carried through to the quantizer.
 SHIFT_WIDTH = 6
-#: DSP48E2 per lane: per part, ``acc*mult`` (32x16 signed) is split explicitly into two
-#: multiplies of one DSP each (27-bit port: the low 26 bits of ``acc`` zero-extended, or its
-#: signed top 6 bits; 18-bit port: ``mult``), recombined in fabric, and ``res*res_mult`` (8x16)
-#: takes one; two parts make six.
+#: DSP48E2 per lane at the full accumulator width: per part, ``acc*mult`` (32x16 signed) is
+#: split explicitly into two multiplies of one DSP each (27-bit port: the low 26 bits of
+#: ``acc`` zero-extended, or its signed top 6 bits; 18-bit port: ``mult``), recombined in
+#: fabric, and ``res*res_mult`` (8x16) takes one; two parts make six
+#: (:func:`dsp_per_lane`: four with accumulators of at most 27 bits).
 DSP_PER_LANE = 6
 #: Cycles from an accepted input beat to its output beat (no stall).
 LATENCY = 2
@@ -53,6 +57,13 @@ def check_lanes(lanes):
         raise TypeError(f"lanes must be an integer, not {lanes!r}")
     if not 1 <= lanes <= MAX_LANES:
         raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
+
+
+def dsp_per_lane(acc_width=ACC_WIDTH, residual=True):
+    """DSP48E2 per lane of :class:`CBNResidual` built for ``acc_width``-bit accumulators: per
+    part one for ``acc*mult`` when ``acc_width`` fits the DSP48E2's 27-bit port (two
+    otherwise) and, with ``residual``, one for ``res*res_mult``."""
+    return 2 * ((1 if acc_width <= DSP_MUL_BITS else 2) + (1 if residual else 0))
 
 
 def _parts(shape):
@@ -110,13 +121,20 @@ class CBNResidual(wiring.Component):
       sum register. The stages share one enable, ``i.ready = ~o.valid | o.ready``; a stalled
       output holds the whole pipeline (full valid/ready back-pressure, no beat lost or
       duplicated).
-    * DSP48E2 use: :data:`DSP_PER_LANE` (6) per lane, see there; the adds are in fabric.
+    * DSP48E2 use: :func:`dsp_per_lane` per lane (6 at ``acc_width = 32``, 4 at ``acc_width
+      <= 27``); the adds are in fabric.
+    * With ``acc_width < 32`` the multiply takes the low ``acc_width`` bits of ``acc`` as a
+      signed value: the caller guarantees ``|acc| < 2**(acc_width - 1)`` on every beat that
+      is not bypassed (the engine builds the stage for its layers' accumulator bound,
+      :attr:`fcircnn.arch.geometry.EngineGeometry.acc_bits`). Bypass passes all 32 bits.
     * ``cfg`` must be static while beats are in flight.
 
     Parameters
     ----------
     lanes : int
         Slots per beat, 1..64.
+    acc_width : int
+        Width of the signed accumulators the multiply takes, 2..32 (default 32).
 
     Ports
     -----
@@ -125,10 +143,15 @@ class CBNResidual(wiring.Component):
     cfg : In(cbn_config_layout)
     """
 
-    def __init__(self, lanes=8):
+    def __init__(self, lanes=8, acc_width=ACC_WIDTH):
         with rejecting(self):
             check_lanes(lanes)
+            if not isinstance(acc_width, int) or isinstance(acc_width, bool):
+                raise TypeError(f"acc_width must be an integer, not {acc_width!r}")
+            if not 2 <= acc_width <= ACC_WIDTH:
+                raise ValueError(f"acc_width must be in 2..{ACC_WIDTH}, not {acc_width}")
         self.lanes = lanes
+        self.acc_width = acc_width
         super().__init__({
             "i": In(stream.Signature(cbn_input_layout(lanes))),
             "o": Out(stream.Signature(cbn_output_layout(lanes))),
@@ -152,18 +175,10 @@ class CBNResidual(wiring.Component):
                 prod = Signal(signed(T_WIDTH), name=f"prod_{lane}_{part}")
                 res = Signal(signed(T_WIDTH), name=f"res_{lane}_{part}")
                 bias = Signal(signed(T_WIDTH), name=f"bias_{lane}_{part}")
-                # acc*mult split so that each multiply fits one DSP48E2 (27x18 signed): the low
-                # 26 bits of acc, zero-extended to a signed 27-bit operand, and the signed top 6.
-                acc_lo = Cat(acc[:_ACC_SPLIT], Const(0, 1)).as_signed()
-                acc_hi = acc[_ACC_SPLIT:].as_signed()
-                mult = src.mult[part]
-                prod_lo = Signal(signed(_ACC_SPLIT + 1 + MULT_WIDTH), name=f"prod_lo_{lane}_{part}")
-                prod_hi = Signal(signed(ACC_WIDTH - _ACC_SPLIT + MULT_WIDTH),
-                                 name=f"prod_hi_{lane}_{part}")
-                m.d.comb += [prod_lo.eq(acc_lo * mult), prod_hi.eq(acc_hi * mult)]
+                product = self._product(m, acc, src.mult[part], f"{lane}_{part}")
                 with m.If(enable):
                     m.d.sync += [
-                        prod.eq(Mux(self.cfg.bypass, acc, (prod_hi << _ACC_SPLIT) + prod_lo)),
+                        prod.eq(Mux(self.cfg.bypass, acc, product)),
                         res.eq(Mux(self.cfg.residual & ~self.cfg.bypass,
                                    src.res[part] * src.res_mult[part], 0)),
                         bias.eq(Mux(self.cfg.bypass, 0, src.bias[part])),
@@ -171,3 +186,18 @@ class CBNResidual(wiring.Component):
                         dst.t[part].eq(prod + res + bias),
                     ]
         return m
+
+    def _product(self, m, acc, mult, suffix):
+        """``acc * mult`` in DSP48E2-sized multiplies (27x18 signed): one when the accumulators
+        fit ``acc_width <= 27`` bits, else the low 26 bits of ``acc`` zero-extended to a signed
+        27-bit operand and its signed top 6 bits, recombined in fabric."""
+        if self.acc_width <= DSP_MUL_BITS:
+            prod = Signal(signed(self.acc_width + MULT_WIDTH), name=f"prod_n_{suffix}")
+            m.d.comb += prod.eq(acc[:self.acc_width].as_signed() * mult)
+            return prod
+        acc_lo = Cat(acc[:_ACC_SPLIT], Const(0, 1)).as_signed()
+        acc_hi = acc[_ACC_SPLIT:].as_signed()
+        prod_lo = Signal(signed(_ACC_SPLIT + 1 + MULT_WIDTH), name=f"prod_lo_{suffix}")
+        prod_hi = Signal(signed(ACC_WIDTH - _ACC_SPLIT + MULT_WIDTH), name=f"prod_hi_{suffix}")
+        m.d.comb += [prod_lo.eq(acc_lo * mult), prod_hi.eq(acc_hi * mult)]
+        return (prod_hi << _ACC_SPLIT) + prod_lo

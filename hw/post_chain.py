@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from .common import check_block_size, rejecting
 from .post_cbn import (
+    ACC_WIDTH,
     DSP_PER_LANE,
     CBNResidual,
     cbn_config_layout,
@@ -99,7 +100,8 @@ class PostChain(wiring.Component):
       252-bit-per-lane CBN input, about 4300 FF for 8 lanes, for no shorter path.)
       ``o.valid``/``o.payload`` are the pool's (combinational from the skid buffer when the
       pool is bypassed).
-    * DSP48E2: :data:`DSP_PER_LANE` (6) per lane in the CBN stage, and a built rfft stage's
+    * DSP48E2: :func:`~fcircnn.hw.post_cbn.dsp_per_lane` per lane in the CBN stage (6 at
+      ``acc_width = 32``, 4 at 27 or fewer), and a built rfft stage's
       :data:`RFFT_DSP_PER_LANE` (2).
     * ``cfg`` (:func:`post_config_layout`) static while a map is in flight.
     * Built with ``lane0``: :class:`~fcircnn.hw.post_lane0.IrfftLane0` before CBN (with
@@ -123,6 +125,9 @@ class PostChain(wiring.Component):
         Block size (4, 8 or 16) of the lane-0 and rfft stages.
     lane0, rfft : bool
         Build the lane-0 stage, the rfft stage.
+    acc_width : int
+        Width of the signed accumulators CBN multiplies (2..32; at most 27: one DSP48E2 per
+        part, :class:`~fcircnn.hw.post_cbn.CBNResidual`).
 
     Ports
     -----
@@ -133,7 +138,7 @@ class PostChain(wiring.Component):
     """
 
     def __init__(self, lanes=8, max_size=(8, 8, 8), max_groups=1, carry=(0, 0, 0), *, B=8,
-                 lane0=False, rfft=False):
+                 lane0=False, rfft=False, acc_width=ACC_WIDTH):
         with rejecting(self):
             check_lanes(lanes)
             check_max_size(max_size)
@@ -146,7 +151,7 @@ class PostChain(wiring.Component):
             self._lane0 = IrfftLane0(lanes, B) if lane0 else None
             self._rfft = RfftSum(lanes, B) if rfft else None
             self._rfft_quantize = Quantize(lanes) if rfft else None
-        self._cbn = CBNResidual(lanes)
+            self._cbn = CBNResidual(lanes, acc_width)
         self._quantize = Quantize(lanes)
         self._crelu = CReLU(lanes)
         self._skid_pool = SkidBuffer(slot_layout(lanes))

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fcircnn.arch.geometry import ACC_BITS
+
 __all__ = [
     "ACC_BITS",
     "BLOCK_SIZES",
@@ -53,8 +55,6 @@ BLOCK_SIZES: tuple[int, ...] = (4, 8, 16)
 """Legal circulant block sizes ``B`` (even powers of two)."""
 INT8_MAX = 127
 """Largest magnitude of an int8 slot part (``-128`` never occurs)."""
-ACC_BITS = 32
-"""Width of the signed PE accumulator."""
 T_BITS = 48
 """Width of the signed CBN result ``t``."""
 

@@ -1,6 +1,7 @@
 """cocotb testbench of :class:`fcircnn.hw.post_cbn.CBNResidual` (toplevel ``post_cbn``).
 
-Parameters (:func:`fcircnn.sim.runner.tb_params`): ``lanes``, ``beats``, ``seed``. Every test
+Parameters (:func:`fcircnn.sim.runner.tb_params`): ``lanes``, ``beats``, ``seed`` and
+``acc_width`` (default 32: accumulators within that width, as the stage is built). Every test
 streams seeded random operands with extremes through the generated Verilog with random
 valid/ready back-pressure and compares ``t`` and the passed-through ``shift`` with
 :func:`fcircnn.models.spectral.cbn`.
@@ -28,8 +29,9 @@ FIELDS = ("acc", "mult", "bias", "res", "res_mult", "shift")
 async def _check(dut, bypass, residual, salt):
     params = tb_params()
     lanes, beats, seed = params["lanes"], params["beats"], params["seed"] + salt
+    width = params.get("acc_width", 32)
     rng = np.random.default_rng(seed)
-    re, im = cbn_cases(rng, (beats, lanes)), cbn_cases(rng, (beats, lanes))
+    re, im = cbn_cases(rng, (beats, lanes), width), cbn_cases(rng, (beats, lanes), width)
     case = {name: (re[name], im[name]) for name in FIELDS}
     cfg = {"bypass": bypass, "residual": residual}
     await cocotb_reset(dut, pack(cbn_config_layout, cfg))

@@ -62,19 +62,21 @@ def _shift_for(t, rng):
     return np.clip(bits - 7 + rng.integers(-1, 2, size=t.shape), 0, 47)
 
 
-def cbn_cases(rng, shape):
-    """Random CBN operands of ``shape`` (one part), with extremes; ``t`` always fits int48.
+def cbn_cases(rng, shape, acc_width=32):
+    """Random CBN operands of ``shape`` (one part), with extremes; ``t`` always fits int48;
+    ``|acc| < 2**(acc_width - 1)`` (the extremes at both ends of that range).
 
     Returns a dict of int64 arrays: ``acc, mult, bias, res, res_mult, shift``.
     """
     n = int(np.prod(shape))
-    acc = _pick(rng, n, [ACC_MAX, -ACC_MAX, 0, 1, -1], -ACC_MAX, ACC_MAX)
+    top = min(ACC_MAX, (1 << (acc_width - 1)) - 1)
+    acc = _pick(rng, n, [top, -top, 0, 1, -1], -top, top)
     mult = _pick(rng, n, [32767, -32768, -32767, 0, 1, -1], -32768, 32767)
     res = _pick(rng, n, [127, -127, 0], -127, 127)
     res_mult = _pick(rng, n, [32767, -32768, 0], -32768, 32767)
     # Small acc too, so that the quantized results are not all saturated.
     small = rng.random(n) < 0.3
-    acc[small] = rng.integers(-2000, 2001, size=int(small.sum()))
+    acc[small] = rng.integers(-min(2000, top), min(2000, top) + 1, size=int(small.sum()))
     partial = acc * mult + res * res_mult
     bias = _pick(rng, n, [T_MAX, T_MIN, 0], T_MIN, T_MAX)
     # Clip the bias so that t (with or without the residual term) still fits int48.

@@ -7,6 +7,8 @@ import itertools
 import pytest
 
 from fcircnn.arch.geometry import (
+    ACC_BITS,
+    DSP_MUL_BITS,
     CoreGeometry,
     EngineGeometry,
     balanced_span,
@@ -96,3 +98,26 @@ def test_engine_geometry_and_lanes_of_the_shipped_accelerators():
     c3d = load_accelerator(builtin_path("c3d_zcu102_best"))
     fused = [r.name for r in c3d.network.resolved if pool_fuses(r, c3d.core_for(r))]
     assert fused == ["conv1a", "conv2a", "conv3b", "conv4b"]
+
+
+@pytest.mark.parametrize("name", ["c3d_zcu102_best", "r3d18_zcu102_best", "spectral_c3d_zcu102"])
+def test_acc_bits_cover_every_layer_of_the_core(name):
+    # The CBN multiply's width is the bits of the largest structural accumulator bound of the
+    # core's layers: every shipped network's fits the DSP48E2's 27-bit port (one DSP a part).
+    acc = load_accelerator(builtin_path(name))
+    for core in acc.cores:
+        geo = engine_geometry(acc, core)
+        bound = max(r.accumulator_bound for r in acc.network.resolved
+                    if not r.transform and acc.core_for(r) is core)
+        assert bound < 2 ** (geo.acc_bits - 1) and bound >= 2 ** (geo.acc_bits - 2)
+        assert geo.acc_bits <= DSP_MUL_BITS
+
+
+def test_acc_bits_checked_and_covered():
+    g = EngineGeometry((1, 1, 1), (1, 1, 1), 1, (1, 1, 1), False)
+    assert g.acc_bits == ACC_BITS
+    narrow = EngineGeometry((1, 1, 1), (1, 1, 1), 1, (1, 1, 1), False, acc_bits=20)
+    assert EngineGeometry.covering(narrow, g).acc_bits == ACC_BITS
+    for bad in (1, 33, 27.0, True):
+        with pytest.raises(ValueError, match=r"acc_bits must be an integer in 2\.\.32"):
+            EngineGeometry((1, 1, 1), (1, 1, 1), 1, (1, 1, 1), False, acc_bits=bad)

@@ -549,6 +549,11 @@ _HW_LAYERS = ("  - {name: h1, type: conv, out_channels: 16, kernel: [1, 1, 2], "
     ("  - {name: p, type: conv, out_channels: 16, kernel: 1, pool: {window: 2}}\n",
      (r"layer 'p': pooled map 4x8x8 exceeds core 'main''s CMaxPool, built for maps up to "
      r"4x4x4")),
+    # 64 input channels and two taps: accumulators past the CBN multiply's width of h1/h2.
+    (("  - {name: a, type: conv, out_channels: 64, kernel: 1}\n"
+      "  - {name: deep, type: conv, out_channels: 16, kernel: [1, 1, 2]}\n"),
+     (r"layer 'deep': accumulators up to 516128 need 20 bits, core 'main''s post chain was "
+      r"built for \d+-bit accumulators")),
 ])
 def test_buffer_limits_of_hardware_built_for_another_network(tmp_path, small_accelerator,
                                                              layers, match):
@@ -573,7 +578,8 @@ def test_covering_geometry_runs_both_networks(tmp_path, small_accelerator, acc):
     hw = load_accelerator(small_accelerator(tmp_path, net=_net(_HW_LAYERS)))
     both = [EngineGeometry.covering(a, b) for a, b in zip(_geometry(acc), _geometry(hw),
                                                            strict=True)]
-    assert both[0] == EngineGeometry((3, 3, 3), (1, 2, 2), 27, (4, 8, 8), True)
+    bits = max(a.acc_bits for a in _geometry(acc) + _geometry(hw))
+    assert both[0] == EngineGeometry((3, 3, 3), (1, 2, 2), 27, (4, 8, 8), True, acc_bits=bits)
     image = compile_network(hw, geometry=both, seed=1)
     assert image.expected.keys() == {"h1", "h2"}
     plan_network(acc, geometry=both)

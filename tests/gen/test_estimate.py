@@ -8,6 +8,7 @@ the cache is current.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -20,6 +21,7 @@ from fcircnn.gen.estimate import (
     ResourceCounts,
     ResourceEstimate,
     calibration_accelerator,
+    calibration_geometry,
     component_models,
     estimate_resources,
     map_memory,
@@ -65,7 +67,8 @@ def test_calibration_covers_small_to_paper_sizes():
 def test_estimate_within_tolerance_of_yosys(point, tmp_path):
     acc = calibration_accelerator(point, tmp_path)
     assert config_fingerprint(acc) == point["fingerprint"], "cached point is another config"
-    est = estimate_resources(acc).total
+    # as the point's Verilog was built (a point synthesized before narrow CBN: "built")
+    est = estimate_resources(acc, calibration_geometry(point, acc)).total
     measured = point["measured"]
     assert est.dsp == measured["dsp"]
     err = errors(est, measured)
@@ -89,7 +92,7 @@ def test_memories_per_component_are_exact(point, tmp_path):
     the modelled memories (tile buffers, CMaxPool lines, post records; the FIFOs' few LUT RAM
     cells in control and DMA are part of their fitted LUT counts)."""
     acc = calibration_accelerator(point, tmp_path)
-    for model in component_models(acc):
+    for model in component_models(acc, calibration_geometry(point, acc)):
         key = f"{model.core}/{model.name}" if model.core else model.name
         got = point["components"].get(key, {"bram36": 0.0, "lutram_luts": 0})
         assert model.bram36 == got["bram36"], key
@@ -141,19 +144,26 @@ def test_residual_buffer_and_multiplies_only_with_a_residual_layer():
     assert ("main", "residual_buffer") not in names
     post = {c.core: c.counts.dsp for c in estimate_resources(r3d).components
             if c.name == "post_chain"}
-    assert post == {"pointwise": 32, "spatial": 48}
+    # acc*mult one DSP48E2 a part (every accumulator of ResNet-18 fits 27 bits), res*res_mult
+    # one more on the core with the residual layers
+    assert post == {"pointwise": 16, "spatial": 32}
     r3d_names = [(c.core, c.name) for c in estimate_resources(r3d).components]
     assert ("spatial", "residual_buffer") in r3d_names
     assert ("pointwise", "residual_buffer") not in r3d_names
 
 
-def test_totals_add_up_and_the_paper_core_uses_224_dsp():
+def test_totals_add_up_and_the_paper_core_uses_192_dsp():
     est = estimate_resources(load_accelerator(builtin_path("c3d_zcu102")))
     assert est.total.dsp == sum(c.counts.dsp for c in est.components)
     assert est.core_total("main").dsp == est.total.dsp
     # One PE lane (td is not unrolled): the 176-DSP array of bench/README.md, plus the post
-    # chain's 32 (no residual layer in C3D).
-    assert est.total.dsp == 176 + 32
+    # chain's 16 (no residual layer in C3D; every accumulator fits 27 bits: one DSP a part);
+    # 32 with the multiply built for 32-bit accumulators, as the calibration point measured.
+    assert est.total.dsp == 176 + 16
+    acc = load_accelerator(builtin_path("c3d_zcu102"))
+    wide = [dataclasses.replace(g, acc_bits=32) for g in
+            calibration_geometry({}, acc)]
+    assert estimate_resources(acc, wide).total.dsp == 176 + 32
 
 
 def test_fits_names_the_binding_resources():
