@@ -517,17 +517,23 @@ def _add_calibrate(sub) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from fcircnn.describe import describe_accelerator, describe_network
+    from fcircnn.describe import (
+        accelerator_json,
+        describe_accelerator,
+        describe_network,
+        network_json,
+    )
     from fcircnn.models.config import AcceleratorConfig
 
     config = _load(args.config)
     if isinstance(config, AcceleratorConfig):
         _validated(config, cap=args.cap)
         _check_memory(config.network, ("float", "int"))  # what compile runs
-        print(describe_accelerator(config))
+        print(json.dumps(accelerator_json(config)) if args.json else
+              describe_accelerator(config))
     else:
         _check_memory(config, ("float", "slots", "int"))  # what golden runs by default
-        print(describe_network(config))
+        print(json.dumps(network_json(config)) if args.json else describe_network(config))
     print(f"{config.path or args.config}: OK", file=sys.stderr)
     return 0
 
@@ -966,7 +972,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         paths = image.save(args.output)
     except OSError as exc:
         raise UserError(f"-o: cannot write {args.output}: {exc}") from None
-    print(describe_image(image))
+    print(json.dumps(image.memory_map()) if args.json else describe_image(image))
     print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 
@@ -1027,7 +1033,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     dense = {r.name: r.dense_ops for r in net.resolved}
-    print(sim.format_results(outcome, dense, acc.clock_mhz, names))
+    print(json.dumps(sim.results_json(outcome, dense, acc.clock_mhz, names)) if args.json else
+          sim.format_results(outcome, dense, acc.clock_mhz, names))
     print(f"results {results}, simulator run {run_dir}", file=sys.stderr)
     if args.waves:
         print(f"waves in {run_dir} (Verilator: dump file of the run) or in the build folder "
@@ -1053,6 +1060,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for rel in result.files:
         print(f"wrote {result.output / rel}", file=sys.stderr)
     print(f"config sha256 {result.fingerprint}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"accelerator": acc.name, "output": str(result.output),
+                          "files": [str(rel) for rel in result.files],
+                          "fingerprint": result.fingerprint,
+                          "vivado_command": result.vivado_command}))
+        return 0
     print("build the bitstream and hardware handoff with:", file=sys.stderr)
     print(result.vivado_command)
     return 0
@@ -1397,6 +1410,9 @@ def _add_check(sub) -> None:
     check.add_argument("--cap", type=_cap, default=DEFAULT_CAP,
                        help=f"largest share of each device resource an accelerator may use, "
                             f"in (0, 1] (default: {DEFAULT_CAP:g}, as estimate and sweep)")
+    _json_flag(check, "the resolved network (its layers, shapes, kernels, post-ops, pools, "
+                      "operations) or accelerator (its parameters, cores, network, which core "
+                      "runs each layer and the notes)")
     _quiet_flag(check)
     check.set_defaults(func=cmd_check)
 
@@ -1427,6 +1443,8 @@ def _add_compile(sub) -> None:
     _calibration_flags(comp)
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
+    _json_flag(comp, "the memory map (as memory_map.json: extent, windows, regions and every "
+                     "descriptor's fields)")
     _quiet_flag(comp)
     comp.set_defaults(func=cmd_compile)
 
@@ -1450,6 +1468,7 @@ def _add_generate(sub) -> None:
     gen.add_argument("--force", action="store_true",
                      help="write into a non-empty output directory (replaces files of the "
                           "same names, leaves other files alone)")
+    _json_flag(gen, "the files written, the configuration's sha256 and the Vivado command")
     _quiet_flag(gen)
     gen.set_defaults(func=cmd_generate)
 
@@ -1519,6 +1538,8 @@ def _add_sim(sub) -> None:
     simp.add_argument("--build-dir", type=_path, metavar="DIR",
                       help="build root for images and simulator builds (default: "
                            "$FCIRCNN_BUILD_DIR or build)")
+    _json_flag(simp, "the run's status, cycles and counters, and per layer its cycles, "
+                     "GOP/s, PE and DMA-stall shares and whether it is bit-exact")
     _quiet_flag(simp)
     simp.set_defaults(func=cmd_sim)
 

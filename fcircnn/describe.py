@@ -1,8 +1,9 @@
-"""Human-readable summaries of configurations (``fcircnn check``).
+"""Summaries of configurations (``fcircnn check``), as text and as JSON.
 
 :func:`describe_network` tabulates a network's resolved layers with totals;
 :func:`describe_accelerator` lists an accelerator's parameters, its cores and which core runs
-which layer.
+which layer, with notes on the layers it runs differently. :func:`network_json` and
+:func:`accelerator_json` give the same facts as JSON-ready dicts (``fcircnn check --json``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fcircnn.models.placement import trims_taps, views_gap
 from fcircnn.models.resolve import fmt3, fmt_dims
 from fcircnn.report import format_table
 
-__all__ = ["describe_accelerator", "describe_network"]
+__all__ = ["accelerator_json", "describe_accelerator", "describe_network", "network_json"]
 
 
 def _ports_text(axi_ports: int, residual: bool, in_quarters: bool = False) -> str:
@@ -33,6 +34,43 @@ def _ports_text(axi_ports: int, residual: bool, in_quarters: bool = False) -> st
     return f"{axi_ports} ports ({', '.join(what)}; {quarters}{axi_ports} pool lanes)"
 
 
+def _post(r) -> list[str]:
+    """The post-ops of resolved layer ``r``, in order."""
+    stages = ((("bias", r.bias), ("bn", r.cbn), ("relu", r.crelu)) if r.dense else
+              (("cbn", r.cbn), ("res", r.residual is not None), ("crelu", r.crelu)))
+    return [name for name, on in stages if on]
+
+
+def network_json(net: NetworkConfig) -> dict:
+    """The facts of :func:`describe_network` as a JSON-ready dict: the input, and per resolved
+    layer its type, inputs, shapes (``[channels, D, H, W]``), kernel, post-ops, pool and
+    dense-equivalent operations; the totals."""
+    def layer(r):
+        return {
+            "index": r.index, "name": r.name, "type": r.kind, "dense": r.dense,
+            "input": r.input, "residual": r.residual, "block_size": r.block_size,
+            "in": [r.in_channels, *r.in_shape],
+            "kernel": list(r.kernel) if r.weighted else None,
+            "stride": list(r.stride) if r.weighted else None,
+            "padding": list(r.padding) if r.weighted else None,
+            "conv": [r.out_channels, *r.conv_shape], "post": _post(r),
+            "pool": None if r.pool is None else {
+                "window": list(r.pool.window), "stride": list(r.pool.stride),
+                "padding": list(r.pool.padding)},
+            "out": [r.out_channels, *r.out_shape], "dense_ops": r.dense_ops,
+            "dense_weights": r.dense_params, "stored_weights": r.circulant_params,
+        }
+
+    return {
+        "network": net.name, "path": None if net.path is None else str(net.path),
+        "input": [net.input.channels, *net.input.shape], "classes": net.classes,
+        "block_size": net.block_size, "layers": [layer(r) for r in net.resolved],
+        "dense_ops": net.dense_ops,
+        "dense_weights": sum(r.dense_params for r in net.resolved),
+        "stored_weights": sum(r.circulant_params for r in net.resolved),
+    }
+
+
 def describe_network(net: NetworkConfig) -> str:
     """Human-readable table of the resolved layers with totals (for ``fcircnn check``)."""
     inp = net.input
@@ -41,9 +79,7 @@ def describe_network(net: NetworkConfig) -> str:
              + (f"  ({net.path})" if net.path else "")]
     rows = []
     for r in net.resolved:
-        stages = ((("bias", r.bias), ("bn", r.cbn), ("relu", r.crelu)) if r.dense else
-                  (("cbn", r.cbn), ("res", r.residual is not None), ("crelu", r.crelu)))
-        post = "+".join(s for s, on in stages if on) or "-"
+        post = "+".join(_post(r)) or "-"
         pool = "-" if r.pool is None else (f"{fmt3(r.pool.window)}/s{fmt3(r.pool.stride)}"
                                            f"/p{fmt3(r.pool.padding)}")
         rows.append([
@@ -121,7 +157,14 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
                       fmt3(r.kernel), fmt3(r.stride), fmt3(r.pool.window) if r.pool else "-",
                       _core_text(acc, r), f"{r.dense_ops / 1e9:.3f}"]
                      for r in acc.network.resolved])
-    lines += _transform_lines(acc)
+    lines += [f"  {note}" for note in _notes(acc)]
+    return "\n".join(lines)
+
+
+def _notes(acc: AcceleratorConfig) -> list[str]:
+    """How the accelerator runs the layers it runs differently from the network file (time
+    domain, folds, row lanes, trimmed kernels, gap planes), and cores that run nothing."""
+    lines = [line.strip() for line in _transform_lines(acc)]
     folded = [r for r in acc.network.resolved if acc.folds_input(r)]
     for r in folded:
         run = acc.engine_layer(r)
@@ -155,4 +198,25 @@ def describe_accelerator(acc: AcceleratorConfig) -> str:
     for c in (c for c in acc.cores if c.name not in used):
         lines.append(f"  note: core {c.name} runs no layer of {acc.network.name}; it is built "
                      "all the same (its resources count), so leave it out of this file")
-    return "\n".join(lines)
+    return [line.removeprefix("  ") for line in lines]
+
+
+def accelerator_json(acc: AcceleratorConfig) -> dict:
+    """The facts of :func:`describe_accelerator` as a JSON-ready dict: the accelerator's
+    parameters, its cores, its network (:func:`network_json`), the core (or where a domain
+    step runs) of every layer, and the notes."""
+    d = acc.device
+    return {
+        "accelerator": acc.name, "path": None if acc.path is None else str(acc.path),
+        "device": {"part": d.part, "board": d.board, **d.resources.model_dump()},
+        "clock_mhz": acc.clock_mhz, "block_size": acc.block_size, "bus_width": acc.bus_width,
+        "address_width": acc.address_width, "axi_ports": acc.axi_ports,
+        "dma_queue": acc.dma_queue,
+        "cores": [{"name": c.name, "tn": c.tn, "tm": c.tm, "td": c.td, "tr": c.tr, "tc": c.tc,
+                   "unroll": list(c.unroll), "max_kernel": list(c.max_kernel),
+                   "max_stride": list(c.max_stride), "max_pool_window": list(c.max_pool_window)}
+                  for c in acc.cores],
+        "network": network_json(acc.network),
+        "placement": {r.name: _core_text(acc, r) for r in acc.network.resolved},
+        "notes": _notes(acc),
+    }

@@ -68,6 +68,7 @@ __all__ = [
     "prepare",
     "read_progress",
     "read_results",
+    "results_json",
     "run_rtl",
     "save_image",
 ]
@@ -222,6 +223,34 @@ def failed(results: SimResults, expected: Sequence[str]) -> bool:
     names = {layer.name for layer in results.layers}
     return (results.status != "done" or any(not layer.passed for layer in results.layers)
             or any(name not in names for name in expected))
+
+
+def results_json(results: SimResults, dense_ops: Mapping[str, int], clock_mhz: float,
+                 expected: Sequence[str] = ()) -> dict[str, Any]:
+    """What :func:`format_results` prints, as a JSON-ready dict: the status, the counters,
+    per layer its cycles, effective GOP/s (``None`` without operations), PE-busy and DMA-stall
+    cycles, whether it passed and its mismatches, the layers ``expected`` but not run, and
+    ``passed`` (not :func:`failed`)."""
+    def gops(ops, cycles):
+        return ops / (cycles / (clock_mhz * 1e6)) / 1e9 if ops and cycles else None
+
+    seen = {layer.name for layer in results.layers}
+    total = results.total_cycles or sum(layer.cycles for layer in results.layers)
+    ops = sum(dense_ops.get(layer.name, 0) for layer in results.layers)
+    return {
+        "status": results.status, "error_code": results.error_code,
+        "error_addr": results.error_addr, "total_cycles": total,
+        "pe_busy": results.pe_busy, "dma_stall": results.dma_stall,
+        "clock_mhz": clock_mhz, "dense_ops": ops, "effective_gops": gops(ops, total),
+        "sim_cycles": results.sim_cycles, "wall_seconds": results.wall_seconds,
+        "layers": [{"name": layer.name, "cycles": layer.cycles,
+                    "effective_gops": gops(dense_ops.get(layer.name, 0), layer.cycles),
+                    "pe_busy": layer.pe_busy, "dma_stall": layer.dma_stall,
+                    "passed": layer.passed, "mismatches": layer.mismatches,
+                    "first_mismatch": layer.first_mismatch} for layer in results.layers],
+        "not_run": [name for name in expected if name not in seen],
+        "passed": not failed(results, expected),
+    }
 
 
 def format_results(results: SimResults, dense_ops: Mapping[str, int], clock_mhz: float,

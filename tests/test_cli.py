@@ -1,6 +1,7 @@
 """CLI: help on every command, real jobs, and bad input giving exit code 2 without a traceback."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,27 @@ def test_check_builtin_configs(name, capsys):
     assert main(["check", name]) == 0
     out = capsys.readouterr().out
     assert ("GOP" in out) and (("accelerator" in out) == name.endswith("zcu102"))
+
+
+def test_check_json_of_a_network_and_an_accelerator(capsys):
+    from fcircnn.models.config import builtin_path, load_accelerator
+
+    assert main(["check", "spectral_c3d", "--json", "-q"]) == 0
+    net = json.loads(capsys.readouterr().out)
+    conv1 = net["layers"][0]
+    assert (net["network"], net["input"], net["classes"]) == ("spectral_c3d",
+                                                              [3, 16, 112, 112], 101)
+    assert conv1["dense"] and conv1["post"] == ["bias", "bn", "relu"]
+    assert conv1["kernel"] == [3, 3, 3] and conv1["pool"]["window"] == [1, 2, 2]
+    assert net["dense_ops"] == sum(layer["dense_ops"] for layer in net["layers"])
+    assert main(["check", "spectral_c3d_zcu102", "--json"]) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    acc = load_accelerator(builtin_path("spectral_c3d_zcu102"))
+    assert doc["network"] == net and "OK" in out.err
+    assert [c["name"] for c in doc["cores"]] == [c.name for c in acc.cores]
+    assert set(doc["placement"]) == {r.name for r in acc.network.resolved}
+    assert any("folded into input channels" in note for note in doc["notes"])
 
 
 def test_golden_of_a_network_without_class_scores_shows_its_output(tmp_path, capsys):
@@ -455,5 +477,9 @@ def test_compile_shows_its_passes_unless_quiet(small_accelerator, tmp_path, caps
     assert main(["compile", str(acc), "-o", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     assert "float  pass done:" in err and "int    pass done:" in err
-    assert main(["compile", str(acc), "-o", str(tmp_path / "b"), "-q"]) == 0
-    assert "pass done" not in capsys.readouterr().err
+    assert main(["compile", str(acc), "-o", str(tmp_path / "b"), "-q", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "pass done" not in out.err
+    # --json: the memory map the folder holds, on one line
+    assert json.loads(out.out) == json.loads((tmp_path / "b" / "memory_map.json").read_text())
+    assert len(out.out.splitlines()) == 1

@@ -149,6 +149,18 @@ def test_input_shape_reaches_the_image(fake_run, capsys, tmp_path):
     assert "3x2x24x24 input, scale 16" in capsys.readouterr().err
 
 
+def test_json_result(fake_run, capsys, tmp_path):
+    fake_run.make = lambda names: _results(names, passed=False, cycles=2000)
+    assert main(["sim", "r3d18_zcu102", "--scale", "16", "--layers", "conv1,l1b1_conv1",
+                 "--build-dir", str(tmp_path), "-q", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [layer["name"] for layer in doc["layers"]] == ["conv1", "l1b1_conv1"]
+    assert not doc["passed"] and doc["not_run"] == [] and doc["status"] == "done"
+    assert doc["layers"][0]["mismatches"] == 3 and doc["layers"][0]["cycles"] == 2000
+    assert doc["total_cycles"] == 4010 and doc["effective_gops"] > 0
+    assert isinstance(doc["layers"][0]["effective_gops"], float)  # a number, not text
+
+
 def test_subprocess_has_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fcircnn.cli", "sim", *CONFIG, "--layers",
                            "bogus", "--build-dir", str(tmp_path)],

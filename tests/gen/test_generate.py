@@ -210,7 +210,11 @@ def test_cli_generate(config, tmp_path, fake_top, capsys):
     assert main(["generate", str(config), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "error: -o:" in err and "--force" in err and "Traceback" not in err
-    assert main(["generate", str(config), "-o", str(out), "--force"]) == 0
+    assert main(["generate", str(config), "-o", str(out), "--force", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["vivado_command"] == f"cd {out / 'vivado'} && vivado -mode batch -source build.tcl"
+    assert doc["output"] == str(out) and "rtl/fcircnn_accel.v" in doc["files"]
+    assert all((out / f).is_file() for f in doc["files"]) and len(doc["fingerprint"]) == 64
 
 
 @pytest.mark.parametrize("case", ["file", "bad_config", "not_mpsoc"])
