@@ -100,8 +100,10 @@ if TYPE_CHECKING:
     from amaranth.lib import data
 
 __all__ = [
+    "ADDRESS_FIELDS",
     "DESCRIPTOR_BYTES",
     "DFOLD_DEPTHS",
+    "FIELD_NAMES",
     "FLAG_CBN",
     "FLAG_CRELU",
     "FLAG_DFOLD",
@@ -125,6 +127,7 @@ __all__ = [
     "balances_tiles",
     "carried_axes",
     "descriptor_layout",
+    "field_layout",
     "field_offset",
     "flags_fault",
     "reuses_inputs",
@@ -375,14 +378,30 @@ _OFFSETS = {name: struct.calcsize(_format(_FIELDS[:k])) for k, (name, _, _) in e
             if not name.startswith("_")}
 assert _STRUCT.size == DESCRIPTOR_BYTES
 
-_ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base",
-                   "cycles_addr", "next_desc")
+#: The descriptor's byte-address fields: each must fit the accelerator's address width (the
+#: hardware refuses the descriptor otherwise, :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`).
+ADDRESS_FIELDS = ("in_base", "out_base", "res_base", "weight_base", "post_base",
+                  "cycles_addr", "next_desc")
 
 
 def field_offset(name: str) -> int:
     """The byte offset of field ``name`` in a packed descriptor (``KeyError`` if there is
     none)."""
     return _OFFSETS[name]
+
+
+def field_layout(name: str) -> tuple[int, int]:
+    """``(count, bytes)`` of field ``name``: its elements (1, or 3 for a ``(d, h, w)`` vector,
+    16 for ``rfft_mult``) and the bytes of each, little-endian (``KeyError`` if there is
+    none)."""
+    for field, code, count in _FIELDS:
+        if field == name and not field.startswith("_"):
+            return count, _BITS[code] // 8
+    raise KeyError(name)
+
+
+#: The descriptor's fields, in byte order (reserved bytes left out).
+FIELD_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _FIELDS if not name.startswith("_"))
 
 Vec3 = tuple[int, int, int]
 
@@ -460,7 +479,7 @@ class LayerDescriptor:
             value = getattr(self, name)
             if min(value if isinstance(value, tuple) else (value,)) < 1:
                 raise ValueError(f"{name} must be >= 1, not {value!r}")
-        for name in _ADDRESS_FIELDS:
+        for name in ADDRESS_FIELDS:
             if getattr(self, name) % 16:
                 raise ValueError(f"{name} = {getattr(self, name):#x} must be 16-byte aligned")
         if self.op not in (OP_CONV, OP_GAP, OP_POOL):
@@ -497,7 +516,7 @@ class LayerDescriptor:
         ``2**address_width`` (the accelerator's AXI address width, 32..64)."""
         if not 1 <= address_width <= 64:
             raise ValueError(f"address_width must be in 1..64, not {address_width}")
-        for name in _ADDRESS_FIELDS:
+        for name in ADDRESS_FIELDS:
             value = getattr(self, name)
             if value >> address_width:
                 raise ValueError(f"{name} = {value:#x} does not fit the {address_width}-bit "

@@ -12,7 +12,8 @@ offset  name             access  contents
 0x00    CTRL             RW      bit0 ``start`` (write 1: one-cycle ``start`` pulse, ignored
                                  while ``busy``; reads 0), bit1 ``busy`` (RO), bit2 ``done``
                                  (RO, sticky until the next start), bit3 ``error`` (RO,
-                                 sticky until the next start)
+                                 sticky until the next start), bit4 ``abort`` (write 1 while
+                                 ``busy``: stop the run; ignored while idle; reads 0)
 0x04    GIE              RW      bit0 global interrupt enable
 0x08    IER              RW      interrupt enables: bit0 done, bit1 error
 0x0C    ISR              W1C     interrupt status: bit0 done, bit1 error; set by the event
@@ -54,6 +55,15 @@ window check. A burst outside is not issued: the engine stops with the DMA's err
 address space (bring-up); a driver programs them from the buffers it allocated before every
 start (:class:`fcircnn.driver.Driver`).
 
+**Abort.** Writing 1 to CTRL.abort while the engine runs closes both windows for the rest of
+the run: the next burst any DMA or the sequencer would issue, on any port, is not issued, as
+for a burst outside a window, so the engine stops at it. Bursts already issued complete, as
+AXI requires (their data is taken or sent, their responses taken); then the engine ends idle
+with CTRL.error, ERROR_CODE :data:`ERROR_ABORTED` and in ERROR_ADDR the address of the first
+burst it did not issue. A run that ends before any further burst ends with ``done`` instead.
+The next start runs normally (the engines are reset while idle). A run whose bus never answers
+a burst already issued cannot be aborted: the driver's timeout says so.
+
 Any other offset in the window (0x1C, 0x68 and up) is unmapped: a write there is ignored and
 answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address
 bits 1..0 are ignored (AXI4-Lite accesses are word-aligned).
@@ -65,17 +75,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["CONTROL_ADDR_WIDTH", "ERROR_BAD_DESCRIPTOR", "ERROR_CODES", "FIELDS", "IDENT",
-           "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "WINDOWS", "WINDOW_PAGE_BITS", "Field",
-           "Register", "offset", "window_pages"]
+__all__ = ["CONTROL_ADDR_WIDTH", "ERROR_ABORTED", "ERROR_BAD_DESCRIPTOR", "ERROR_CODES",
+           "FIELDS", "IDENT", "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "WINDOWS",
+           "WINDOW_PAGE_BITS", "Field", "Register", "offset", "window_pages"]
 
 #: Address bits of the control window the accelerator is built with (4 KB).
 CONTROL_ADDR_WIDTH = 12
 
 #: Default design identifier: ASCII "FCIR".
 IDENT = 0x46434952
-#: Default register-map version (major << 16 | minor): 1.1 added the memory windows.
-VERSION = 0x0001_0001
+#: Default register-map version (major << 16 | minor): 1.1 added the memory windows, 1.2 the
+#: abort.
+VERSION = 0x0001_0002
 #: The memory windows are whole pages of ``2**WINDOW_PAGE_BITS`` bytes (4 KiB, the AXI
 #: boundary no burst crosses).
 WINDOW_PAGE_BITS = 12
@@ -109,7 +120,7 @@ class Field(NamedTuple):
 
 #: The register map (see the module docstring).
 REGISTERS: tuple[Register, ...] = (
-    Register("CTRL", 0x00, "RW", "control: start (W1P), busy, done, error (RO)"),
+    Register("CTRL", 0x00, "RW", "control: start, abort (W1P), busy, done, error (RO)"),
     Register("GIE", 0x04, "RW", "global interrupt enable"),
     Register("IER", 0x08, "RW", "interrupt enable: bit0 done, bit1 error"),
     Register("ISR", 0x0C, "W1C", "interrupt status: bit0 done, bit1 error (write 1 to clear)"),
@@ -144,6 +155,8 @@ FIELDS: tuple[Field, ...] = (
     Field("CTRL", "busy", 1, 1, "RO", "the engine is running"),
     Field("CTRL", "done", 2, 1, "RO", "the descriptor list finished (sticky until start)"),
     Field("CTRL", "error", 3, 1, "RO", "the engine reported an error (sticky until start)"),
+    Field("CTRL", "abort", 4, 1, "W1P",
+          "write 1: stop the running engine at its next burst (ignored while idle)"),
     Field("GIE", "enable", 0, 1, "RW", "global interrupt enable"),
     Field("IER", "done", 0, 1, "RW", "interrupt on done"),
     Field("IER", "error", 1, 1, "RW", "interrupt on error"),
@@ -176,6 +189,10 @@ ERROR_CODES: dict[int, str] = {
     5: "DMA write: bad command (unaligned address or stride, empty box)",
     6: "DMA write: outside the write window (or past the address space)",
     7: "DMA write: bus error (SLVERR/DECERR)",
-    8: "bad descriptor: unknown op or core index, or flags that do not go together",
+    8: ("bad descriptor: unknown op or core index, flags that do not go together, or an "
+        "address past the address space"),
+    9: "aborted by the host (CTRL.abort)",
 }
 ERROR_BAD_DESCRIPTOR = 8
+#: ERROR_CODE of a run the host stopped with CTRL.abort.
+ERROR_ABORTED = 9

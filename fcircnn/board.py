@@ -226,6 +226,9 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
                        timeout_s=args.timeout,
                        progress=lambda done, total: print(f"clip {done}/{total} run",
                                                           file=sys.stderr, flush=True))
+    except DriverError as exc:  # a timeout (the engine aborted, or not stoppable): a failed run
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MISMATCH
     finally:
         backend.close()
     print(f"{len(clips)} clip(s), int8 scales: {pred.calibration}")

@@ -10,8 +10,9 @@ A run (:meth:`Driver.run`)
 1. :meth:`~Driver.load` writes the image bytes at ``image.base``;
 2. :meth:`~Driver.start` clears ISR, writes ``DESC_PTR`` and sets ``CTRL.start``;
 3. :meth:`~Driver.wait` waits for ``done`` or ``error``: by interrupt (GIE and IER enabled, ISR
-   read and cleared) or by polling ``CTRL``; a timeout raises :class:`DriverTimeout` whose
-   message holds ``CTRL`` and ``ISR``;
+   read and cleared) or by polling ``CTRL``; on a timeout :meth:`~Driver.run` stops the engine
+   with :meth:`~Driver.abort` and raises :class:`DriverTimeout`, whose message holds the
+   timeout, the descriptors finished, the cycles counted and how the abort ended;
 4. :meth:`~Driver.counters` reads the 64-bit counters (``_LO`` first: reading it latches
    ``_HI``);
 5. :meth:`~Driver.layer_results` reads every layer's cycles entries and output map and compares
@@ -36,6 +37,7 @@ from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, WINDOWS, offset
 from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
 
 __all__ = [
+    "ABORT_TIMEOUT_S",
     "MAX_TIMEOUT_S",
     "Backend",
     "Counters",
@@ -61,6 +63,7 @@ CTRL_START = _BITS["CTRL", "start"]
 CTRL_BUSY = _BITS["CTRL", "busy"]
 CTRL_DONE = _BITS["CTRL", "done"]
 CTRL_ERROR = _BITS["CTRL", "error"]
+CTRL_ABORT = _BITS["CTRL", "abort"]
 IRQ_DONE = _BITS["ISR", "done"]
 IRQ_ERROR = _BITS["ISR", "error"]
 _MASK32 = 0xFFFF_FFFF
@@ -71,7 +74,8 @@ class DriverError(RuntimeError):
 
 
 class DriverTimeout(DriverError):
-    """Neither ``done`` nor ``error`` came within the timeout; the message holds CTRL and ISR."""
+    """Neither ``done`` nor ``error`` came within the timeout; the message holds CTRL and ISR
+    (from :meth:`Driver.run`: also the progress and how the abort that followed ended)."""
 
 
 def error_name(code: int) -> str:
@@ -250,6 +254,12 @@ class Backend(Protocol):
 
 #: The longest a run may be given, seconds (a day; a clip takes milliseconds).
 MAX_TIMEOUT_S = 86400.0
+#: How long :meth:`Driver.abort` waits for the engine to stop by default, seconds: the bursts
+#: in flight complete within microseconds on a board (2,000,000 cycles at 200 MHz).
+ABORT_TIMEOUT_S = 0.01
+#: :meth:`Driver.abort` also reads CTRL at least this often before it gives up, whatever the
+#: clock says (a simulated board on the wall clock reads it in milliseconds, not microseconds).
+ABORT_MIN_POLLS = 1000
 
 
 def _check_timeout(timeout_s: float) -> float:
@@ -373,6 +383,48 @@ class Driver:
         await self.backend.write_reg(DESC_PTR_HI, desc_ptr >> 32)
         await self.backend.write_reg(CTRL, CTRL_START)
 
+    async def abort(self, timeout_s: float = ABORT_TIMEOUT_S) -> RunStatus:
+        """Stop a running engine (CTRL.abort, :mod:`fcircnn.arch.registers`): it issues no
+        further burst, completes those in flight and ends with ``error`` and ERROR_CODE
+        :data:`~fcircnn.arch.registers.ERROR_ABORTED`. Polls CTRL until the engine is idle,
+        then reads the status and clears ISR. An idle engine is left alone: its last status
+        is returned (``done`` and ``error`` both false if it never ran).
+
+        Parameters
+        ----------
+        timeout_s : float
+            Seconds of the backend's clock to wait for the engine to stop (and at least
+            :data:`ABORT_MIN_POLLS` reads of CTRL).
+
+        Raises
+        ------
+        DriverError
+            If the engine is still busy after that: a burst in flight is not answered
+            by the bus, which only reloading the bitstream clears (the message says so, with
+            CTRL, ISR and the cycles counted).
+        """
+        timeout_s = _check_timeout(timeout_s)
+        ctrl = await self.backend.read_reg(CTRL)
+        if ctrl & CTRL_BUSY:
+            await self.backend.write_reg(CTRL, CTRL_ABORT)
+        t0, polls = self._clock(), 0
+        while ctrl & CTRL_BUSY:
+            polls += 1
+            if self._clock() - t0 > timeout_s and polls > ABORT_MIN_POLLS:
+                isr = await self.backend.read_reg(ISR)
+                cycles = (await self.counters()).cycles
+                raise DriverError(
+                    f"abort did not stop the engine within {timeout_s:g} s: CTRL = "
+                    f"{_ctrl_text(ctrl)}, ISR = {_isr_text(isr)}, {cycles} cycles counted; a "
+                    f"burst in flight is not answered by the bus: reload the bitstream")
+            if not self._has_clock():
+                await asyncio.sleep(0.0005)
+            ctrl = await self.backend.read_reg(CTRL)
+        isr = await self.backend.read_reg(ISR)
+        if isr:
+            await self.backend.write_reg(ISR, isr & (IRQ_DONE | IRQ_ERROR))
+        return await self._status(ctrl, isr)
+
     async def _status(self, ctrl: int, isr: int) -> RunStatus:
         done = bool(ctrl & CTRL_DONE or isr & IRQ_DONE)
         error = bool(ctrl & CTRL_ERROR or isr & IRQ_ERROR)
@@ -483,7 +535,10 @@ class Driver:
         Raises
         ------
         DriverTimeout
-            If the list does not end within ``timeout_s`` (backend clock).
+            If the list does not end within ``timeout_s`` (backend clock): the engine is
+            stopped with :meth:`abort` first, and the message gives the timeout, the
+            descriptors finished, the cycles counted and where the abort stopped the engine
+            (or that it did not).
         """
         timeout_s = _check_timeout(timeout_s)
         wall0 = time.monotonic()
@@ -492,11 +547,29 @@ class Driver:
         await self.set_windows(*image.windows)
         t0 = self._clock() if self._has_clock() else None
         await self.start(image.desc_ptr)
-        status = await self.wait(timeout_s, poll=poll)
+        try:
+            status = await self.wait(timeout_s, poll=poll)
+        except DriverTimeout as exc:
+            raise DriverTimeout(await self._stopped(image, str(exc))) from None
         elapsed = self._clock() - t0 if t0 is not None else None
         counters = await self.counters()
         layers = await self.layer_results(image)
         return RunReport(status, counters, tuple(layers), elapsed, time.monotonic() - wall0)
+
+
+    async def _stopped(self, image: CompiledImage, why: str) -> str:
+        """``why`` a run timed out, its progress, and how :meth:`abort` ended it."""
+        cycles = (await self.counters()).cycles
+        finished, total = await self.progress(image)
+        text = f"{why}; {finished} of {total} descriptors finished, {cycles} cycles counted"
+        try:
+            status = await self.abort()
+        except DriverError as exc:
+            return f"{text}; {exc}"
+        if status.error:
+            return (f"{text}; aborted: the engine stopped ({status.error_name}, ERROR_ADDR "
+                    f"{status.error_addr:#x}) and is idle")
+        return f"{text}; the list ended as the abort came ({status.state})"
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ Usage: python3 run.py [--clips clips.npy] [--bitstream fcircnn_accel.bit] [--tim
 
 Prints each clip's top classes, the accelerator's cycles per layer and whether every layer's
 output equals the golden integer contract bit for bit; exit code 1 on a mismatch or a failed
-run, 2 on bad input. Needs the core fcircnn package ({version}) on the board
+run (an engine error with its code and address, or a run past --timeout, which the driver
+stops with CTRL.abort), 2 on bad input. Needs the core fcircnn package ({version}) on the board
 (pip install --no-deps {wheel}, in this folder).
 """
 

@@ -17,6 +17,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import (
+    ADDRESS_FIELDS,
     DESCRIPTOR_BYTES,
     FLAG_LANE0,
     FLAG_LAST,
@@ -28,6 +29,7 @@ from fcircnn.arch.descriptor import (
 from fcircnn.arch.ip import TOP_NAME
 from fcircnn.arch.registers import (
     CONTROL_ADDR_WIDTH,
+    ERROR_ABORTED,
     ERROR_BAD_DESCRIPTOR,
     ERROR_CODES,
     WINDOW_PAGE_BITS,
@@ -96,12 +98,19 @@ class Accelerator(wiring.Component):
       errors of the fetch, of the engine's transfers (after every transfer in flight has
       completed) or of the cycle write, and a descriptor naming a core that does not exist, an
       unknown op, flags that do not go together (:func:`~fcircnn.arch.descriptor.flags_fault`)
-      or row lanes its core cannot run (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`)
-      (ERROR_ADDR = the descriptor's address). A burst of any DMA, on any port, outside its
-      memory window (RD_BASE..RD_LIMIT, WR_BASE..WR_LIMIT: :mod:`fcircnn.arch.registers`) is
-      not issued and ends the run with code 2 or 6 and its address. The engines are held in
-      reset
-      while idle, so the next start begins clean.
+      or row lanes its core cannot run (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`), or
+      an address field past the address space (ERROR_ADDR = the descriptor's address); a
+      DESC_PTR past the address space is not fetched (code 2, ERROR_ADDR = DESC_PTR). A
+      burst of any DMA, on any port, outside its memory window (RD_BASE..RD_LIMIT,
+      WR_BASE..WR_LIMIT: :mod:`fcircnn.arch.registers`) is not issued and ends the run with
+      code 2 or 6 and its address. The engines are held in reset while idle, so the next
+      start begins clean.
+    * CTRL.abort while running closes both windows (registered, a cycle later) until the run
+      ends: the next burst of any DMA or of the sequencer is refused as one outside its
+      window, the engine stops as for that error once every burst in flight has completed,
+      and the run ends with ``ERROR_ABORTED`` (:data:`~fcircnn.arch.registers.ERROR_ABORTED`,
+      in place of the refusal's code 2 or 6; any other error that ends it keeps its code) and
+      the refused burst's address.
     * Layers run one after the other, in list order.
 
     Parameters
@@ -158,10 +167,11 @@ class Accelerator(wiring.Component):
                    for core, geo in zip(cores, geometry, strict=True)]
         return cls(engines, addr_width=accelerator.address_width)
 
-    def _ports(self, m):
+    def _ports(self, m, closed):
         """The register file and the DMA engines on the flat ports: ``s_axi_control`` and one
         DMA (read and write engine) per AXI port, ``dma`` on ``m_axi``, ``dmak`` on
-        ``m_axik``; returns the register file and the DMAs by port."""
+        ``m_axik``, their windows from the registers or none while ``closed``; returns the
+        register file and the DMAs by port."""
         aw = self.addr_width
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
         buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
@@ -179,34 +189,58 @@ class Accelerator(wiring.Component):
                 m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
         m.d.comb += self.interrupt.eq(regs.interrupt)
         for direction, (base, limit) in WINDOWS.items():
-            window = self._window(m, getattr(regs, base.lower()), getattr(regs, limit.lower()))
+            window = self._window(m, getattr(regs, base.lower()), getattr(regs, limit.lower()),
+                                  closed)
             for dma in dmas:
                 port = {"read": "rd_window", "write": "wr_window"}[direction]
                 m.d.comb += getattr(dma, port).eq(window)
         return regs, dmas
 
-    def _window(self, m, base, limit):
+    def _window(self, m, base, limit, closed):
         """A window's pages from its 64-bit BASE and LIMIT registers, registered (they are
-        static while the engine runs): a BASE past the address space leaves no page, a LIMIT
-        past it ends the window at the last page."""
+        static while the engine runs): a BASE past the address space, or ``closed``, leaves no
+        page, a LIMIT past it ends the window at the last page."""
         aw = self.addr_width
         window = Signal(window_layout(aw), init=open_window(aw))
         last = (1 << (aw - WINDOW_PAGE_BITS)) - 1
         page = slice(WINDOW_PAGE_BITS, aw)
+        empty = closed | base[aw:].any()
         m.d.sync += [
-            window.lo.eq(Mux(base[aw:].any(), last, base[page])),
-            window.hi.eq(Mux(base[aw:].any(), 0, Mux(limit[aw:].any(), last, limit[page]))),
+            window.lo.eq(Mux(empty, last, base[page])),
+            window.hi.eq(Mux(empty, 0, Mux(limit[aw:].any(), last, limit[page]))),
         ]
         return window
 
     @staticmethod
-    def _refused(desc, engines):
+    def _connect(m, engine, dmas, on):
+        """Engine ``engine`` on the DMAs of every port while ``on``: ``dma`` on its ``rd_*``
+        and ``wr_*`` streams, ``dmak`` on its ``rdk_*`` and ``wrk_*``."""
+        with m.If(on):
+            for k, dma in enumerate(dmas):
+                suffix = str(k) if k else ""
+                for direction in ("rd", "wr"):
+                    cmd, data, status = (getattr(engine, f"{direction}{suffix}_{name}")
+                                         for name in ("cmd", "data", "status"))
+                    port = getattr(dma, f"{direction}_cmd"), getattr(dma, f"{direction}_data"), \
+                        getattr(dma, f"{direction}_status")
+                    wiring.connect(m, cmd, port[0])
+                    if direction == "rd":
+                        wiring.connect(m, port[1], data)
+                    else:
+                        wiring.connect(m, data, port[1])
+                    wiring.connect(m, port[2], status)
+
+    @staticmethod
+    def _refused(desc, engines, addr_width):
         """Whether the sequencer refuses descriptor ``desc`` (``ERROR_BAD_DESCRIPTOR``): a
         core that does not exist, an unknown op, flags that do not go together
         (:func:`~fcircnn.arch.descriptor.flags_fault`), row lanes its core cannot run
-        (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`) or a transform of the post chain its
+        (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`), a transform of the post chain its
         core was built without (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`,
-        :data:`~fcircnn.arch.descriptor.FLAG_LANE0`)."""
+        :data:`~fcircnn.arch.descriptor.FLAG_LANE0`), or an address field
+        (:data:`~fcircnn.arch.descriptor.ADDRESS_FIELDS`, ``next_desc`` among them) past the
+        ``addr_width``-bit address space, which the DMAs would otherwise take modulo it."""
+        far = Cat(getattr(desc, name)[addr_width:] for name in ADDRESS_FIELDS).any()
         unbuilt = [(FLAG_RFFT if not e.geometry.rfft else 0)
                    | (FLAG_LANE0 if not e.geometry.lane0 else 0) for e in engines]
         rows = [(desc.core == k) & (RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
@@ -215,7 +249,7 @@ class Accelerator(wiring.Component):
         return ((desc.core >= len(engines)) | (desc.op > OP_POOL)
                 | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
                               desc.pool_window, desc.tile[0], desc.tiles[0])
-                | Cat(*rows).any())
+                | Cat(*rows).any() | far)
 
     def elaborate(self, platform):
         m = Module()
@@ -223,8 +257,11 @@ class Accelerator(wiring.Component):
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
 
-        regs, dmas = self._ports(m)
+        aborting = Signal()  # CTRL.abort during this run: the windows are closed
+        regs, dmas = self._ports(m, aborting)
         dma = dmas[0]
+        with m.If(regs.abort):
+            m.d.sync += aborting.eq(1)
 
         engine_rst = Signal()
         engines = []
@@ -256,23 +293,9 @@ class Accelerator(wiring.Component):
         error_code = Signal(8)
         error_addr = Signal(64)
         engine_on = Signal()
-
         for k, engine in enumerate(engines):
             m.d.comb += engine.desc.eq(desc)
-            with m.If(engine_on & (active == k)):
-                wiring.connect(m, engine.rd_cmd, dma.rd_cmd)
-                wiring.connect(m, dma.rd_data, engine.rd_data)
-                wiring.connect(m, dma.rd_status, engine.rd_status)
-                wiring.connect(m, engine.wr_cmd, dma.wr_cmd)
-                wiring.connect(m, engine.wr_data, dma.wr_data)
-                wiring.connect(m, dma.wr_status, engine.wr_status)
-                for k, dma_k in enumerate(dmas[1:], start=1):
-                    wiring.connect(m, getattr(engine, f"rd{k}_cmd"), dma_k.rd_cmd)
-                    wiring.connect(m, dma_k.rd_data, getattr(engine, f"rd{k}_data"))
-                    wiring.connect(m, dma_k.rd_status, getattr(engine, f"rd{k}_status"))
-                    wiring.connect(m, getattr(engine, f"wr{k}_cmd"), dma_k.wr_cmd)
-                    wiring.connect(m, getattr(engine, f"wr{k}_data"), dma_k.wr_data)
-                    wiring.connect(m, dma_k.wr_status, getattr(engine, f"wr{k}_status"))
+            self._connect(m, engine, dmas, engine_on & (active == k))
 
         def raise_error(code, addr):
             m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]
@@ -287,6 +310,7 @@ class Accelerator(wiring.Component):
         with m.FSM(name="sequencer"):
             with m.State("IDLE"):
                 m.d.comb += engine_rst.eq(1)
+                m.d.sync += aborting.eq(0)
                 with m.If(regs.start):
                     m.d.sync += [busy.eq(1), ptr.eq(regs.desc_ptr)]
                     m.next = "FETCH"
@@ -294,7 +318,11 @@ class Accelerator(wiring.Component):
                 m.d.comb += engine_rst.eq(1)
                 m.d.sync += [linear_box(top_rd_box, ptr, _DESC_BEATS), beats.eq(0), cycles.eq(0),
                              pe_cycles.eq(0), stall_cycles.eq(0)]
-                m.next = "FETCH_CMD"
+                with m.If(ptr[aw:].any()):  # DESC_PTR past the address space: not fetched
+                    m.d.sync += [error_code.eq(Status.OVERFLOW.value), error_addr.eq(ptr)]
+                    m.next = "ERROR"
+                with m.Else():
+                    m.next = "FETCH_CMD"
             with m.State("FETCH_CMD"):
                 m.d.comb += [dma.rd_cmd.valid.eq(1), dma.rd_cmd.payload.eq(top_rd_box)]
                 with m.If(dma.rd_cmd.ready):
@@ -312,7 +340,7 @@ class Accelerator(wiring.Component):
                     with m.Else():
                         m.next = "DISPATCH"
             with m.State("DISPATCH"):
-                with m.If(self._refused(desc, engines)):
+                with m.If(self._refused(desc, engines, aw)):
                     m.d.sync += [error_code.eq(ERROR_BAD_DESCRIPTOR), error_addr.eq(ptr)]
                     m.next = "ERROR"
                 with m.Else():
@@ -360,7 +388,9 @@ class Accelerator(wiring.Component):
                         m.d.sync += ptr.eq(desc.next_desc)
                         m.next = "FETCH"
             with m.State("ERROR"):
-                raise_error(error_code, error_addr)
+                refused = (error_code == Status.OVERFLOW.value) \
+                    | (error_code == (4 | Status.OVERFLOW.value))
+                raise_error(Mux(aborting & refused, ERROR_ABORTED, error_code), error_addr)
                 m.d.sync += busy.eq(0)
                 m.next = "IDLE"
         return m

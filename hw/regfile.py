@@ -119,6 +119,9 @@ class ControlRegisters(wiring.Component):
       next cycle and clears CTRL.done, CTRL.error and the three counters. The engine must raise
       ``busy`` no later than the cycle after ``start`` (back-to-back writes commit at least
       three cycles apart); a start written while ``busy`` or ``start`` is high is ignored.
+    * Writing 1 to CTRL.abort while ``busy`` is high gives a one-cycle ``abort`` pulse the
+      next cycle (ignored while idle; the bit reads 0). A write of both start and abort while
+      idle starts.
     * A ``done`` pulse sets CTRL.done and ISR.done; an ``error`` pulse sets CTRL.error and
       ISR.error and captures ``error_code``/``error_addr`` (kept until the next error). An
       event in the same cycle as a start or an ISR clear wins.
@@ -145,6 +148,8 @@ class ControlRegisters(wiring.Component):
     s_axi_control : In(AXI4LiteSignature(addr_width=addr_width))
     start : Out(1)
         One-cycle pulse: run the descriptor list at ``desc_ptr``.
+    abort : Out(1)
+        One-cycle pulse: stop the running engine (CTRL.abort).
     busy : In(1)
         The engine is running.
     done, error : In(1)
@@ -182,6 +187,7 @@ class ControlRegisters(wiring.Component):
         super().__init__({
             "s_axi_control": In(AXI4LiteSignature(addr_width=addr_width)),
             "start": Out(1),
+            "abort": Out(1),
             "busy": In(1),
             "done": In(1),
             "error": In(1),
@@ -249,7 +255,8 @@ class ControlRegisters(wiring.Component):
         # ---- CTRL: start pulse, sticky done/error
         start_accept = Signal()
         m.d.comb += start_accept.eq(hit("CTRL") & wstrb[0] & wdata[0] & ~self.busy & ~self.start)
-        m.d.sync += self.start.eq(start_accept)
+        m.d.sync += [self.start.eq(start_accept),
+                     self.abort.eq(hit("CTRL") & wstrb[0] & wdata[4] & self.busy)]
         with m.If(start_accept):
             m.d.sync += [ctrl_done.eq(0), ctrl_error.eq(0)]
             m.d.sync += [counter.eq(0) for counter in counters.values()]

@@ -25,6 +25,30 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     First run with ``SLVERR`` on that range: the test asserts it ends in ``error`` with the
     interrupt raised and ``ERROR_CODE`` non-zero; then the fault is removed and the image run
     again (a new start), which must pass bit-exact.
+``abort`` (optional list of int)
+    Before the last run, one run per entry, each started as :meth:`~fcircnn.driver.Driver.run`
+    starts it and stopped by :meth:`~fcircnn.driver.Driver.abort` that many cycles later: the
+    test asserts it ends in ``error`` with ERROR_CODE
+    :data:`~fcircnn.arch.registers.ERROR_ABORTED`, the interrupt raised, ERROR_ADDR inside the
+    image's windows, and no access outside them; the results file's ``"abort_runs"`` lists
+    them (status, code, address, cycles from the abort to idle).
+``timeout_abort_cycles`` (optional int)
+    Before the last run, a run given that many cycles as its driver timeout: the test asserts
+    that :meth:`~fcircnn.driver.Driver.run` raises ``DriverTimeout`` whose message says the
+    engine was aborted and is idle (``"timeout_run"`` in the results file: the message).
+``fuzz`` (optional ``{"runs": int, "seed": int, "timeout_cycles": int, "address_width":
+int}``)
+    Before the last run, ``runs`` runs of the image each corrupted by
+    :func:`fcircnn.sim.fuzz.corrupt` (seeded), through :meth:`~fcircnn.driver.Driver.run` with
+    the image's own windows and a timeout of ``timeout_cycles``, after which the driver aborts
+    the run. Every run must end (done, an error, or aborted after the timeout; an abort that
+    does not stop the engine ends the campaign as ``"hung"``) and the memory model must see no
+    access outside the windows. ``"fuzz"`` in the results file: the counts by outcome and
+    error code, the accesses outside the windows, and one line per run.
+``far_desc_ptr`` (optional int, the accelerator's address width ``A``)
+    Before the last run, a start with DESC_PTR ``2**A`` above the image's list: the test
+    asserts it ends in ``error`` with code 2 and that DESC_PTR in ERROR_ADDR, nothing fetched
+    (``"far_desc_ptr_run"`` in the results file).
 ``bad_descriptor`` (optional ``{"index": int, "flags": int}``)
     First run with that descriptor's ``flags`` field replaced by ``flags``: the test asserts
     it ends in ``error`` with the interrupt raised, ``ERROR_CODE``
@@ -63,10 +87,11 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, field_offset
-from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR, WINDOW_PAGE_BITS
+from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR, WINDOW_PAGE_BITS
 from fcircnn.driver import Driver, DriverTimeout
 from fcircnn.gen.image import CompiledImage
 from fcircnn.sim.backend_cocotb import CocotbBackend
+from fcircnn.sim.fuzz import corrupt
 from fcircnn.sim.runner import tb_params
 
 #: Clock period of ``ap_clk`` (200 MHz).
@@ -187,6 +212,105 @@ async def _window_fault(dut, backend, image, progress, timeout_s, poll, fault):
     return doc
 
 
+async def _abort_runs(dut, backend, image, cycles: list[int]) -> list[dict[str, Any]]:
+    """Runs of ``image`` each stopped by ``Driver.abort`` the given cycles after its start:
+    each must end in ``ERROR_ABORTED`` with the interrupt, at an address inside the image's
+    windows, with no access outside them."""
+    driver = Driver(backend)
+    placed = driver.place(image)
+    (rd_lo, rd_hi), (wr_lo, wr_hi) = placed.windows
+    docs = []
+    for after in cycles:
+        await driver.load(placed)
+        await driver.set_windows(*placed.windows)
+        await driver.enable_interrupts()
+        before = backend.interrupts
+        await driver.start(placed.desc_ptr)
+        await ClockCycles(dut.ap_clk, int(after))
+        t0 = backend.cycles()
+        status = await driver.abort()
+        doc = {"after": int(after), "status": status.state, "error_code": status.error_code,
+               "error_addr": status.error_addr, "stop_cycles": backend.cycles() - t0,
+               "interrupt": backend.interrupts > before,
+               "outside_window": backend.outside_window}
+        docs.append(doc)
+        dut._log.info("abort after %d cycles: %s at %#x, idle %d cycles later", after,
+                      status.error_name, status.error_addr, doc["stop_cycles"])
+        assert status.error and status.error_code == ERROR_ABORTED, f"abort after {after}: {doc}"
+        assert doc["interrupt"], f"abort after {after}: the error did not raise the interrupt"
+        assert rd_lo <= status.error_addr <= rd_hi or wr_lo <= status.error_addr <= wr_hi, doc
+        assert not backend.outside_window, f"accesses outside the window: {doc}"
+        await driver.enable_interrupts(False)
+    return docs
+
+
+async def _far_desc_ptr_run(driver, backend, image, address_width: int) -> dict[str, Any]:
+    """A start at the image's DESC_PTR plus ``2**address_width``: refused, not fetched."""
+    placed = driver.place(image)
+    await driver.load(placed)
+    await driver.set_windows(*placed.windows)
+    far = placed.desc_ptr + (1 << address_width)
+    reads = list(backend.read_bytes)
+    await driver.start(far)
+    status = await driver.wait(1e-3, poll=True)
+    doc = {"status": status.state, "error_code": status.error_code,
+           "error_addr": status.error_addr, "read_bytes": [
+               b - a for a, b in zip(reads, backend.read_bytes, strict=True)]}
+    assert status.error and (status.error_code, status.error_addr) == (2, far), doc
+    assert not any(doc["read_bytes"]) and not backend.outside_window, doc
+    return doc
+
+
+async def _timeout_run(driver, backend, image, cycles: int) -> str:
+    """A run whose driver timeout is ``cycles``: ``DriverTimeout`` saying it was aborted."""
+    try:
+        await driver.run(image, cycles * PERIOD_NS * 1e-9, poll=True)
+    except DriverTimeout as exc:
+        message = str(exc)
+    else:
+        raise AssertionError(f"a run with a timeout of {cycles} cycles finished")
+    assert "aborted: the engine stopped (aborted by the host" in message, message
+    assert "is idle" in message and not backend.outside_window, message
+    ctrl = await backend.read_reg(0)
+    assert not ctrl & 2, f"busy after the abort: CTRL = {ctrl:#x}"
+    return message
+
+
+async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str, Any]:
+    """The fuzzing campaign of parameter ``fuzz`` (module docstring)."""
+    rng = np.random.default_rng(int(params.get("seed", 0)))
+    timeout_s = int(params["timeout_cycles"]) * PERIOD_NS * 1e-9
+    placed = driver.place(image)
+    outcomes: dict[str, int] = {}
+    log, outside = [], 0
+    for run in range(int(params["runs"])):
+        bad = corrupt(placed.data, placed.base, placed.desc_ptr, len(placed.descriptors),
+                      int(params.get("address_width", 40)), rng)
+        seen, t0 = len(backend.outside_window), backend.cycles()
+        try:
+            report = await driver.run(dataclasses.replace(placed, data=bad.data), timeout_s)
+        except DriverTimeout as exc:
+            message = str(exc)
+            outcome = ("aborted" if "; aborted: the engine stopped" in message else
+                       "done" if "the list ended as the abort came (done)" in message else
+                       "error" if "the list ended as the abort came" in message else "hung")
+        else:
+            status = report.status
+            outcome = f"error {status.error_code}" if status.error else "done"
+            message = (f"{status.error_name} at {status.error_addr:#x}" if status.error
+                       else "done")
+        new = backend.outside_window[seen:]
+        outside += len(new)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        log.append(f"{run} {bad.kind} ({bad.detail}): {outcome}, {backend.cycles() - t0} "
+                   f"cycles; {message}" + (f"; OUTSIDE {new}" if new else ""))
+        dut._log.info("fuzz %s", log[-1])
+        if outcome == "hung":
+            break
+    return {"runs": len(log), "outcomes": dict(sorted(outcomes.items())),
+            "outside_window": outside, "log": log}
+
+
 def output_path(results: Path) -> Path:
     """Where a run writes the network output it read back (``<results>.output.npz``): the
     last layer's int8 ``re`` and ``im`` slots and its name ``layer``."""
@@ -236,6 +360,18 @@ async def run_network(dut):
     if "window" in p:
         fault_doc = await _window_fault(dut, backend, image, progress, timeout_s, poll,
                                         p["window"])
+    fuzz = await _fuzz(dut, driver, backend, image, p["fuzz"]) if "fuzz" in p else None
+    if fuzz is not None:
+        _write(results.with_name(results.name + ".fuzz.json"), fuzz)
+        dut._log.info("fuzz: %d runs, %s, %d accesses outside the windows", fuzz["runs"],
+                      fuzz["outcomes"], fuzz["outside_window"])
+    aborts = await _abort_runs(dut, backend, image, [int(c) for c in p.get("abort", [])])
+    far_doc = (await _far_desc_ptr_run(driver, backend, image, int(p["far_desc_ptr"]))
+               if "far_desc_ptr" in p else None)
+    timeout_message = None
+    if "timeout_abort_cycles" in p:
+        timeout_message = await _timeout_run(driver, backend, image,
+                                             int(p["timeout_abort_cycles"]))
     bad = p.get("bad_descriptor")
     if inject or bad:
         if poll:  # the interrupt line is checked in both modes
@@ -268,6 +404,14 @@ async def run_network(dut):
     doc = await _run(driver, backend, image, progress, timeout_s, poll)
     if fault_doc is not None:
         doc["fault_run"] = fault_doc
+    if aborts:
+        doc["abort_runs"] = aborts
+    if fuzz is not None:
+        doc["fuzz"] = fuzz
+    if timeout_message is not None:
+        doc["timeout_run"] = timeout_message
+    if far_doc is not None:
+        doc["far_desc_ptr_run"] = far_doc
     # The network's output as the accelerator wrote it: what class scores are computed from.
     last = image.layer_names()[-1]
     re, im = await driver.read_output(image, last)
@@ -275,5 +419,10 @@ async def run_network(dut):
     _write(results, doc)
     dut._log.info("run: %s, %d cycles (counter %d), %.1f s wall", doc["status"],
                   doc["sim_cycles"], doc["total_cycles"], doc["wall_seconds"])
+    if fuzz is not None:
+        assert "hung" not in fuzz["outcomes"], (
+            f"an abort did not stop the engine: {fuzz['log'][-1]}")
+        assert not fuzz["outside_window"], "accesses outside the windows: " + "; ".join(
+            line for line in fuzz["log"] if "OUTSIDE" in line)
     assert doc["status"] == "done" and doc["passed"], _describe(doc)
     assert not doc["outside_window"], f"accesses outside the window: {doc['outside_window']}"

@@ -3,19 +3,21 @@
 :class:`FakeAccelerator` models the register file of :mod:`fcircnn.hw.regfile` (start pulse
 ignored while busy, sticky done/error, W1C ISR, ``interrupt = GIE & |(IER & ISR)``, ``_HI``
 counter halves latched by the ``_LO`` read) and an engine that, a few accesses after the start,
-writes every descriptor's output map and cycles entry (or fails, or hangs).
+writes every descriptor's output map and cycles entry (or fails, or hangs until aborted, or
+hangs for good).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import types
 
 import numpy as np
 import pytest
 
-from fcircnn.arch.registers import WINDOWS
+from fcircnn.arch.registers import ERROR_ABORTED, WINDOWS
 from fcircnn.driver import (
     CTRL,
     GIE,
@@ -26,6 +28,7 @@ from fcircnn.driver import (
     DriverError,
     DriverTimeout,
     PynqBackend,
+    RunStatus,
     error_name,
 )
 from fcircnn.gen.image import CompiledImage, CycleEntry, DescriptorInfo
@@ -56,7 +59,9 @@ def make_image(seed: int = 0) -> CompiledImage:
 
 
 class FakeAccelerator:
-    """Backend: register file + DDR + an engine model (``mode``: ok, error, hang, corrupt)."""
+    """Backend: register file + DDR + an engine model (``mode``: ok, error, hang, corrupt,
+    stuck). A hung engine stops two register accesses after CTRL.abort (error 9 at the first
+    descriptor's output); a stuck one (a bus that never answers) does not."""
 
     def __init__(self, image: CompiledImage, mode: str = "ok", *, latency: int = 3,
                  counters: tuple[int, int, int] = (0x1_2345_6789, 0x2_0000_0001, 7)):
@@ -75,6 +80,7 @@ class FakeAccelerator:
         self.counters = [0, 0, 0]
         self.shadows = [0, 0, 0]
         self.pending = -1
+        self.aborting = -1
         self.log: list[tuple[str, int, int]] = []
         self.time = 0.0
         self.interrupt_waits = 0
@@ -82,7 +88,15 @@ class FakeAccelerator:
     # -- engine
     def _tick(self):
         self.time += 1e-6
-        if self.busy and self.mode != "hang":
+        if self.busy and self.aborting >= 0:
+            self.aborting -= 1
+            if self.aborting < 0:
+                self.busy, self.error = False, True
+                self.error_addr = self.image.descriptors[0].out_base
+                self.regs["ERROR_CODE"] = ERROR_ABORTED
+                self.regs["ISR"] |= 2
+            return
+        if self.busy and self.mode not in ("hang", "stuck"):
             self.pending -= 1
             if self.pending <= 0:
                 self._finish()
@@ -152,7 +166,9 @@ class FakeAccelerator:
             if value & 1 and not self.busy:
                 self.busy, self.done, self.error = True, False, False
                 self.counters = [0, 0, 0]
-                self.pending = self.latency
+                self.pending, self.aborting = self.latency, -1
+            elif value & 0x10 and self.busy and self.mode != "stuck":
+                self.aborting = 2
         elif off == ISR:
             self.regs["ISR"] &= ~value & 3
         else:
@@ -306,6 +322,43 @@ def test_timeout_names_ctrl_and_isr(image, poll):
     fake = FakeAccelerator(image, "hang")
     with pytest.raises(DriverTimeout, match=r"CTRL = 0x00000002 \(busy\), ISR = 0x00000000"):
         run(Driver(fake).run(image, 1e-4, poll=poll))
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_timeout_aborts_the_engine_and_says_where_it_stopped(image, poll):
+    fake = FakeAccelerator(image, "hang")
+    driver = Driver(fake)
+    with pytest.raises(DriverTimeout) as info:
+        run(driver.run(image, 1e-4, poll=poll))
+    out = image.descriptors[0].out_base
+    n = len(image.descriptors)
+    assert re.search(rf"no done or error within 0\.0001 s .*; 0 of {n} descriptors finished, 0 "
+                     rf"cycles counted; aborted: the engine stopped \(aborted by the host "
+                     rf"\(CTRL\.abort\), ERROR_ADDR {out:#x}\) and is idle$", str(info.value))
+    assert ("w", CTRL, 0x10) in fake.log and not fake.busy and not fake.regs["ISR"]
+    fake.mode = "ok"  # the next start runs normally
+    assert run(driver.run(image, 1.0, poll=poll)).passed
+
+
+def test_timeout_whose_abort_does_not_stop_the_engine(image):
+    fake = FakeAccelerator(image, "stuck")
+    with pytest.raises(DriverTimeout, match=(
+            r"cycles counted; abort did not stop the engine within 0\.01 s: CTRL = 0x00000002 "
+            r"\(busy\), ISR = 0x00000000 \(none\), 0 cycles counted; a burst in flight is not "
+            r"answered by the bus: reload the bitstream$")) as info:
+        run(Driver(fake).run(image, 1e-4, poll=True))
+    assert "; aborted" not in str(info.value)
+
+
+def test_abort_of_an_idle_engine_writes_nothing(image):
+    fake = FakeAccelerator(image)
+    driver = Driver(fake)
+    assert run(driver.abort()) == RunStatus(False, False)
+    assert not [w for w in fake.log if w[0] == "w"]
+    assert run(driver.run(image, 1.0)).passed
+    assert run(driver.abort()).done  # the last status, left as it was
+    with pytest.raises(ValueError, match="timeout_s must be seconds"):
+        run(driver.abort(0))
 
 
 def test_start_while_busy_and_bad_arguments(image):

@@ -205,6 +205,13 @@ def test_run_py_on_the_simulated_board_prints_the_golden_scores_bit_exact(tmp_pa
         assert clip["cycles"] >= sum(layer["cycles"] for layer in clip["layers"])
         for name in names:
             assert f"  {name}" in doc["stdout"]
+    # A run that outlasts --timeout is aborted: a failed run (exit 1) that says how far it got
+    # and where the engine stopped, no traceback.
+    doc = run_on_fake_board(acc, out, ["--timeout", "0.001"], tmp_path / "timeout.json")
+    assert doc["exit_code"] == 1, doc["stdout"] + doc["stderr"]
+    assert "error: no done or error within 0.001 s" in doc["stderr"]
+    assert "aborted: the engine stopped (aborted by the host" in doc["stderr"]
+    assert "Traceback" not in doc["stderr"]
 
 
 def test_the_folders_readme_installs_the_wheel_offline_and_run_py_runs_from_it(tmp_path,

@@ -18,13 +18,14 @@ import pytest
 from conftest import compile_saved
 
 from fcircnn.arch.descriptor import (
+    ADDRESS_FIELDS,
     DESCRIPTOR_BYTES,
     FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_ROWLANES,
     flags_fault,
 )
-from fcircnn.arch.registers import ERROR_BAD_DESCRIPTOR
+from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_small")
@@ -117,6 +118,63 @@ def test_a_window_one_page_short_stops_the_run_there_then_restarts(compiled, run
     _check(doc, compiled[1])
 
 
+def _abort_points(plain, every_layer):
+    """Cycles after the start to abort at: during the first fetch, then the middle of the
+    first layer, of the pool pass and of the last layer (or of every layer), as the run
+    without back-pressure times them (a run under back-pressure is only slower)."""
+    starts, at = [], 0
+    for layer in plain["layers"]:
+        starts.append((at, layer["cycles"], layer["descriptors"]))
+        at += layer["cycles"]
+    picked = starts if every_layer else [starts[0], next(s for s in starts if s[2] > 1),
+                                         starts[-1]]
+    return [5] + [start + cycles // 2 for start, cycles, _ in picked]
+
+
+@pytest.mark.parametrize("every_layer", [
+    False,
+    pytest.param(True, marks=pytest.mark.slow),
+])
+def test_abort_stops_the_run_then_restarts(compiled, run_image, plain, every_layer):
+    """CTRL.abort (``Driver.abort``) during the first descriptor fetch and in the middle of
+    layers (the pool pass among them; every layer under ``slow``), under back-pressure: each
+    run ends idle with ERROR_ABORTED and the interrupt, at an address inside the image's
+    windows, with no access outside them, and is idle within a few hundred cycles; a run whose
+    driver timeout is half its length raises DriverTimeout saying it was aborted; the run
+    after all of them is bit-exact (sim.tb_accelerator)."""
+    points = _abort_points(plain, every_layer)
+    doc = run_image(compiled[0], compiled[2], f"abort-{len(points)}", backpressure=0.2,
+                    seed=13, abort=points, timeout_abort_cycles=plain["total_cycles"] // 2,
+                    far_desc_ptr=compiled[0].address_width)
+    # (and a DESC_PTR past the address space is refused unfetched: sim.tb_accelerator)
+    assert doc["far_desc_ptr_run"]["error_code"] == 2
+    runs = doc["abort_runs"]
+    assert [r["after"] for r in runs] == points
+    for r in runs:
+        assert r["status"] == "error" and r["error_code"] == ERROR_ABORTED and r["interrupt"]
+        assert not r["outside_window"]
+        assert r["stop_cycles"] < 500, r  # 50 to 92 measured: the bursts in flight, the polls
+    assert "aborted: the engine stopped" in doc["timeout_run"]
+    _check(doc, compiled[1])
+
+
+@pytest.mark.slow
+def test_corrupted_images_end_and_stay_inside_the_windows(compiled, run_image, plain):
+    """A fuzzing campaign (:mod:`fcircnn.sim.fuzz`; ``bench/bench_fuzz.py`` runs the long
+    one): 40 images with damaged descriptor lists, each run with the image's windows and
+    aborted by the driver after twice the clean run; every run ends (no abort that does not
+    stop the engine), the memory model sees no access outside the windows, and the clean
+    image then runs bit-exact."""
+    doc = run_image(compiled[0], compiled[2], "fuzz", backpressure=0.1, seed=17,
+                    fuzz={"runs": 40, "seed": 3, "timeout_cycles": 2 * plain["total_cycles"],
+                          "address_width": compiled[0].address_width})
+    fuzz = doc["fuzz"]
+    assert fuzz["runs"] == 40 and "hung" not in fuzz["outcomes"], fuzz["log"][-1]
+    assert fuzz["outside_window"] == 0
+    assert len(fuzz["outcomes"]) >= 3  # done, aborted and errors of several kinds
+    _check(doc, compiled[1])
+
+
 def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
                                                                               run_image):
     # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
@@ -136,10 +194,12 @@ def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(co
     _check(doc, image)
 
 
-def test_the_sequencer_refuses_row_lanes_a_core_cannot_run(tmp_path, small_accelerator):
+def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
+        tmp_path, small_accelerator):
     # The rule the sequencer's DISPATCH applies (Accelerator._refused), on the small core (one
     # lane: no row lanes) and the rows test core (four lanes, row lanes built): FLAG_ROWLANES
-    # only where the tile depth is 4 / R for R = 2 or 4; a core that does not exist, always.
+    # only where the tile depth is 4 / R for R = 2 or 4; a core that does not exist, always;
+    # an address past the address space, always.
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
     from conftest import write_rows_accelerator
@@ -158,7 +218,7 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run(tmp_path, small_accel
     m = Module()
     desc = Signal(descriptor_layout())
     refused = Signal()
-    m.d.comb += refused.eq(Accelerator._refused(desc, engines))
+    m.d.comb += refused.eq(Accelerator._refused(desc, engines, 32))
     # (core, flags, tile depth): refused?
     cases = [((0, 0, 2), False), ((0, FLAG_ROWLANES, 2), True), ((0, FLAG_ROWLANES, 1), True),
              ((1, 0, 4), False), ((1, FLAG_ROWLANES, 2), False), ((1, FLAG_ROWLANES, 1), False),
@@ -175,6 +235,16 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run(tmp_path, small_accel
             ctx.set(desc.flags, flags)
             ctx.set(desc.tile, [depth, 4, 4])
             assert ctx.get(refused) == expected, (core, hex(flags), depth)
+        # An address field past the 32-bit address space (the DMAs would take it modulo
+        # 2**32): refused, whichever field; the last address of the space is not.
+        ctx.set(desc.core, 0)
+        ctx.set(desc.flags, 0)
+        ctx.set(desc.tile, [2, 4, 4])
+        for name in ADDRESS_FIELDS:
+            for value, expected in ((2**32 - 16, False), (2**32, True), (2**63, True)):
+                ctx.set(getattr(desc, name), value)
+                assert ctx.get(refused) == expected, (name, hex(value))
+            ctx.set(getattr(desc, name), 0)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -141,7 +141,8 @@ def test_port_names():
     for port in ("input [11:0] s_axi_control__awaddr", "input [31:0] s_axi_control__wdata",
                  "input [3:0] s_axi_control__wstrb", "output [1:0] s_axi_control__bresp",
                  "output [31:0] s_axi_control__rdata", "output [63:0] desc_ptr",
-                 "output interrupt", "output start", "input [7:0] error_code"):
+                 "output interrupt", "output start", "output abort",
+                 "input [7:0] error_code"):
         assert port in text
 
 
@@ -332,24 +333,41 @@ def test_read_and_write_concurrently():
 # Control, status and interrupts
 
 
-async def start(ctx, dut):
-    """Write CTRL.start; return the cycles (relative to the response) ``start`` was high."""
+async def start(ctx, dut, value=1, port="start"):
+    """Write ``value`` to CTRL (default: CTRL.start); return the cycles (relative to the
+    response) the ``port`` pulse was high."""
     bus = dut.s_axi_control
     ctx.set(bus.awaddr, 0)
-    ctx.set(bus.wdata, 1)
+    ctx.set(bus.wdata, value)
     ctx.set(bus.wstrb, 0xF)
     ctx.set(bus.awvalid, 1)
     ctx.set(bus.wvalid, 1)
     ctx.set(bus.bready, 1)
     seen = []
     for cycle in range(8):
-        _, _, s = await ctx.tick().sample(dut.start)
+        _, _, s = await ctx.tick().sample(getattr(dut, port))
         ctx.set(bus.awvalid, 0)
         ctx.set(bus.wvalid, 0)
         if s:
             seen.append(cycle)
     ctx.set(bus.bready, 0)
     return seen
+
+
+def test_abort_pulses_only_while_busy():
+    """CTRL.abort (bit 4): one ``abort`` pulse when written while ``busy``, nothing while
+    idle; it reads 0; start and abort together while idle only start."""
+    async def bench(ctx, dut):
+        assert await start(ctx, dut, 1 << 4, "abort") == []  # idle: ignored
+        ctx.set(dut.busy, 1)
+        assert len(await start(ctx, dut, 1 << 4, "abort")) == 1
+        assert await rd(ctx, dut, "CTRL") == ctrl(busy=1)  # abort reads 0
+        assert await start(ctx, dut, 0x0F, "abort") == []  # bit 4 clear: no abort
+        ctx.set(dut.busy, 0)
+        assert await start(ctx, dut, 0x11, "abort") == []  # idle: start, no abort
+        assert len(await start(ctx, dut, 0x11, "start")) == 1
+
+    run(bench)
 
 
 def test_start_pulse_and_sticky_status():
