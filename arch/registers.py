@@ -55,14 +55,15 @@ window check. A burst outside is not issued: the engine stops with the DMA's err
 address space (bring-up); a driver programs them from the buffers it allocated before every
 start (:class:`fcircnn.driver.Driver`).
 
-**Abort.** Writing 1 to CTRL.abort while the engine runs closes both windows for the rest of
-the run: the next burst any DMA or the sequencer would issue, on any port, is not issued, as
-for a burst outside a window, so the engine stops at it. Bursts already issued complete, as
-AXI requires (their data is taken or sent, their responses taken); then the engine ends idle
-with CTRL.error, ERROR_CODE :data:`ERROR_ABORTED` and in ERROR_ADDR the address of the first
-burst it did not issue. A run that ends before any further burst ends with ``done`` instead.
-The next start runs normally (the engines are reset while idle). A run whose bus never answers
-a burst already issued cannot be aborted: the driver's timeout says so.
+**Abort.** Writing 1 to CTRL.abort while the engine runs fails the running layer and closes
+both windows for the rest of the run (as any failure of a layer does): no DMA and not the
+sequencer issues another burst, on any port. Bursts already issued complete, as AXI requires
+(their data is taken, or sent: zero beats where the datapath no longer produces them, inside
+the write window; their responses taken); then the engine ends idle with CTRL.error,
+ERROR_CODE :data:`ERROR_ABORTED` and in ERROR_ADDR the address of the descriptor it was
+running or fetching. A run that ends before the abort takes effect ends with ``done``. The
+next start runs normally (the engines are reset while idle). A run whose bus never answers a
+burst already issued cannot be aborted: the driver's timeout says so.
 
 Any other offset in the window (0x1C, 0x68 and up) is unmapped: a write there is ignored and
 answered ``SLVERR``, a read returns 0 with ``SLVERR``; mapped offsets answer ``OKAY``. Address

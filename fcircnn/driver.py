@@ -526,8 +526,8 @@ class Driver:
                                        finished, len(descs), count == 0, count, first))
         return results
 
-    async def run(self, image: CompiledImage, timeout_s: float, *,
-                  poll: bool = False) -> RunReport:
+    async def run(self, image: CompiledImage, timeout_s: float, *, poll: bool = False,
+                  abort_timeout_s: float = ABORT_TIMEOUT_S) -> RunReport:
         """Place (:meth:`place`), load, program the memory windows to the image's own
         (:attr:`CompiledImage.windows`: the engine reads only the image and writes only its
         cycle entries and maps), start, wait, then read the counters and check every layer.
@@ -536,8 +536,9 @@ class Driver:
         ------
         DriverTimeout
             If the list does not end within ``timeout_s`` (backend clock): the engine is
-            stopped with :meth:`abort` first, and the message gives the timeout, the
-            descriptors finished, the cycles counted and where the abort stopped the engine
+            stopped with :meth:`abort` (waiting ``abort_timeout_s``) first, and the message
+            gives the timeout, the descriptors finished, the cycles counted and where the
+            abort stopped the engine
             (or that it did not).
         """
         timeout_s = _check_timeout(timeout_s)
@@ -550,20 +551,20 @@ class Driver:
         try:
             status = await self.wait(timeout_s, poll=poll)
         except DriverTimeout as exc:
-            raise DriverTimeout(await self._stopped(image, str(exc))) from None
+            raise DriverTimeout(await self._stopped(image, str(exc), abort_timeout_s)) from None
         elapsed = self._clock() - t0 if t0 is not None else None
         counters = await self.counters()
         layers = await self.layer_results(image)
         return RunReport(status, counters, tuple(layers), elapsed, time.monotonic() - wall0)
 
 
-    async def _stopped(self, image: CompiledImage, why: str) -> str:
+    async def _stopped(self, image: CompiledImage, why: str, abort_timeout_s: float) -> str:
         """``why`` a run timed out, its progress, and how :meth:`abort` ended it."""
         cycles = (await self.counters()).cycles
         finished, total = await self.progress(image)
         text = f"{why}; {finished} of {total} descriptors finished, {cycles} cycles counted"
         try:
-            status = await self.abort()
+            status = await self.abort(abort_timeout_s)
         except DriverError as exc:
             return f"{text}; {exc}"
         if status.error:

@@ -105,12 +105,14 @@ class Accelerator(wiring.Component):
       WR_BASE..WR_LIMIT: :mod:`fcircnn.arch.registers`) is not issued and ends the run with
       code 2 or 6 and its address. The engines are held in reset while idle, so the next
       start begins clean.
-    * CTRL.abort while running closes both windows (registered, a cycle later) until the run
-      ends: the next burst of any DMA or of the sequencer is refused as one outside its
-      window, the engine stops as for that error once every burst in flight has completed,
-      and the run ends with ``ERROR_ABORTED`` (:data:`~fcircnn.arch.registers.ERROR_ABORTED`,
-      in place of the refusal's code 2 or 6; any other error that ends it keeps its code) and
-      the refused burst's address.
+    * CTRL.abort while running fails the active engine (``LayerEngine.abort``) and closes
+      both windows (registered, a cycle later) until the run ends, as does any failure of the
+      active engine (``failing``): no DMA or the sequencer issues a new burst, the bursts in
+      flight complete (a write burst whose beats the datapath no longer produces with zero
+      beats), and the run ends with ``ERROR_ABORTED``
+      (:data:`~fcircnn.arch.registers.ERROR_ABORTED`, in place of a refusal's code 2 or 6; any
+      other error that ends it keeps its code) and the address of the descriptor it was
+      running or fetching.
     * Layers run one after the other, in list order.
 
     Parameters
@@ -257,8 +259,9 @@ class Accelerator(wiring.Component):
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("sync").eq(self.ap_clk), ResetSignal("sync").eq(~self.ap_rst_n)]
 
-        aborting = Signal()  # CTRL.abort during this run: the windows are closed
-        regs, dmas = self._ports(m, aborting)
+        aborting = Signal()  # CTRL.abort during this run
+        failing = Signal()  # the active engine failed: no new burst
+        regs, dmas = self._ports(m, aborting | failing)
         dma = dmas[0]
         with m.If(regs.abort):
             m.d.sync += aborting.eq(1)
@@ -294,8 +297,10 @@ class Accelerator(wiring.Component):
         error_addr = Signal(64)
         engine_on = Signal()
         for k, engine in enumerate(engines):
-            m.d.comb += engine.desc.eq(desc)
+            m.d.comb += [engine.desc.eq(desc), engine.abort.eq(aborting)]
             self._connect(m, engine, dmas, engine_on & (active == k))
+            with m.If(engine_on & (active == k)):
+                m.d.comb += failing.eq(engine.failing)
 
         def raise_error(code, addr):
             m.d.comb += [regs.error.eq(1), regs.error_code.eq(code), regs.error_addr.eq(addr)]
@@ -388,9 +393,11 @@ class Accelerator(wiring.Component):
                         m.d.sync += ptr.eq(desc.next_desc)
                         m.next = "FETCH"
             with m.State("ERROR"):
-                refused = (error_code == Status.OVERFLOW.value) \
-                    | (error_code == (4 | Status.OVERFLOW.value))
-                raise_error(Mux(aborting & refused, ERROR_ABORTED, error_code), error_addr)
+                stopped = aborting & ((error_code == ERROR_ABORTED)
+                                      | (error_code == Status.OVERFLOW.value)
+                                      | (error_code == (4 | Status.OVERFLOW.value)))
+                raise_error(Mux(stopped, ERROR_ABORTED, error_code),
+                            Mux(stopped, ptr, error_addr))
                 m.d.sync += busy.eq(0)
                 m.next = "IDLE"
         return m

@@ -8,6 +8,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import descriptor_layout
+from fcircnn.arch.registers import ERROR_ABORTED
 
 from .axi_dma_box import check_addr_width
 from .common import rejecting
@@ -31,6 +32,9 @@ class EngineControl(wiring.Component):
       (in one cycle: pool pass over store over loader). Once the loader and the store are idle
       and the pool pass is not ``pool_active`` (no transfer in flight), ``error`` pulses once
       with them and ``busy`` falls.
+    * ``abort`` while running and not failed sets ``ctl.failed`` too, recording
+      :data:`~fcircnn.arch.registers.ERROR_ABORTED` with address 0 (the host stopped the run;
+      the top level reports the descriptor's address): the walkers wind down as for a failure.
 
     Parameters
     ----------
@@ -59,6 +63,7 @@ class EngineControl(wiring.Component):
             "pool_active": In(1),
             "store_done": In(1),
             "pool_done": In(1),
+            "abort": In(1),
         })
 
     def elaborate(self, platform):
@@ -74,6 +79,8 @@ class EngineControl(wiring.Component):
 
         err_code = Signal(8)
         err_addr = Signal(self.addr_width)
+        with m.If(self.abort & running & ~failed):
+            m.d.sync += [failed.eq(1), err_code.eq(ERROR_ABORTED), err_addr.eq(0)]
         for fail in (self.fail_loader, self.fail_store, self.fail_pool):  # the last one wins
             with m.If(fail.valid & ~failed):
                 m.d.sync += [failed.eq(1), err_code.eq(fail.code), err_addr.eq(fail.addr)]
@@ -81,7 +88,8 @@ class EngineControl(wiring.Component):
         # Done when the store walker (conv) or the pool pass has finished, unless a failure
         # was recorded or comes in the same cycle (the pool pass reports a failing last
         # status in the cycle it finishes).
-        fail_now = self.fail_loader.valid | self.fail_store.valid | self.fail_pool.valid
+        fail_now = (self.fail_loader.valid | self.fail_store.valid | self.fail_pool.valid
+                    | self.abort)
         with m.If(running & (self.store_done | self.pool_done) & ~failed & ~fail_now):
             m.d.comb += self.done.eq(1)
             m.d.sync += running.eq(0)

@@ -29,6 +29,9 @@ class EngineStore(wiring.Component):
     --------
     * ``done`` pulses once, after the status of the layer's last box.
     * A status other than OK pulses ``fail`` (code ``4 | status``) and ends the walk.
+    * After ``ctl.failed`` a box under way takes zero beats instead of the output buffer's
+      (the datapath may not produce them any more) until its status: the bursts already
+      issued complete, the next is refused (the top level closes its windows on a failure).
     * ``idle``: no write in flight.
 
     Parameters
@@ -74,7 +77,12 @@ class EngineStore(wiring.Component):
         st.out_box(out_box, d.out_base, write=True, halved=halved)
         m.d.comb += self.wr_cmd.payload.eq(wr_box)
         st_data = Signal()
-        with m.If(st_data):
+        with m.If(st_data & ctl.failed):
+            # After a failure the datapath may never produce the box's beats: the write DMA
+            # takes zero beats for the bursts it already issued (AXI needs their W beats) and
+            # refuses the next one (the top level's windows are closed), which ends the box.
+            m.d.comb += self.wr_data.valid.eq(1)
+        with m.Elif(st_data):
             m.d.comb += [self.wr_data.valid.eq(self.out_o.valid),
                          self.wr_data.payload.data.eq(self.out_o.payload.data),
                          self.out_o.ready.eq(self.wr_data.ready)]

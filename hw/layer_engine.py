@@ -134,10 +134,13 @@ class LayerEngine(wiring.Component):
     * ``start`` (one cycle, engine idle) latches ``desc``; ``done`` pulses once the layer's
       last store has completed. Each layer output equals the golden integer contract
       (:func:`fcircnn.models.network.run_int`) for the compiler's descriptors.
-    * A DMA status other than OK stops the engine from issuing further transfers; once every
-      transfer in flight has completed, ``error`` pulses with ``error_code`` (:data:`ERROR_CODES`)
-      and ``error_addr``. The engine must then be reset before the next ``start`` (the top
-      level does).
+    * A DMA status other than OK, or ``abort`` (code
+      :data:`~fcircnn.arch.registers.ERROR_ABORTED`), stops the engine from issuing further
+      transfers and raises ``failing`` (the top level then refuses every new burst: its
+      windows close); once every transfer in flight has completed, ``error`` pulses with
+      ``error_code`` (:data:`ERROR_CODES`) and ``error_addr``. A write burst already issued
+      whose beats the datapath no longer produces is completed with zero beats by the store.
+      The engine must then be reset before the next ``start`` (the top level does).
     * ``pe_busy``: the PE array takes a beat this cycle; ``dma_stall``: the compute walker
       waits for a load.
 
@@ -202,6 +205,8 @@ class LayerEngine(wiring.Component):
             "error_code": Out(8),
             "error_addr": Out(addr_width),
             "busy": Out(1),
+            "abort": In(1),
+            "failing": Out(1),
             "rd_cmd": Out(stream.Signature(box_layout(addr_width))),
             "rd_data": In(stream.Signature(read_beat_layout())),
             "rd_status": In(stream.Signature(status_layout(addr_width))),
@@ -340,7 +345,8 @@ class LayerEngine(wiring.Component):
         # Control: the layer's start and end, and the walkers' failures.
         m.d.comb += [ctl.desc.eq(self.desc), ctl.start.eq(self.start), self.busy.eq(ctl.busy),
                      self.done.eq(ctl.done), self.error.eq(ctl.error),
-                     self.error_code.eq(ctl.error_code), self.error_addr.eq(ctl.error_addr)]
+                     self.error_code.eq(ctl.error_code), self.error_addr.eq(ctl.error_addr),
+                     ctl.abort.eq(self.abort), self.failing.eq(ctl.ctl.failed)]
         wiring.connect(m, ctl.ctl, ld.ctl, cp.ctl, dr.ctl, st.ctl, pp.ctl)
         wiring.connect(m, st.fail, ctl.fail_store)
         wiring.connect(m, pp.fail, ctl.fail_pool)

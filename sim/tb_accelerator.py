@@ -37,14 +37,15 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     that :meth:`~fcircnn.driver.Driver.run` raises ``DriverTimeout`` whose message says the
     engine was aborted and is idle (``"timeout_run"`` in the results file: the message).
 ``fuzz`` (optional ``{"runs": int, "seed": int, "timeout_cycles": int, "address_width":
-int}``)
+int, "only": [int, ...]}``)
     Before the last run, ``runs`` runs of the image each corrupted by
     :func:`fcircnn.sim.fuzz.corrupt` (seeded), through :meth:`~fcircnn.driver.Driver.run` with
     the image's own windows and a timeout of ``timeout_cycles``, after which the driver aborts
     the run. Every run must end (done, an error, or aborted after the timeout; an abort that
     does not stop the engine ends the campaign as ``"hung"``) and the memory model must see no
-    access outside the windows. ``"fuzz"`` in the results file: the counts by outcome and
-    error code, the accesses outside the windows, and one line per run.
+    access outside the windows. ``only``: run just these indices of the seeded sequence (to
+    replay a run). ``"fuzz"`` in the results file: the counts by outcome and error code, the
+    accesses outside the windows, and one line per run.
 ``far_desc_ptr`` (optional int, the accelerator's address width ``A``)
     Before the last run, a start with DESC_PTR ``2**A`` above the image's list: the test
     asserts it ends in ``error`` with code 2 and that DESC_PTR in ERROR_ADDR, nothing fetched
@@ -283,12 +284,16 @@ async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str
     placed = driver.place(image)
     outcomes: dict[str, int] = {}
     log, outside = [], 0
+    only = set(params.get("only", ()))  # replay these runs of the seeded sequence alone
     for run in range(int(params["runs"])):
         bad = corrupt(placed.data, placed.base, placed.desc_ptr, len(placed.descriptors),
                       int(params.get("address_width", 40)), rng)
+        if only and run not in only:
+            continue
         seen, t0 = len(backend.outside_window), backend.cycles()
         try:
-            report = await driver.run(dataclasses.replace(placed, data=bad.data), timeout_s)
+            report = await driver.run(dataclasses.replace(placed, data=bad.data), timeout_s,
+                                      abort_timeout_s=timeout_s)
         except DriverTimeout as exc:
             message = str(exc)
             outcome = ("aborted" if "; aborted: the engine stopped" in message else

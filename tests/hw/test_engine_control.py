@@ -146,3 +146,48 @@ def test_a_failure_in_the_cycle_the_layer_finishes_ends_it_with_the_error(walker
         assert not ctx.get(dut.busy) and not ctx.get(dut.error) and not ctx.get(dut.done)
 
     simulate(bench)
+
+
+def test_abort_fails_the_run_unless_a_failure_came_first():
+    """``abort`` while running: ``ctl.failed`` with ERROR_ABORTED (address 0), the error once
+    the walkers are idle; a failure recorded before keeps its code; idle, nothing happens."""
+    from fcircnn.arch.registers import ERROR_ABORTED
+
+    async def bench(ctx, dut):
+        idle(ctx, dut, loader=0, store=0)
+        ctx.set(dut.abort, 1)  # idle: ignored
+        await ctx.tick()
+        assert not ctx.get(dut.ctl.failed) and not ctx.get(dut.busy)
+        ctx.set(dut.abort, 0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.abort, 1)
+        ctx.set(dut.store_done, 1)  # the layer finishing in the abort's cycle: not done
+        assert not ctx.get(dut.done)
+        await ctx.tick()
+        ctx.set(dut.store_done, 0)
+        assert ctx.get(dut.ctl.failed) and not ctx.get(dut.error)
+        idle(ctx, dut)
+        assert ctx.get(dut.error)
+        assert (ctx.get(dut.error_code), ctx.get(dut.error_addr)) == (ERROR_ABORTED, 0)
+        await ctx.tick()
+        assert not ctx.get(dut.busy)
+        # A failure first: the abort does not replace its code.
+        ctx.set(dut.abort, 0)
+        idle(ctx, dut, loader=0, store=0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.fail_store.valid, 1)
+        ctx.set(dut.fail_store.code, 7)
+        ctx.set(dut.fail_store.addr, 0x40)
+        await ctx.tick()
+        ctx.set(dut.fail_store.valid, 0)
+        ctx.set(dut.abort, 1)
+        await ctx.tick()
+        idle(ctx, dut)
+        assert ctx.get(dut.error)
+        assert (ctx.get(dut.error_code), ctx.get(dut.error_addr)) == (7, 0x40)
+
+    simulate(bench)
