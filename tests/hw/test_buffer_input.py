@@ -238,7 +238,11 @@ def test_split_load_fills_both_halves_of_the_slot_groups(Tn, Td, split):
 
 
 @pytest.mark.parametrize(("Tn", "Td", "parts"), [
-    (64, 3, 4), (64, 3, 2), (64, 3, 1), (128, 2, 4)])
+    (64, 3, 4),
+    # suite budget: halves and whole boxes on the same buffer, quarters on a wider core
+    pytest.param(64, 3, 2, marks=pytest.mark.slow),
+    pytest.param(64, 3, 1, marks=pytest.mark.slow),
+    pytest.param(128, 2, 4, marks=pytest.mark.slow)])
 def test_quartered_load_fills_the_four_quarters_of_the_slot_groups(Tn, Td, parts):
     # FLAG_IQUARTER: the four quarters of the slot groups on i, i2, i1, i3 at once, every
     # stream and the reader pausing at random over three ping-pong tiles; the same buffer
