@@ -53,7 +53,10 @@ class EnginePoolPass(wiring.Component):
     * A read status other than OK pulses ``fail`` with it; that lane's write box is completed
       with junk beats, the other lanes' transfers complete, then the pass ends. A write status
       other than OK pulses ``fail`` (code ``4 | status``) and ends the pass after the step.
-      Failures in the same cycle report one: writes before reads, lower lanes first.
+      Failures in the same cycle report one: writes before reads, lower lanes first. After
+      ``ctl.failed`` (another walker's failure, or an abort) every lane's write box is
+      completed with junk beats too (the top level refuses its next burst), so a write box
+      that wants more beats than the read box gives never waits for ever.
 
     Parameters
     ----------
@@ -230,8 +233,9 @@ class EnginePoolPass(wiring.Component):
         return boxes
 
     def _datapath(self, m, on, read_failed, wr_ok):
-        """Each lane's read beats (or, after its read failed, junk beats until its write box
-        is complete) into its CMaxPool, and its output into its write."""
+        """Each lane's read beats (or, after its read failed or the layer failed, junk beats
+        until its write box is complete: a damaged descriptor's write box may want more beats
+        than its read box gives) into its CMaxPool, and its output into its write."""
         lanes = self._lanes()
         beat = data.View(data.ArrayLayout(data.StructLayout(
             {"re": signed(8), "im": signed(8)}), SLOTS_PER_BEAT), lanes[0].rd_data.payload.data)
@@ -246,7 +250,8 @@ class EnginePoolPass(wiring.Component):
             pools.append((pool_i, getattr(self, f"pool{k}_o")))
         for k, (port, (pool_i, pool_o)) in enumerate(zip(lanes, pools, strict=True)):
             m.d.comb += [
-                pool_i.valid.eq(on[k] & (port.rd_data.valid | (read_failed[k] & ~wr_ok[k]))),
+                pool_i.valid.eq(on[k] & (port.rd_data.valid
+                                         | ((read_failed[k] | self.ctl.failed) & ~wr_ok[k]))),
                 port.rd_data.ready.eq(pool_i.ready),
                 port.wr_data.valid.eq(on[k] & pool_o.valid),
                 port.wr_data.payload.data.eq(pool_o.payload),

@@ -174,6 +174,19 @@ def test_corrupted_images_end_and_stay_inside_the_windows(compiled, run_image, p
     _check(doc, compiled[1])
 
 
+@pytest.mark.slow
+def test_the_hangs_the_fuzzing_campaign_found_are_aborted(compiled, run_image, plain):
+    """Runs 21 and 266 of ``bench/bench_fuzz.py --case small`` (seed 1; the image of this
+    module's fixture): a conv's and a pool pass's write box larger than what its datapath
+    produces. Both hung for good; both are now aborted after the driver's timeout."""
+    doc = run_image(compiled[0], compiled[2], "fuzz-hangs", backpressure=0.1, seed=1,
+                    fuzz={"runs": 267, "seed": 1, "only": [21, 266],
+                          "timeout_cycles": 2 * 12_843,  # the recorded clean run's, as there
+                          "address_width": compiled[0].address_width})
+    assert doc["fuzz"]["outcomes"] == {"aborted": 2}, doc["fuzz"]["log"]
+    _check(doc, compiled[1])
+
+
 def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(compiled,
                                                                               run_image):
     # The second descriptor with FLAG_IQUARTER but not FLAG_ISPLIT (which the compiler never
