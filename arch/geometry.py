@@ -42,6 +42,7 @@ __all__ = [
     "PoolCarry",
     "balanced_span",
     "box_span",
+    "cbn_dsp_per_lane",
     "channel_tile_problems",
     "core_lanes",
     "engine_geometry",
@@ -68,6 +69,16 @@ ACC_BITS = 32
 #: multiply whose accumulators fit it takes one DSP48E2 per part
 #: (:attr:`EngineGeometry.acc_bits`).
 DSP_MUL_BITS = 27
+
+
+def cbn_dsp_per_lane(acc_bits: int = ACC_BITS, residual: bool = True) -> int:
+    """DSP48E2 per lane of the post chain's CBN stage built for ``acc_bits``-bit accumulators:
+    per part (re, im) one for ``acc*mult`` when the accumulators fit the DSP48E2's
+    :data:`DSP_MUL_BITS`-bit port (two otherwise: a 26-bit and a 6-bit partial product) and,
+    with ``residual``, one for ``res*res_mult``."""
+    return 2 * ((1 if acc_bits <= DSP_MUL_BITS else 2) + (1 if residual else 0))
+
+
 #: Kernel and conv stride per axis: the input buffer's absolute limit.
 MAX_KERNEL = 64
 #: Kernel taps (``Kd*Kr*Kc``) of a weight tile: the weight buffer's absolute limit.

@@ -104,6 +104,7 @@ from fcircnn.arch.geometry import (
     LUTRAM_MAX_DEPTH,
     CoreGeometry,
     EngineGeometry,
+    cbn_dsp_per_lane,
     engine_geometry,
     input_buffer_geometry,
     pool_carry,
@@ -156,13 +157,6 @@ _LANES = 8
 #: Bits of one post record and of one weight slot's Gauss terms (c, c+d, d as INT9).
 _RECORD_BITS = 256
 _WEIGHT_SLOT_BITS = 27
-#: Accumulator width of the PE array and the partial sums.
-_ACC_BITS = ACC_BITS
-#: DSP48E2 per post-chain lane: acc*mult split in two, for re and im (4; 2 when the core's
-#: accumulators fit the DSP48E2's 27-bit port, ``EngineGeometry.acc_bits``), res*res_mult (2).
-_CBN_DSP = 4
-_CBN_NARROW_DSP = 2
-_RES_DSP = 2
 #: DSP48E2 per post-chain lane of the rfft stage: the product by the multiplier, re and im.
 RFFT_DSP_PER_LANE = 2
 
@@ -499,8 +493,8 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
                               {"one": 1, "banks": w_banks, "split": int(c.split),
                                "quarter": int(c.quarter)})
     # One word per voxel of all lanes; with one lane the tile's depths follow each other.
-    comps["psum_buffer"] = (0, [map_memory(L * Tm * _ACC_BITS, vox * Td // L)] * 2, {
-        "one": 1, "bits": L * Tm * _ACC_BITS,
+    comps["psum_buffer"] = (0, [map_memory(L * Tm * ACC_BITS, vox * Td // L)] * 2, {
+        "one": 1, "bits": L * Tm * ACC_BITS,
     })
     # CMaxPool: w stage in registers (one slot group) or two buffers of the groups, h stage
     # two lines of (W+2) voxels, d stage two planes of (H+2)(W+2) voxels, each voxel
@@ -514,8 +508,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     pool_mems += [map_memory(128, n, block=n > LUTRAM_MAX_DEPTH) for n in c.carry if n]
     size_bits = sum(max(1, n).bit_length() for n in c.pool_size)
     narrow = c.acc_bits <= DSP_MUL_BITS
-    cbn_dsp = (_CBN_NARROW_DSP if narrow else _CBN_DSP) + (_RES_DSP if c.residual else 0)
-    comps["post_chain"] = (_LANES * cbn_dsp, pool_mems, {
+    comps["post_chain"] = (_LANES * cbn_dsp_per_lane(c.acc_bits, c.residual), pool_mems, {
         "one": 1, "size_bits": size_bits, "residual": int(c.residual),
         "pool1": size_bits * (c.pool_lanes - 1), "narrow_cbn": int(narrow),
     })
@@ -532,7 +525,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     comps["param_memory"] = (0, [_param_memory(2 * G, c.residual)], {"one": 1})
     comps["control"] = (0, [], {
         "one": 1,
-        "drain_mux": _LANES * G * (L * 2 * _ACC_BITS + (Td * 16 if c.residual else 0)),
+        "drain_mux": _LANES * G * (L * 2 * ACC_BITS + (Td * 16 if c.residual else 0)),
         "addr": c.addr_width,
         "split": int(c.split),
         "isplit": int(c.isplit),

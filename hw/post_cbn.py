@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.geometry import ACC_BITS, DSP_MUL_BITS
+from fcircnn.arch.geometry import ACC_BITS, DSP_MUL_BITS, cbn_dsp_per_lane
 
 from .common import rejecting, stall_pipeline
 
@@ -40,7 +40,10 @@ SHIFT_WIDTH = 6
 #: ``acc`` zero-extended, or its signed top 6 bits; 18-bit port: ``mult``), recombined in
 #: fabric, and ``res*res_mult`` (8x16) takes one; two parts make six
 #: (:func:`dsp_per_lane`: four with accumulators of at most 27 bits).
-DSP_PER_LANE = 6
+DSP_PER_LANE = cbn_dsp_per_lane(ACC_BITS)
+#: DSP48E2 per lane of :class:`CBNResidual` built for ``acc_width``-bit accumulators
+#: (:func:`fcircnn.arch.geometry.cbn_dsp_per_lane`, which the estimator counts too).
+dsp_per_lane = cbn_dsp_per_lane
 #: Cycles from an accepted input beat to its output beat (no stall).
 LATENCY = 2
 
@@ -57,13 +60,6 @@ def check_lanes(lanes):
         raise TypeError(f"lanes must be an integer, not {lanes!r}")
     if not 1 <= lanes <= MAX_LANES:
         raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
-
-
-def dsp_per_lane(acc_width=ACC_WIDTH, residual=True):
-    """DSP48E2 per lane of :class:`CBNResidual` built for ``acc_width``-bit accumulators: per
-    part one for ``acc*mult`` when ``acc_width`` fits the DSP48E2's 27-bit port (two
-    otherwise) and, with ``residual``, one for ``res*res_mult``."""
-    return 2 * ((1 if acc_width <= DSP_MUL_BITS else 2) + (1 if residual else 0))
 
 
 def _parts(shape):
