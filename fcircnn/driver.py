@@ -75,7 +75,20 @@ class DriverError(RuntimeError):
 
 class DriverTimeout(DriverError):
     """Neither ``done`` nor ``error`` came within the timeout; the message holds CTRL and ISR
-    (from :meth:`Driver.run`: also the progress and how the abort that followed ended)."""
+    (from :meth:`Driver.run`: also the progress and how the abort that followed ended).
+
+    Attributes
+    ----------
+    status : RunStatus or None
+        From :meth:`Driver.run`: how the engine ended after the abort that followed the
+        timeout (``error`` with :data:`~fcircnn.arch.registers.ERROR_ABORTED`, or ``done`` if
+        the list ended as the abort came); ``None`` if the abort did not stop it, or no abort
+        was tried (:meth:`Driver.wait`).
+    """
+
+    def __init__(self, message: str, status: RunStatus | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 def error_name(code: int) -> str:
@@ -327,6 +340,15 @@ class Driver:
         base = getattr(self.backend, "base", None)
         return image if base is None or base == image.base else image.relocated(base)
 
+    async def prepare(self, image: CompiledImage) -> CompiledImage:
+        """``image`` placed (:meth:`place`), loaded (:meth:`load`) and the memory windows set to
+        its own (:meth:`set_windows`): what :meth:`run` does before the start; the placed
+        image."""
+        image = self.place(image)
+        await self.load(image)
+        await self.set_windows(*image.windows)
+        return image
+
     async def load(self, image: CompiledImage) -> None:
         """Write the whole image at ``image.base`` (also clears outputs and cycles entries)."""
         await self.backend.write_mem(image.base, image.data)
@@ -407,19 +429,35 @@ class Driver:
         ctrl = await self.backend.read_reg(CTRL)
         if ctrl & CTRL_BUSY:
             await self.backend.write_reg(CTRL, CTRL_ABORT)
-        t0, polls = self._clock(), 0
-        while ctrl & CTRL_BUSY:
-            polls += 1
-            if self._clock() - t0 > timeout_s and polls > ABORT_MIN_POLLS:
+            ctrl, stopped = await self._poll(lambda c: not c & CTRL_BUSY, timeout_s,
+                                             ABORT_MIN_POLLS)
+            if not stopped:
                 isr = await self.backend.read_reg(ISR)
                 cycles = (await self.counters()).cycles
                 raise DriverError(
                     f"abort did not stop the engine within {timeout_s:g} s: CTRL = "
                     f"{_ctrl_text(ctrl)}, ISR = {_isr_text(isr)}, {cycles} cycles counted; a "
                     f"burst in flight is not answered by the bus: reload the bitstream")
+        return await self._ended(ctrl)
+
+    async def _poll(self, finished: Any, timeout_s: float, min_polls: int = 0
+                    ) -> tuple[int, bool]:
+        """Read CTRL until ``finished(ctrl)``: ``(ctrl, True)``; or ``(ctrl, False)`` once
+        ``timeout_s`` of the backend's clock have passed and CTRL was read more than
+        ``min_polls`` times."""
+        t0, polls = self._clock(), 0
+        while True:
+            ctrl = await self.backend.read_reg(CTRL)
+            if finished(ctrl):
+                return ctrl, True
+            polls += 1
+            if self._clock() - t0 > timeout_s and polls > min_polls:
+                return ctrl, False
             if not self._has_clock():
                 await asyncio.sleep(0.0005)
-            ctrl = await self.backend.read_reg(CTRL)
+
+    async def _ended(self, ctrl: int) -> RunStatus:
+        """The status of an engine that stopped with ``ctrl``; ISR read and cleared."""
         isr = await self.backend.read_reg(ISR)
         if isr:
             await self.backend.write_reg(ISR, isr & (IRQ_DONE | IRQ_ERROR))
@@ -465,19 +503,11 @@ class Driver:
             await self.backend.write_reg(ISR, isr & (IRQ_DONE | IRQ_ERROR))
             ctrl = await self.backend.read_reg(CTRL)
             return await self._status(ctrl, isr)
-        t0 = self._clock()
-        while True:
-            ctrl = await self.backend.read_reg(CTRL)
-            if ctrl & (CTRL_DONE | CTRL_ERROR) and not ctrl & CTRL_BUSY:
-                break
-            if self._clock() - t0 > timeout_s:
-                raise await self._timeout(timeout_s, "polling CTRL")
-            if not self._has_clock():
-                await asyncio.sleep(0.0005)
-        isr = await self.backend.read_reg(ISR)
-        if isr:
-            await self.backend.write_reg(ISR, isr & (IRQ_DONE | IRQ_ERROR))
-        return await self._status(ctrl, isr)
+        ctrl, ended = await self._poll(
+            lambda c: c & (CTRL_DONE | CTRL_ERROR) and not c & CTRL_BUSY, timeout_s)
+        if not ended:
+            raise await self._timeout(timeout_s, "polling CTRL")
+        return await self._ended(ctrl)
 
     async def counters(self) -> Counters:
         """The CYCLES, PE_BUSY and DMA_STALL counters (each ``_LO`` then ``_HI``)."""
@@ -543,34 +573,35 @@ class Driver:
         """
         timeout_s = _check_timeout(timeout_s)
         wall0 = time.monotonic()
-        image = self.place(image)
-        await self.load(image)
-        await self.set_windows(*image.windows)
+        image = await self.prepare(image)
         t0 = self._clock() if self._has_clock() else None
         await self.start(image.desc_ptr)
         try:
             status = await self.wait(timeout_s, poll=poll)
         except DriverTimeout as exc:
-            raise DriverTimeout(await self._stopped(image, str(exc), abort_timeout_s)) from None
+            raise await self._stopped(image, str(exc), abort_timeout_s) from None
         elapsed = self._clock() - t0 if t0 is not None else None
         counters = await self.counters()
         layers = await self.layer_results(image)
         return RunReport(status, counters, tuple(layers), elapsed, time.monotonic() - wall0)
 
 
-    async def _stopped(self, image: CompiledImage, why: str, abort_timeout_s: float) -> str:
-        """``why`` a run timed out, its progress, and how :meth:`abort` ended it."""
+    async def _stopped(self, image: CompiledImage, why: str,
+                       abort_timeout_s: float) -> DriverTimeout:
+        """The timeout of a run: ``why``, its progress, and how :meth:`abort` ended it (its
+        status, ``None`` if the engine did not stop)."""
         cycles = (await self.counters()).cycles
         finished, total = await self.progress(image)
         text = f"{why}; {finished} of {total} descriptors finished, {cycles} cycles counted"
         try:
             status = await self.abort(abort_timeout_s)
         except DriverError as exc:
-            return f"{text}; {exc}"
+            return DriverTimeout(f"{text}; {exc}")
         if status.error:
-            return (f"{text}; aborted: the engine stopped ({status.error_name}, ERROR_ADDR "
-                    f"{status.error_addr:#x}) and is idle")
-        return f"{text}; the list ended as the abort came ({status.state})"
+            return DriverTimeout(f"{text}; aborted: the engine stopped ({status.error_name}, "
+                                 f"ERROR_ADDR {status.error_addr:#x}) and is idle", status)
+        return DriverTimeout(f"{text}; the list ended as the abort came ({status.state})",
+                             status)
 
 
 # --------------------------------------------------------------------------------------------

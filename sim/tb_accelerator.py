@@ -213,17 +213,14 @@ async def _window_fault(dut, backend, image, progress, timeout_s, poll, fault):
     return doc
 
 
-async def _abort_runs(dut, backend, image, cycles: list[int]) -> list[dict[str, Any]]:
+async def _abort_runs(dut, driver, backend, image, cycles: list[int]) -> list[dict[str, Any]]:
     """Runs of ``image`` each stopped by ``Driver.abort`` the given cycles after its start:
     each must end in ``ERROR_ABORTED`` with the interrupt, at an address inside the image's
     windows, with no access outside them."""
-    driver = Driver(backend)
-    placed = driver.place(image)
-    (rd_lo, rd_hi), (wr_lo, wr_hi) = placed.windows
     docs = []
     for after in cycles:
-        await driver.load(placed)
-        await driver.set_windows(*placed.windows)
+        placed = await driver.prepare(image)
+        (rd_lo, rd_hi), (wr_lo, wr_hi) = placed.windows
         await driver.enable_interrupts()
         before = backend.interrupts
         await driver.start(placed.desc_ptr)
@@ -247,9 +244,7 @@ async def _abort_runs(dut, backend, image, cycles: list[int]) -> list[dict[str, 
 
 async def _far_desc_ptr_run(driver, backend, image, address_width: int) -> dict[str, Any]:
     """A start at the image's DESC_PTR plus ``2**address_width``: refused, not fetched."""
-    placed = driver.place(image)
-    await driver.load(placed)
-    await driver.set_windows(*placed.windows)
+    placed = await driver.prepare(image)
     far = placed.desc_ptr + (1 << address_width)
     reads = list(backend.read_bytes)
     await driver.start(far)
@@ -294,11 +289,9 @@ async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str
         try:
             report = await driver.run(dataclasses.replace(placed, data=bad.data), timeout_s,
                                       abort_timeout_s=timeout_s)
-        except DriverTimeout as exc:
-            message = str(exc)
-            outcome = ("aborted" if "; aborted: the engine stopped" in message else
-                       "done" if "the list ended as the abort came (done)" in message else
-                       "error" if "the list ended as the abort came" in message else "hung")
+        except DriverTimeout as exc:  # aborted; its status None: the abort did not stop it
+            message, status = str(exc), exc.status
+            outcome = ("hung" if status is None else "aborted" if status.error else "done")
         else:
             status = report.status
             outcome = f"error {status.error_code}" if status.error else "done"
@@ -370,7 +363,8 @@ async def run_network(dut):
         _write(results.with_name(results.name + ".fuzz.json"), fuzz)
         dut._log.info("fuzz: %d runs, %s, %d accesses outside the windows", fuzz["runs"],
                       fuzz["outcomes"], fuzz["outside_window"])
-    aborts = await _abort_runs(dut, backend, image, [int(c) for c in p.get("abort", [])])
+    aborts = await _abort_runs(dut, driver, backend, image,
+                               [int(c) for c in p.get("abort", [])])
     far_doc = (await _far_desc_ptr_run(driver, backend, image, int(p["far_desc_ptr"]))
                if "far_desc_ptr" in p else None)
     timeout_message = None
