@@ -219,18 +219,14 @@ class Accelerator(wiring.Component):
         and ``wr_*`` streams, ``dmak`` on its ``rdk_*`` and ``wrk_*``."""
         with m.If(on):
             for k, dma in enumerate(dmas):
-                suffix = str(k) if k else ""
-                for direction in ("rd", "wr"):
-                    cmd, data, status = (getattr(engine, f"{direction}{suffix}_{name}")
-                                         for name in ("cmd", "data", "status"))
-                    port = getattr(dma, f"{direction}_cmd"), getattr(dma, f"{direction}_data"), \
-                        getattr(dma, f"{direction}_status")
-                    wiring.connect(m, cmd, port[0])
-                    if direction == "rd":
-                        wiring.connect(m, port[1], data)
-                    else:
-                        wiring.connect(m, data, port[1])
-                    wiring.connect(m, port[2], status)
+                def own(name, k=k):  # the engine's member for port k: rd_cmd, rd1_cmd, ...
+                    return getattr(engine, name.replace("_", f"{k or ''}_", 1))
+                wiring.connect(m, own("rd_cmd"), dma.rd_cmd)
+                wiring.connect(m, dma.rd_data, own("rd_data"))
+                wiring.connect(m, dma.rd_status, own("rd_status"))
+                wiring.connect(m, own("wr_cmd"), dma.wr_cmd)
+                wiring.connect(m, own("wr_data"), dma.wr_data)
+                wiring.connect(m, dma.wr_status, own("wr_status"))
 
     @staticmethod
     def _refused(desc, engines, addr_width):
