@@ -201,10 +201,14 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
+def _gops_value(ops: int, cycles: int, clock_mhz: float) -> float | None:
+    """Effective GOP/s of ``ops`` in ``cycles`` at the clock; ``None`` without either."""
+    return ops / (cycles / (clock_mhz * 1e6)) / 1e9 if ops and cycles else None
+
+
 def _gops(ops: int, cycles: int, clock_mhz: float) -> str:
-    if not cycles or not ops:
-        return "-"
-    return f"{ops / (cycles / (clock_mhz * 1e6)) / 1e9:.2f}"
+    value = _gops_value(ops, cycles, clock_mhz)
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _mismatch(layer: LayerResult) -> str:
@@ -232,7 +236,7 @@ def results_json(results: SimResults, dense_ops: Mapping[str, int], clock_mhz: f
     cycles, whether it passed and its mismatches, the layers ``expected`` but not run, and
     ``passed`` (not :func:`failed`)."""
     def gops(ops, cycles):
-        return ops / (cycles / (clock_mhz * 1e6)) / 1e9 if ops and cycles else None
+        return _gops_value(ops, cycles, clock_mhz)
 
     seen = {layer.name for layer in results.layers}
     total = results.total_cycles or sum(layer.cycles for layer in results.layers)

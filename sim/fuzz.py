@@ -120,10 +120,10 @@ def corrupt(data: bytes, base: int, desc_ptr: int, descriptors: int, address_wid
         _put(out, where, value, size)
         detail = f"{name} = {value:#x}"
     elif kind == "truncate":
-        if descriptors > 1:
+        if descriptors > 1:  # (drawn after the first k: the seeded sequences stay as recorded)
             k = int(rng.integers(descriptors - 1))
             at = first + k * DESCRIPTOR_BYTES
-            flags_at, next_at = at + field_offset("flags"), at + field_offset("next_desc")
+            (flags_at, _), (next_at, _) = field("flags"), field("next_desc")
         if rng.random() < 0.5:
             _put(out, flags_at, _get(out, flags_at, 2) | FLAG_LAST, 2)
             detail = "FLAG_LAST"
