@@ -157,7 +157,8 @@ FIELDS: tuple[Field, ...] = (
     Field("CTRL", "done", 2, 1, "RO", "the descriptor list finished (sticky until start)"),
     Field("CTRL", "error", 3, 1, "RO", "the engine reported an error (sticky until start)"),
     Field("CTRL", "abort", 4, 1, "W1P",
-          "write 1: stop the running engine at its next burst (ignored while idle)"),
+          "write 1: stop the running engine: fail its layer, issue no new burst (ignored "
+          "while idle)"),
     Field("GIE", "enable", 0, 1, "RW", "global interrupt enable"),
     Field("IER", "done", 0, 1, "RW", "interrupt on done"),
     Field("IER", "error", 1, 1, "RW", "interrupt on error"),
