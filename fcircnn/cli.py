@@ -482,10 +482,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except LayerOverflowError as exc:
         raise _overflow_error(exc, args) from None
     weights.save(args.output)
+    if args.json:
+        print(json.dumps({"network": net.name, "output": str(args.output),
+                          "cbn_calibrated": args.weights is None,
+                          "calibration": _calibration_json(weights.calibration)}))
+        return 0
     print(f"wrote {args.output}: the weights{' (CBN calibrated)' if args.weights is None else ''}"
           f" with fixed int8 scales ({weights.calibration.describe()}); run, compile and deploy "
           "--weights use them for every clip")
     return 0
+
+
+def _calibration_json(calibration) -> dict | None:
+    """A stored :class:`~fcircnn.models.calibration.Calibration` for ``--json`` (``None`` when
+    there is none): how it was measured, and the scales as ``[part][k]`` lists."""
+    if calibration is None:
+        return None
+    return {"description": calibration.describe(), "granularity": calibration.granularity,
+            "statistic": calibration.statistic, "clips": calibration.clips,
+            "input_scale": calibration.input_scale.tolist(),
+            "out_scales": {name: s.tolist() for name, s in calibration.out_scales.items()}}
 
 
 def _add_calibrate(sub) -> None:
@@ -512,6 +528,8 @@ def _add_calibrate(sub) -> None:
     cal.add_argument("--seed", type=_seed, default=0, help="seed of random weights")
     cal.add_argument("-o", "--output", type=_path, required=True, metavar="OUT.npz",
                      help="the weights with their calibration")
+    _json_flag(cal, "how the scales were measured and the scales themselves (the input's and "
+                    "each layer's, [part][k])")
     _quiet_flag(cal)
     cal.set_defaults(func=cmd_calibrate)
 
@@ -595,10 +613,20 @@ def cmd_project(args: argparse.Namespace) -> int:
         return ("x".join(map(str, lw.generators.shape)) if lw.generators is not None
                 else "dense (as given)")
 
-    rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))), taken(r),
-             f"{errors[r.name]:.4f}"] for r in net.resolved if r.weighted]
-    print("\n".join(format_table(["layer", "type", "dense", "generators",
-                                   "rel. projection error"], rows)))
+    layers = [r for r in net.resolved if r.weighted]
+    if args.json:
+        print(json.dumps({
+            "network": net.name, "block_size": net.block_size, "output": str(args.output),
+            "notes": list(notes),
+            "layers": [{"name": r.name, "type": r.kind, "dense": list(dense_shape(r)),
+                        "generators": (None if weights.layers[r.name].generators is None else
+                                       list(weights.layers[r.name].generators.shape)),
+                        "error": float(errors[r.name])} for r in layers]}))
+    else:
+        rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))), taken(r),
+                 f"{errors[r.name]:.4f}"] for r in layers]
+        print("\n".join(format_table(["layer", "type", "dense", "generators",
+                                       "rel. projection error"], rows)))
     weights.save(args.output)
     print(f"wrote the block-circulant weights of {net.name} (B = {net.block_size}) to "
           f"{args.output}; CBN parameters are calibrated when they are used", file=sys.stderr)
@@ -637,11 +665,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UserError(f"--checkpoint: {exc}") from None
     except CheckpointError as exc:
         raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
-    for note in (*checkpoint.notes, *notes):
+    notes = (*checkpoint.notes, *notes)
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    print("\n".join(format_table(["layer", "taken as", "rel. error"],
-                                  [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
     weights = _import_calibration(net, weights, args)
+    if args.json:
+        print(json.dumps({
+            "network": net.name, "output": str(args.output), "notes": list(notes),
+            "calibration": _calibration_json(weights.calibration),
+            "layers": [{"name": r.name, "taken_as": r.how, "error": float(r.error)}
+                       for r in report]}))
+    else:
+        print("\n".join(format_table(["layer", "taken as", "rel. error"],
+                                      [[r.name, r.how, f"{r.error:.4f}"] for r in report])))
     weights.save(args.output)
     print(f"wrote the weights of {net.name} to {args.output}", file=sys.stderr)
     return 0
@@ -702,10 +738,19 @@ def _import_onnx(args: argparse.Namespace) -> int:
             weights.save(str(tmp / ONNX_FILES[1]))
     except OSError as exc:
         raise UserError(f"-o: cannot write {out}: {exc}") from None
-    print("\n".join(format_table(
-        ["layer", "from", "taken as", "rel. error", "approximated"],
-        [[r.name, r.nodes[0] if r.nodes else "", r.how, f"{r.error:.4f}",
-          ", ".join(r.approximations) or "-"] for r in imp.report])))
+    if args.json:
+        print(json.dumps({
+            "network": imp.network.name, "block_size": imp.network.block_size,
+            "network_file": str(out / ONNX_FILES[0]), "weights": str(out / ONNX_FILES[1]),
+            "notes": list(imp.notes), "calibration": _calibration_json(weights.calibration),
+            "layers": [{"name": r.name, "nodes": list(r.nodes), "taken_as": r.how,
+                        "error": float(r.error), "approximated": list(r.approximations)}
+                       for r in imp.report]}))
+    else:
+        print("\n".join(format_table(
+            ["layer", "from", "taken as", "rel. error", "approximated"],
+            [[r.name, r.nodes[0] if r.nodes else "", r.how, f"{r.error:.4f}",
+              ", ".join(r.approximations) or "-"] for r in imp.report])))
     for note in imp.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {out / ONNX_FILES[0]} and {out / ONNX_FILES[1]} (network {imp.network.name}, "
@@ -901,7 +946,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"-o: cannot write {args.output}: {exc}") from None
-    print(f"wrote {', '.join(result.files)} in {result.folder}")
+    if args.json:
+        print(json.dumps({"accelerator": acc.name, "folder": str(result.folder),
+                          "files": list(result.files), "overlay": bool(result.overlay),
+                          "clips": len(clips), "scales": how, "weights": note,
+                          "board_commands": [f"pip install --no-deps {WHEEL}",
+                                             "sudo -E python3 run.py"]}))
+    else:
+        print(f"wrote {', '.join(result.files)} in {result.folder}")
     if not result.overlay:
         print(f"note: no overlay yet: {result.folder}/BITSTREAM.md says how to make "
               "fcircnn_accel.bit and .hwh and bring them in (--vivado)", file=sys.stderr)
@@ -1287,11 +1339,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"illegal; every point in {out / 'sweep.csv'}", file=sys.stderr)
     if best is None:
         raise UserError(no_fit)
-    print(f"best points ({result.objective.describe()}):")
-    print("\n".join(format_top(result, args.top)))
-    print("\nefficiency front (no point has both more GOP/s and more GOP/s per DSP):")
-    print("\n".join(format_front(result)))
     best_path = out / "best.yaml" if args.best_yaml is None else args.best_yaml
+    if args.json:
+        files = {"csv": str(out / "sweep.csv"), "best_yaml": str(best_path),
+                 "pareto_png": str(out / "pareto.png") if args.plot else None}
+        print(json.dumps(sweep.result_json(result, args.top) | {"files": files}))
+    else:
+        print(f"best points ({result.objective.describe()}):")
+        print("\n".join(format_top(result, args.top)))
+        print("\nefficiency front (no point has both more GOP/s and more GOP/s per DSP):")
+        print("\n".join(format_front(result)))
     if args.plot:
         print(f"wrote {out / 'pareto.png'} and {best_path}", file=sys.stderr)
     else:
@@ -1560,6 +1617,8 @@ def _add_project(sub) -> None:
                       help="<layer>.weight for every conv and fc layer")
     proj.add_argument("-o", "--output", type=_path, required=True, metavar="W.npz",
                       help="the block-circulant weights file to write")
+    _json_flag(proj, "per layer its dense and generator shapes and projection error; the "
+                     "notes")
     _quiet_flag(proj)
     proj.set_defaults(func=cmd_project)
 
@@ -1599,6 +1658,8 @@ def _add_import(sub) -> None:
                           "are stored with the weights, as fcircnn calibrate does")
     _statistic_flag(imp)
     _granularity_flag(imp)
+    _json_flag(imp, "per layer what it was taken as, its error (and from an ONNX model its "
+                    "nodes and approximations); the notes and the stored calibration")
     _quiet_flag(imp)
     imp.set_defaults(func=cmd_import)
 
@@ -1691,6 +1752,8 @@ def _add_deploy(sub) -> None:
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
     _granularity_flag(dep)
+    _json_flag(dep, "the folder, its files, whether it has an overlay, the clips, where the "
+                    "int8 scales come from and the commands to run on the board")
     _quiet_flag(dep)
     dep.set_defaults(func=cmd_deploy)
 
@@ -1767,6 +1830,8 @@ def _add_sweep(sub) -> None:
                     help="rows of the top table (default: 10)")
     sw.add_argument("--best-yaml", type=_path, metavar="PATH",
                     help="where to write the best accelerator file (default: DIR/best.yaml)")
+    _json_flag(sw, "the counts, the top points, the efficiency front and the references, each "
+                   "with its parameters, resources, cycles and GOP/s; the files written")
     _quiet_flag(sw)
     sw.set_defaults(func=cmd_sweep)
 

@@ -141,9 +141,9 @@ def format_top(result: SweepResult, n: int = 10) -> list[str]:
     rows = [row(str(i + 1), e) for i, e in enumerate(result.fitting[:n])]
     for ref in result.references:
         if ref.status == "illegal":
-            rows.append(["paper", ref.label, "illegal: " + ref.reason, *[""] * 9])
+            rows.append(["ref", ref.label, "illegal: " + ref.reason, *[""] * 9])
         else:
-            rows.append(row("paper" + ("" if ref.status == "ok" else f" (over: {ref.binding})"),
+            rows.append(row("ref" + ("" if ref.status == "ok" else f" (over: {ref.binding})"),
                             ref))
     return format_table(header, rows)
 
@@ -156,7 +156,7 @@ def format_front(result: SweepResult) -> list[str]:
     rows = [[e.label, f"{e.effective_gops:.1f}", f"{e.gops_per_dsp:.3f}", e.dsp,
              f"{e.bram36:.1f}", e.lut, f"{e.pe_utilization:.1%}"]
             for e in efficiency_front(result.evaluations)]
-    rows += [[f"paper: {r.label}", f"{r.effective_gops:.1f}", f"{r.gops_per_dsp:.3f}", r.dsp,
+    rows += [[f"ref: {r.label}", f"{r.effective_gops:.1f}", f"{r.gops_per_dsp:.3f}", r.dsp,
               f"{r.bram36:.1f}", r.lut, f"{r.pe_utilization:.1%}"]
              for r in result.references if r.status != "illegal"]
     return format_table(["config (Tn/Tm/Td/Tr/Tc)", "GOP/s", "GOP/s/DSP", "DSP", "BRAM36",

@@ -560,7 +560,7 @@ def run_sweep(net: NetworkConfig, space: SweepSpace, device: Device, *, clock_mh
                 if progress:
                     progress(len(done), total)
         evaluations = [done[i] for i in range(total)]
-    refs = [evaluate(acc, device, cap, label=acc.name, reference="paper", memory=memory)
+    refs = [evaluate(acc, device, cap, label=acc.name, reference="reference", memory=memory)
             for acc in references]
     return SweepResult(net, device, cap, evaluations, refs, objective or Objective())
 
@@ -583,17 +583,39 @@ def _write_rows(result: SweepResult, f) -> None:
     writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS)
     writer.writeheader()
     for ev in [*result.evaluations, *result.references]:
-        row = {k: v for k, v in asdict(ev).items() if k in _CSV_FIELDS}
-        p = ev.point
-        if p is not None:
-            row.update(B=p.B, tn=p.tn, tm=p.tm, td=p.td, tr=p.tr, tc=p.tc,
-                       unroll_td=int(p.unroll_td),
-                       pointwise="" if p.pointwise is None else "x".join(map(str,
-                                                                             p.pointwise)))
+        row = evaluation_row(ev)
+        row["unroll_td"] = "" if row["unroll_td"] is None else int(row["unroll_td"])
+        row["pointwise"] = "x".join(map(str, row["pointwise"] or ()))
+        row = {k: "" if v is None else v for k, v in row.items()}
         for k in ("latency_ms", "effective_gops", "gops_per_dsp", "pe_utilization",
                   "ddr_gbs", "bram36"):
             row[k] = f"{row[k]:.4f}"
         writer.writerow(row)
+
+
+def evaluation_row(ev: Evaluation) -> dict[str, Any]:
+    """One evaluation as the fields of a ``sweep.csv`` row (:data:`_CSV_FIELDS`), unformatted:
+    the point's parameters are ``None`` for a reference, ``pointwise`` a ``[Tn, Tm]`` list or
+    ``None``."""
+    row = {k: v for k, v in asdict(ev).items() if k in _CSV_FIELDS}
+    p = ev.point
+    row.update(B=None, tn=None, tm=None, td=None, tr=None, tc=None, unroll_td=None,
+               pointwise=None)
+    if p is not None:
+        row.update(B=p.B, tn=p.tn, tm=p.tm, td=p.td, tr=p.tr, tc=p.tc, unroll_td=p.unroll_td,
+                   pointwise=None if p.pointwise is None else list(p.pointwise))
+    return {k: row[k] for k in _CSV_FIELDS}
+
+
+def result_json(result: SweepResult, top: int) -> dict[str, Any]:
+    """``sweep --json``: the counts, the ``top`` best fitting points, the efficiency front and
+    the references, each point as :func:`evaluation_row`."""
+    counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
+    return {"network": result.network.name, "device": result.device.name, "cap": result.cap,
+            "objective": result.objective.describe(), "points": len(result.evaluations),
+            "counts": counts, "top": [evaluation_row(e) for e in result.fitting[:top]],
+            "front": [evaluation_row(e) for e in efficiency_front(result.evaluations)],
+            "references": [evaluation_row(e) for e in result.references]}
 
 
 def _front(evaluations: Sequence[Evaluation], order: Callable[[Evaluation], Any],
@@ -645,7 +667,7 @@ def plot_pareto(result: SweepResult, path: str | os.PathLike[str]) -> Path:
             if ref.status == "illegal":
                 continue
             ax.scatter([getattr(ref, cost)], [ref.effective_gops], marker="X", s=120,
-                       color="tab:red", zorder=6, label=f"paper config {ref.label} (model)")
+                       color="tab:red", zorder=6, label=f"reference {ref.label} (model)")
         ax.axvline(result.cap * getattr(result.device, cost), color="k", ls="--", lw=0.8,
                    label=f"{format_cap(result.cap)} of {result.device.name}")
         ax.set_xlabel(title)

@@ -5,6 +5,7 @@ time-domain nn.Conv3d + BatchNorm3d first layer, QSpatialCirConv + SBN layers, n
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -140,8 +141,17 @@ def test_import_command(net, tmp_path, capsys):
     np.savez(tmp_path / "ckpt.npz", **_state())
     assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "ckpt.npz"),
                  "-o", str(tmp_path / "w.npz")]) == 0
-    assert "SBN folded into CBN" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "SBN folded into CBN" in table
     weights = load_weights(net, str(tmp_path / "w.npz"))
+    assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "ckpt.npz"),
+                 "-o", str(tmp_path / "wj.npz"), "--json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["network"] == net.name and doc["calibration"] is None
+    assert [(r["name"], r["taken_as"]) for r in doc["layers"]] == [
+        (r.name, r.how) for r in import_state_dict(net, _state())[1]]
+    for r in doc["layers"]:  # each as the table gives it
+        assert f"{r['error']:.4f}" in table.split(f"\n{r['name']} ")[1].split("\n")[0]
     assert weights.layers["conv2"].bn_gain.shape == (2, 8)
     np.savez(tmp_path / "bad.npz", **{k: v for k, v in _state().items() if k != "fc.weight"})
     assert main(["import", str(net.path), "--checkpoint", str(tmp_path / "bad.npz"),

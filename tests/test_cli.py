@@ -1,5 +1,6 @@
 """CLI: help on every command, real jobs, and bad input giving exit code 2 without a traceback."""
 
+import csv
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from fcircnn.cli import build_parser, main
+from fcircnn.models.config import load_accelerator, load_network
 
 TINY = """
 name: tiny
@@ -184,7 +186,7 @@ def test_sweep_of_a_custom_network_writes_a_portable_best_yaml(tiny, tmp_path, c
     out = tmp_path / "sweep"
     assert main(["sweep", str(tiny), "--tn", "16", "--tm", "32", "--td", "1", "--tr", "4",
                  "--tc", "4", "--cores", "1", "-o", str(out), "-q"]) == 0
-    assert "paper" not in capsys.readouterr().out
+    assert "ref" not in capsys.readouterr().out
     elsewhere = tmp_path / "copied" / "deeper"
     elsewhere.mkdir(parents=True)
     copy = elsewhere / "best.yaml"
@@ -483,3 +485,64 @@ def test_compile_shows_its_passes_unless_quiet(small_accelerator, tmp_path, caps
     # --json: the memory map the folder holds, on one line
     assert json.loads(out.out) == json.loads((tmp_path / "b" / "memory_map.json").read_text())
     assert len(out.out.splitlines()) == 1
+
+
+def test_sweep_json_gives_the_table_s_points_and_the_files(tiny, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(tiny), "--tn", "16", "--tm", "16,32", "--td", "1", "--tr", "4",
+            "--tc", "4", "--cores", "1", "--unroll-td", "no", "-o", str(out), "-q",
+            "--reference", "{ref}"]
+    ref = tmp_path / "ref.yaml"
+    assert main([*argv[:-2], "--best-yaml", str(ref)]) == 0  # a reference of this network
+    capsys.readouterr()
+    assert main([*(a.format(ref=ref) for a in argv), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert doc["points"] == 2 and doc["counts"]["ok"] + doc["counts"]["over"] == 2
+    assert [p["label"] for p in doc["top"]] == [
+        r["label"] for r in sorted((r for r in rows if r["status"] == "ok" and not r["reference"]),
+                                   key=lambda r: -float(r["effective_gops"]))]
+    best = doc["top"][0]
+    assert (best["tn"], best["td"], best["unroll_td"], best["pointwise"]) == (16, 1, False, None)
+    row = next(r for r in rows if r["label"] == best["label"])
+    assert f"{best['effective_gops']:.4f}" == row["effective_gops"]
+    assert best["dsp"] == int(row["dsp"])
+    assert [r["label"] for r in doc["references"]] == [load_accelerator(ref).name]
+    assert doc["references"][0]["tn"] is None and doc["references"][0]["reference"]
+    assert doc["files"]["best_yaml"] == str(out / "best.yaml")
+    assert load_accelerator(out / "best.yaml").cores[0].tm == best["tm"]
+
+
+def test_project_and_calibrate_json(tiny, tmp_path, capsys):
+    from fcircnn.models.network import load_weights
+    from fcircnn.models.project import dense_shape
+
+    net = load_network(tiny)
+    rng = np.random.default_rng(1)
+    dense = {f"{r.name}.weight": rng.standard_normal(dense_shape(r)) for r in net.resolved
+             if r.weighted}
+    np.savez(tmp_path / "dense.npz", **dense)
+    assert main(["project", str(tiny), "--dense", str(tmp_path / "dense.npz"), "-o",
+                 str(tmp_path / "wp.npz"), "--json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [layer["name"] for layer in doc["layers"]] == [r.name for r in net.resolved
+                                                          if r.weighted]
+    projected = load_weights(net, str(tmp_path / "wp.npz"))
+    for layer in doc["layers"]:
+        assert layer["dense"] == list(dense[f"{layer['name']}.weight"].shape)
+        assert layer["generators"] == list(projected.layers[layer["name"]].generators.shape)
+        assert 0.5 < layer["error"] < 1  # random dense weights are far from circulant
+    clips = rng.standard_normal((3, net.input.channels, *net.input.shape))
+    np.save(tmp_path / "clips.npy", clips)
+    assert main(["calibrate", str(tiny), "--weights", str(tmp_path / "wp.npz"),
+                 "--calibration", str(tmp_path / "clips.npy"), "--granularity", "bin",
+                 "-o", str(tmp_path / "wc.npz"), "--json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    stored = load_weights(net, str(tmp_path / "wc.npz")).calibration
+    assert doc["calibration"]["description"] == stored.describe()
+    assert (doc["calibration"]["granularity"], doc["calibration"]["clips"]) == ("bin", 3)
+    assert doc["cbn_calibrated"] is False
+    np.testing.assert_array_equal(doc["calibration"]["input_scale"], stored.input_scale)
+    assert doc["calibration"]["out_scales"].keys() == stored.out_scales.keys()
+    for name, scale in stored.out_scales.items():
+        np.testing.assert_array_equal(doc["calibration"]["out_scales"][name], scale)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import warnings
@@ -523,6 +524,15 @@ def test_the_import_command_writes_a_network_check_and_golden_take(tmp_path, cap
     table, err = capsys.readouterr()
     assert "projection" in table and "crelu" in table and "cmaxpool" in table
     assert "next: fcircnn check and golden" in err
+    assert main(["import", str(tmp_path / "tiny.onnx"), "-o", str(tmp_path / "oj"), "-q",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["network_file"] == str(tmp_path / "oj" / "network.yaml")
+    assert (tmp_path / "oj" / "network.yaml").read_text() == (out / "network.yaml").read_text()
+    for layer in doc["layers"]:  # each layer as the table gives it
+        assert f"{layer['error']:.4f}" in table and layer["nodes"][0] in table
+    assert {a for layer in doc["layers"] for a in layer["approximated"]} >= {
+        "projection", "crelu", "cmaxpool"}
     assert main(["check", str(out / "network.yaml")]) == 0
     assert main(["golden", str(out / "network.yaml"), "--weights", str(out / "weights.npz"),
                  "--mode", "int", "-q"]) == 0

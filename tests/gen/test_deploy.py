@@ -47,8 +47,13 @@ def test_the_folder_holds_what_the_board_needs(tmp_path, acc_path, capsys):
     acc = load_accelerator(acc_path)
     clips = _clips(acc, 2, 3)
     np.save(tmp_path / "clips.npy", clips)
-    out = _deploy(tmp_path, acc_path, "--input", str(tmp_path / "clips.npy"), "--seed", "4")
-    err = capsys.readouterr().err
+    out = _deploy(tmp_path, acc_path, "--input", str(tmp_path / "clips.npy"), "--seed", "4",
+                  "--json")
+    printed, err = capsys.readouterr()
+    doc = json.loads(printed)
+    assert (doc["folder"], doc["overlay"], doc["clips"]) == (str(out), False, 2)
+    assert sorted(doc["files"]) == sorted(p.name for p in out.iterdir())
+    assert doc["board_commands"][-1] == "sudo -E python3 run.py" and "RANDOM" in doc["weights"]
     assert "BITSTREAM.md" in err and "run.py" in err
     for name in (*BOARD_FILES, "BITSTREAM.md"):
         assert (out / name).is_file(), name
