@@ -34,7 +34,7 @@ import numpy as np
 
 from fcircnn.arch.ip import IP_NAME
 from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, WINDOWS, offset
-from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry
+from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry, ImageError
 
 __all__ = [
     "ABORT_TIMEOUT_S",
@@ -338,7 +338,16 @@ class Driver:
         the buffer PYNQ allocated), relocated if it was compiled for another base; as is when
         the backend has no fixed buffer."""
         base = getattr(self.backend, "base", None)
-        return image if base is None or base == image.base else image.relocated(base)
+        size = getattr(self.backend, "size", None)
+        if size is not None and len(image.data) > size:
+            beyond = [str(r) for r in image.regions if r.end - image.base > size]
+            where = f": {beyond[0]} and what follows would leave it" if beyond else ""
+            raise DriverError(f"the image needs {len(image.data)} bytes and the DDR buffer "
+                              f"holds {size} (mem_size){where}; allocate a larger buffer")
+        try:
+            return image if base is None or base == image.base else image.relocated(base)
+        except ImageError as exc:
+            raise DriverError(f"cannot place the image at the buffer ({base:#x}): {exc}") from None
 
     async def prepare(self, image: CompiledImage) -> CompiledImage:
         """``image`` placed (:meth:`place`), loaded (:meth:`load`) and the memory windows set to

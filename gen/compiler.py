@@ -160,6 +160,7 @@ from fcircnn.models.placement import map_of, passes, subsample_steps
 from fcircnn.models.quant import Granularity, PostParams
 
 from .dma_plan import DmaLimits, plan_block
+from .image import CompiledImage
 from .staging import staged_folder
 
 __all__ = [
@@ -1191,8 +1192,12 @@ def compile_network(
         except (OverflowError, ValueError) as exc:
             raise PostOverflowError(f"layer {layer.name!r}: post parameters: {exc}") from None
     expected = _expected(plan, ints)
-    return DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
-                    expected, net.name, acc.name)
+    ddr = DdrImage(bytes(image), plan, qnet, (xq[0].astype(np.int8), xq[1].astype(np.int8)),
+                   expected, net.name, acc.name)
+    # The checks a host makes of an image (its regions, the list in its bytes, the windows):
+    # an ImageError here is a bug of this compiler, not bad input.
+    CompiledImage.from_ddr_image(ddr)
+    return ddr
 
 
 def image_for_clip(acc: AcceleratorConfig, image: DdrImage, x: np.ndarray) -> DdrImage:

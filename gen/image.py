@@ -30,6 +30,7 @@ The compiler leaves the entries zero, so a non-zero entry means "this descriptor
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import struct
@@ -41,7 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from fcircnn.arch.descriptor import stored_map
+from fcircnn.arch.descriptor import (
+    DESCRIPTOR_BYTES,
+    FLAG_RESIDUAL,
+    OP_POOL,
+    LayerDescriptor,
+    stored_map,
+)
 from fcircnn.models.layout import ncdhw8_size, unpack_ncdhw8
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "DescriptorInfo",
     "ImageError",
     "LayerOutput",
+    "RegionInfo",
 ]
 
 #: Bytes of one cycles entry (one 128-bit beat).
@@ -195,6 +203,46 @@ def _descriptor_info(entry: Any, index: int, where: str) -> DescriptorInfo:
     )
 
 
+@dataclass(frozen=True)
+class RegionInfo:
+    """One region of the image as its memory map lists it: ``[base, base + size)`` holding
+    ``kind`` (:data:`REGION_KINDS`)."""
+
+    name: str
+    base: int
+    size: int
+    kind: str
+
+    @property
+    def end(self) -> int:
+        """First byte after the region."""
+        return self.base + self.size
+
+    def __str__(self) -> str:
+        return f"region {self.name!r} ({self.kind}) [{self.base:#x}, {self.end:#x})"
+
+
+#: What each region kind holds, by who writes it: the host only (the engine reads it) or the
+#: engine. The write window must not cover the first three (``CompiledImage.windows``).
+REGION_KINDS = {"descriptors": "host", "weights": "host", "post": "host", "input": "host",
+                "cycles": "engine", "conv": "engine", "output": "engine"}
+#: The region kinds each address field of a descriptor may point into.
+_FIELD_KINDS = {"in_base": ("input", "conv", "output"), "res_base": ("input", "conv", "output"),
+                "weight_base": ("weights",), "post_base": ("post",)}
+
+
+def _region_info(entry: Any, index: int, where: str) -> RegionInfo:
+    what = f"{where}: regions[{index}]"
+    if not isinstance(entry, Mapping) or any(k not in entry for k in ("name", "base", "size",
+                                                                       "kind")):
+        raise ImageError(f"{what} must be an object with name, base, size and kind")
+    if entry["kind"] not in REGION_KINDS:
+        raise ImageError(f"{what}.kind is {entry['kind']!r}, not one of "
+                         f"{', '.join(REGION_KINDS)}")
+    return RegionInfo(str(entry["name"]), _int(entry["base"], f"{what}.base"),
+                      _int(entry["size"], f"{what}.size"), entry["kind"])
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledImage:
     """A compiled network ready to be loaded and checked by a host driver.
@@ -215,13 +263,19 @@ class CompiledImage:
         The quantized input slots, if known.
     network, accelerator : str
         Names (empty if unknown).
+    regions : tuple of RegionInfo
+        The memory map's regions (empty when unknown: then only the checks above run).
+    address_width : int
+        The accelerator's address width in bits (0 when unknown).
 
     Raises
     ------
     ImageError
         On construction, naming the descriptor or layer, if ``desc_ptr``, an output map or a
         cycles entry is outside the image, there is no descriptor, or a layer has no expected
-        output of shape ``[out_slots, *out_shape]``.
+        output of shape ``[out_slots, *out_shape]``; naming the region or descriptor, if the
+        image passes the address space or the regions do not hold together
+        (:meth:`_check_regions`).
     """
 
     data: bytes = field(repr=False)
@@ -232,6 +286,8 @@ class CompiledImage:
     input_parts: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     network: str = ""
     accelerator: str = ""
+    regions: tuple[RegionInfo, ...] = field(default=(), repr=False)
+    address_width: int = 0
     _outputs: dict[str, LayerOutput] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -262,6 +318,74 @@ class CompiledImage:
             expected[name] = (parts[0], parts[1])
         object.__setattr__(self, "expected", expected)
         object.__setattr__(self, "_outputs", outputs)
+        object.__setattr__(self, "regions", tuple(self.regions))
+        if self.address_width and self.end > 1 << self.address_width:
+            raise ImageError(f"the image [{self.base:#x}, {self.end:#x}) passes the "
+                             f"{self.address_width}-bit address space of its accelerator")
+        if self.regions:
+            self._check_regions()
+
+    def _check_regions(self) -> None:
+        """The regions against each other, the windows and the descriptor list in the bytes:
+        every region inside the image and none overlapping another; the list inside a
+        ``descriptors`` region; each descriptor in the bytes the one :attr:`descriptors` lists
+        (op, flags, layer, output and cycles addresses, the next descriptor right after it or
+        0 at the end), its output map in a ``conv`` or ``output`` region, its cycles entry in
+        the ``cycles`` region, and each address it reads from in a region of the kind that
+        field reads (:data:`_FIELD_KINDS`); no descriptor, weight or post region inside the
+        write window. Reads are checked by their first address: the extent a descriptor's
+        tiles read is the hardware's business (its window)."""
+        ordered = sorted(self.regions, key=lambda r: (r.base, r.end))
+        for r in ordered:
+            self._check_range(r.base, r.size, str(r))
+        for a, b in itertools.pairwise(ordered):
+            if b.base < a.end:
+                raise ImageError(f"{a} overlaps {b}")
+        write_lo = self.windows[1][0]
+        for r in ordered:
+            if REGION_KINDS[r.kind] == "host" and r.kind != "input" and r.end > write_lo:
+                raise ImageError(f"{r} is inside the write window, which starts at "
+                                 f"{write_lo:#x} (the engine may write it)")
+        list_end = self.desc_ptr + len(self.descriptors) * DESCRIPTOR_BYTES
+        self._region_of(self.desc_ptr, list_end - self.desc_ptr, ("descriptors",),
+                        f"the descriptor list ({len(self.descriptors)} descriptors)")
+        for k, info in enumerate(self.descriptors):
+            self._check_descriptor(k, info)
+
+    def _check_descriptor(self, k: int, info: DescriptorInfo) -> None:
+        what = f"descriptor {k} ({info.name})"
+        at = self.desc_ptr - self.base + k * DESCRIPTOR_BYTES
+        try:
+            d = LayerDescriptor.unpack(self.data[at:at + DESCRIPTOR_BYTES])
+        except ValueError as exc:
+            raise ImageError(f"{what} in the image: {exc}") from None
+        last = k == len(self.descriptors) - 1
+        listed = {"op": info.op, "flags": info.flags, "layer": info.layer,
+                  "out_base": info.out_base, "cycles_addr": info.cycles_addr,
+                  "next_desc": 0 if last else self.desc_ptr + (k + 1) * DESCRIPTOR_BYTES}
+        for name, want in listed.items():
+            if getattr(d, name) != want:
+                raise ImageError(f"{what}: {name} is {getattr(d, name):#x} in the image, "
+                                 f"{want:#x} in its memory map")
+        self._region_of(info.out_base, info.out_bytes, ("conv", "output"), f"{what} output map")
+        self._region_of(info.cycles_addr, CYCLES_ENTRY_BYTES, ("cycles",),
+                        f"{what} cycles entry")
+        reads = ["in_base"] + (["res_base"] if d.flags & FLAG_RESIDUAL else [])
+        reads += [] if d.op == OP_POOL else ["weight_base", "post_base"]
+        for name in reads:
+            self._region_of(getattr(d, name), 1, _FIELD_KINDS[name], f"{what} {name}")
+
+    def _region_of(self, addr: int, size: int, kinds: Sequence[str], what: str) -> RegionInfo:
+        """The region of a kind in ``kinds`` holding ``[addr, addr + size)``, else an
+        :class:`ImageError` naming ``what``."""
+        for r in self.regions:
+            if r.base <= addr and addr + size <= r.end:
+                if r.kind in kinds:
+                    return r
+                raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in {r}, not in a "
+                                 f"region of kind {' or '.join(kinds)}")
+        raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in no region of the image "
+                         f"(it needs one of kind {' or '.join(kinds)})")
 
     @property
     def windows(self) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -287,13 +411,6 @@ class CompiledImage:
         ImageError
             If ``base`` is not a non-negative multiple of 4096.
         """
-        from fcircnn.arch.descriptor import (
-            DESCRIPTOR_BYTES,
-            FLAG_RESIDUAL,
-            OP_POOL,
-            LayerDescriptor,
-        )
-
         if isinstance(base, bool) or not isinstance(base, int) or base < 0 or base % 4096:
             raise ImageError(f"an image is placed at a non-negative multiple of 4096, not "
                              f"{base!r}")
@@ -315,9 +432,11 @@ class CompiledImage:
         infos = tuple(dataclasses.replace(d, out_base=d.out_base + delta,
                                           cycles_addr=d.cycles_addr + delta)
                       for d in self.descriptors)
+        regions = tuple(dataclasses.replace(r, base=r.base + delta) for r in self.regions)
         return CompiledImage(bytes(data), base, self.desc_ptr + delta, infos, self.expected,
                              input_parts=self.input_parts, network=self.network,
-                             accelerator=self.accelerator)
+                             accelerator=self.accelerator, regions=regions,
+                             address_width=self.address_width)
 
     def _check_range(self, addr: int, size: int, what: str) -> None:
         end = self.base + len(self.data)
@@ -336,7 +455,8 @@ class CompiledImage:
         parts = getattr(img, "input_parts", None)
         return cls(img.data, img.base, img.desc_ptr, infos, dict(img.expected),
                    input_parts=tuple(parts) if parts is not None else None,
-                   network=str(mm.get("network", "")), accelerator=str(mm.get("accelerator", "")))
+                   network=str(mm.get("network", "")), accelerator=str(mm.get("accelerator", "")),
+                   **cls._parse_regions(mm, "memory map"))
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> CompiledImage:
@@ -380,7 +500,8 @@ class CompiledImage:
         try:
             return cls(data, base, desc_ptr, infos, expected, input_parts=input_parts,
                        network=str(mm.get("network", "")),
-                       accelerator=str(mm.get("accelerator", "")))
+                       accelerator=str(mm.get("accelerator", "")),
+                       **cls._parse_regions(mm, where))
         except ImageError as exc:
             raise ImageError(f"{folder}: {exc}") from None
 
@@ -390,6 +511,17 @@ class CompiledImage:
         if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
             raise ImageError(f"{where}: 'descriptors' must be a list")
         return tuple(_descriptor_info(e, i, where) for i, e in enumerate(entries))
+
+    @staticmethod
+    def _parse_regions(mm: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """``regions`` and ``address_width`` of a memory map (a map without them, as
+        written before they were checked, gives none)."""
+        entries = mm.get("regions", [])
+        if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
+            raise ImageError(f"{where}: 'regions' must be a list")
+        width = _int(mm.get("address_width", 0), f"{where}: address_width")
+        return {"regions": tuple(_region_info(e, i, where) for i, e in enumerate(entries)),
+                "address_width": width}
 
     @staticmethod
     def _load_expected(path: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],

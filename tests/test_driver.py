@@ -485,3 +485,31 @@ def test_pynq_backend_unknown_ip(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynq", mod)
     with pytest.raises(DriverError, match=r"no IP 'other'.*fcircnn_accel_0"):
         PynqBackend("design.bit", "other")
+
+
+
+def _buffer(image: CompiledImage, base: int, size: int) -> FakeAccelerator:
+    """A backend with a fixed DDR buffer at ``base`` of ``size`` bytes, as
+    :class:`PynqBackend` has."""
+    backend = FakeAccelerator(image)
+    backend.base, backend.size = base, size
+    return backend
+
+
+def test_an_image_that_leaves_the_buffer_or_the_address_space_is_refused_before_loading(
+        tmp_path, small_accelerator):
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.models.config import load_accelerator
+
+    acc = load_accelerator(small_accelerator(tmp_path))
+    image = CompiledImage.from_ddr_image(compile_network(acc, seed=1, base=0x10000))
+    assert Driver(_buffer(image, 0x20_0000, len(image.data))).place(image).base == 0x20_0000
+    last = max(image.regions, key=lambda r: r.end)
+    with pytest.raises(DriverError, match=rf"needs {len(image.data)} bytes and the DDR buffer "
+                                          rf"holds {len(image.data) - 4096} \(mem_size\): "
+                                          rf"region '{last.name}'"):
+        Driver(_buffer(image, 0x20_0000, len(image.data) - 4096)).place(image)
+    top = (1 << acc.address_width) - 4096  # the buffer ends past the accelerator's reach
+    with pytest.raises(DriverError, match=rf"cannot place the image at the buffer \({top:#x}\)"
+                                          rf": .* passes the {acc.address_width}-bit address"):
+        Driver(_buffer(image, top, len(image.data))).place(image)

@@ -4,6 +4,7 @@ or corrupt files."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -15,6 +16,7 @@ from fcircnn.gen.image import (
     CycleEntry,
     DescriptorInfo,
     ImageError,
+    RegionInfo,
 )
 from fcircnn.models.config import load_accelerator
 from fcircnn.models.layout import pack_ncdhw8
@@ -236,3 +238,89 @@ def test_relocation_moves_every_address_and_nothing_else(tmp_path, small_acceler
     assert moved.relocated(0x10000).data == image.data
     with pytest.raises(ImageError, match="multiple of 4096"):
         image.relocated(0x10010)
+
+
+def _with(img: CompiledImage, **changes) -> CompiledImage:
+    """``img`` rebuilt with some of its constructor arguments changed."""
+    args = {"data": img.data, "base": img.base, "desc_ptr": img.desc_ptr,
+            "descriptors": img.descriptors, "expected": img.expected,
+            "regions": img.regions, "address_width": img.address_width}
+    return CompiledImage(**(args | changes))
+
+
+def _region(img: CompiledImage, kind: str) -> RegionInfo:
+    return next(r for r in img.regions if r.kind == kind)
+
+
+def test_the_regions_of_a_compiled_image_hold_together(ddr, saved):
+    img = CompiledImage.from_ddr_image(ddr)
+    assert {r.kind for r in img.regions} >= {"descriptors", "weights", "post", "cycles",
+                                              "input", "output"}
+    assert img.address_width == 32 and CompiledImage.load(saved).regions == img.regions
+    assert _with(img).regions == img.regions  # a consistent image passes
+
+
+def test_overlapping_regions_are_refused_naming_both(ddr):
+    img = CompiledImage.from_ddr_image(ddr)
+    weights = _region(img, "weights")
+    grown = tuple(dataclasses.replace(r, size=r.size + 0x1000) if r == weights else r
+                  for r in img.regions)
+    with pytest.raises(ImageError, match=rf"region '{weights.name}' \(weights\) .* overlaps "
+                                         r"region '.*'"):
+        _with(img, regions=grown)
+
+
+@pytest.mark.parametrize(("kind", "into", "match"), [
+    ("output", "cycles", (r"output map .* is in region .* \(cycles\) .*, not in a region of kind "
+                          r"conv or output$")),
+    ("input", "weights", r"region 'input' \(weights\) .* is inside the write window"),
+])
+def test_a_region_of_the_wrong_kind_is_refused(ddr, kind, into, match):
+    """Swap the kinds of two regions: an output map then lies in the cycles region, or weights
+    (the input map's region) in the write window."""
+    img = CompiledImage.from_ddr_image(ddr)
+    a, b = _region(img, kind), _region(img, into)
+    swapped = tuple(dataclasses.replace(r, kind=into) if r == a else
+                    dataclasses.replace(r, kind=kind) if r == b else r for r in img.regions)
+    with pytest.raises(ImageError, match=match):
+        _with(img, regions=swapped)
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("out_base", 0x10000, r"descriptor 0 \(c1\): out_base is 0x10000 in the image, 0x"),
+    ("next_desc", 0, r"descriptor 0 \(c1\): next_desc is 0x0 in the image"),
+    ("weight_base", 0x10000, (r"descriptor 0 \(c1\) weight_base \[0x10000, 0x10001\) is in "
+                             r"region 'descriptors'")),
+    ("in_base", 0x7fff0000, r"descriptor 0 \(c1\) in_base .* is in no region of the image"),
+])
+def test_a_descriptor_that_is_not_the_memory_map_s_is_refused(ddr, field, value, match):
+    from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, LayerDescriptor
+
+    img = CompiledImage.from_ddr_image(ddr)
+    at = img.desc_ptr - img.base
+    d = LayerDescriptor.unpack(img.data[at:at + DESCRIPTOR_BYTES])
+    data = bytearray(img.data)
+    data[at:at + DESCRIPTOR_BYTES] = dataclasses.replace(d, **{field: value}).pack()
+    with pytest.raises(ImageError, match=match):
+        _with(img, data=bytes(data))
+
+
+def test_an_image_past_the_address_space_is_refused(ddr, copy):
+    img = CompiledImage.from_ddr_image(ddr)
+    with pytest.raises(ImageError, match=r"passes the 32-bit address space"):
+        img.relocated((1 << 32) - 0x1000)
+    mm = json.loads((copy / "memory_map.json").read_text())
+    mm["address_width"] = 16
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=r"passes the 16-bit address space"):
+        CompiledImage.load(copy)
+
+
+def test_a_memory_map_whose_regions_overlap_is_refused_on_load(copy):
+    mm = json.loads((copy / "memory_map.json").read_text())
+    regions = mm["regions"]
+    out = next(r for r in regions if r["kind"] == "output")
+    out["base"] = next(r for r in regions if r["kind"] == "descriptors")["base"]
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=rf"{copy}: region .* overlaps region"):
+        CompiledImage.load(copy)
