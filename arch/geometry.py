@@ -24,9 +24,12 @@ from typing import Any
 __all__ = [
     "ACC_BITS",
     "BEAT_BYTES",
+    "BLOCK_SIZES",
     "CARRIED_WINDOW",
     "DSP_MUL_BITS",
+    "INT8_MAX",
     "LUTRAM_MAX_DEPTH",
+    "MAX_ADDRESS_WIDTH",
     "MAX_CHANNEL_TILE",
     "MAX_KERNEL",
     "MAX_MAP_SIZE",
@@ -34,6 +37,9 @@ __all__ = [
     "MAX_POOL_WINDOW",
     "MAX_TAPS",
     "MAX_TILE",
+    "MIN_ADDRESS_WIDTH",
+    "PAGE_BITS",
+    "PAGE_BYTES",
     "SLOTS_PER_BEAT",
     "SLOT_GROUP_CHANNELS",
     "CoreGeometry",
@@ -57,6 +63,17 @@ __all__ = [
     "weight_image_beats",
 ]
 
+#: The AXI address widths an accelerator may have (``address_width``, bits).
+MIN_ADDRESS_WIDTH = 32
+MAX_ADDRESS_WIDTH = 64
+#: AXI4's 4 KiB boundary, which no burst crosses: the DMAs split bursts at it, the compiler
+#: aligns images and regions to it, and the memory windows count in pages of it.
+PAGE_BITS = 12
+PAGE_BYTES = 1 << PAGE_BITS
+#: Legal circulant block sizes ``B`` (even powers of two).
+BLOCK_SIZES: tuple[int, ...] = (4, 8, 16)
+#: Largest magnitude of an int8 slot part (``-128`` never occurs).
+INT8_MAX = 127
 #: Channels of one slot group: the 8 complex slots of a 128-bit beat (NC/8DHW8).
 SLOT_GROUP_CHANNELS = 16
 #: Slots in one 128-bit beat (one slot group: 8 complex int8 slots) and its bytes.
@@ -215,8 +232,9 @@ class CoreGeometry:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
                 raise ValueError(f"{name} must be an integer in 1..{limit}, not {value!r}")
-        if self.B not in (4, 8, 16):
-            raise ValueError(f"B must be an even power of two: 4, 8 or 16, not {self.B!r}")
+        if self.B not in BLOCK_SIZES:
+            raise ValueError(f"B must be an even power of two: "
+                             f"{', '.join(map(str, BLOCK_SIZES))}, not {self.B!r}")
         problems = channel_tile_problems(self.tn, self.tm, self.B)
         if problems:
             raise ValueError("; ".join(message for _, message in problems))

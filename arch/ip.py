@@ -11,10 +11,13 @@ import json
 import math
 import os
 
-__all__ = ["CLOCK_FILE", "IP_NAME", "TOP_NAME", "read_clock_file"]
+__all__ = ["CLOCK_FILE", "CONTROL_BUS", "IP_NAME", "TOP_NAME", "read_clock_file"]
 
 #: Verilog module name of the accelerator top level.
 TOP_NAME = "fcircnn_accel"
+#: The top level's AXI4-Lite subordinate (the register file): its port-name prefix, the
+#: interface Vivado infers from it and the bus a host driver reaches the registers through.
+CONTROL_BUS = "s_axi_control"
 #: The accelerator's instance in the block design (Vivado's first instance of the IP).
 IP_NAME = f"{TOP_NAME}_0"
 #: The Vivado build's record of the clock ``pl_clk0`` really gets (its ``ACT_FREQMHZ``),

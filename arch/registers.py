@@ -76,6 +76,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .geometry import PAGE_BITS
+
 __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_ABORTED", "ERROR_BAD_DESCRIPTOR", "ERROR_CODES",
            "FIELDS", "IDENT", "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "WINDOWS",
            "WINDOW_PAGE_BITS", "Field", "Register", "offset", "window_pages"]
@@ -89,8 +91,8 @@ IDENT = 0x46434952
 #: abort.
 VERSION = 0x0001_0002
 #: The memory windows are whole pages of ``2**WINDOW_PAGE_BITS`` bytes (4 KiB, the AXI
-#: boundary no burst crosses).
-WINDOW_PAGE_BITS = 12
+#: boundary no burst crosses: :data:`~fcircnn.arch.geometry.PAGE_BITS`).
+WINDOW_PAGE_BITS = PAGE_BITS
 #: The window registers, by direction: (base, limit) register-name prefixes.
 WINDOWS: dict[str, tuple[str, str]] = {"read": ("RD_BASE", "RD_LIMIT"),
                                        "write": ("WR_BASE", "WR_LIMIT")}

@@ -962,29 +962,27 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The widest address an accelerator has (``address_width`` is 32..64 bits).
-MAX_ADDRESS_BITS = 64
-
-
 def _address(text: str) -> int:
-    """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of 4096, below
-    ``2**64``."""
+    """``--base``: a decimal or ``0x`` hexadecimal byte address, a multiple of the 4 KiB page,
+    below ``2**MAX_ADDRESS_WIDTH``."""
     import re
 
+    from fcircnn.arch.geometry import MAX_ADDRESS_WIDTH, PAGE_BYTES
+
     too_large = argparse.ArgumentTypeError(
-        f"too large: an address is below 2**{MAX_ADDRESS_BITS} (at most "
-        f"{MAX_ADDRESS_BITS} bits), not {text[:40]!r}{'...' if len(text) > 40 else ''}")
+        f"too large: an address is below 2**{MAX_ADDRESS_WIDTH} (at most "
+        f"{MAX_ADDRESS_WIDTH} bits), not {text[:40]!r}{'...' if len(text) > 40 else ''}")
     if re.fullmatch(r"\s*(0[xX][0-9a-fA-F_]{100,}|[0-9_]{100,})\s*", text):
         raise too_large  # before int(), which refuses over 4300 digits as "not a number"
     try:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an address (decimal or 0x...): {text!r}") from None
-    if value >= 1 << MAX_ADDRESS_BITS:
+    if value >= 1 << MAX_ADDRESS_WIDTH:
         raise too_large
-    if value < 0 or value % 4096:
-        raise argparse.ArgumentTypeError(f"must be a non-negative multiple of 4096 (0x1000), "
-                                         f"not {text!r}")
+    if value < 0 or value % PAGE_BYTES:
+        raise argparse.ArgumentTypeError(f"must be a non-negative multiple of {PAGE_BYTES} "
+                                         f"({PAGE_BYTES:#x}), not {text!r}")
     return value
 
 

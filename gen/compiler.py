@@ -129,6 +129,7 @@ from fcircnn.arch.geometry import (
     MAX_POOL_MAP,
     MAX_POOL_WINDOW,
     MAX_TAPS,
+    PAGE_BYTES,
     CoreGeometry,
     EngineGeometry,
     engine_geometry,
@@ -186,8 +187,8 @@ __all__ = [
     "port_split",
 ]
 
-#: Alignment of every region (bytes).
-ALIGN = 4096
+#: Alignment of every region and of the image (bytes): AXI's 4 KiB page.
+ALIGN = PAGE_BYTES
 #: Bytes of one post-parameter record.
 POST_RECORD_BYTES = 32
 #: Bytes of one cycle-count entry (one beat: uint64 cycles, uint32 PE-busy, uint32 DMA-stall).
@@ -515,7 +516,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         Validated accelerator bound to its network
         (:func:`~fcircnn.models.config.load_accelerator`).
     base : int
-        Byte address of the image; a multiple of 4096.
+        Byte address of the image; a multiple of :data:`ALIGN` (4096).
     geometry : sequence of EngineGeometry, optional
         Per core, what the hardware's buffers are built for
         (:meth:`fcircnn.hw.accelerator.Accelerator.from_config` with this ``geometry``);

@@ -26,7 +26,13 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from fcircnn.models.layout import BEAT_BYTES, SLOTS_PER_BEAT
+from fcircnn.arch.geometry import (
+    BEAT_BYTES,
+    MAX_ADDRESS_WIDTH,
+    MIN_ADDRESS_WIDTH,
+    PAGE_BYTES,
+    SLOTS_PER_BEAT,
+)
 
 __all__ = [
     "MAX_BURST_BEATS",
@@ -45,8 +51,6 @@ __all__ = [
 
 #: Longest AXI4 INCR burst.
 MAX_BURST_BEATS = 256
-#: AXI bursts never cross a boundary of this many bytes.
-PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class DmaLimits:
     count_width: int = 16
 
     def __post_init__(self):
-        for name, lo, hi in (("address_width", 32, 64), ("count_width", 1, 32)):
+        for name, lo, hi in (("address_width", MIN_ADDRESS_WIDTH, MAX_ADDRESS_WIDTH),
+                             ("count_width", 1, 32)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an integer, not {value!r}")

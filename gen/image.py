@@ -49,6 +49,7 @@ from fcircnn.arch.descriptor import (
     LayerDescriptor,
     stored_map,
 )
+from fcircnn.arch.geometry import PAGE_BYTES
 from fcircnn.models.layout import ncdhw8_size, unpack_ncdhw8
 
 __all__ = [
@@ -411,8 +412,8 @@ class CompiledImage:
         ImageError
             If ``base`` is not a non-negative multiple of 4096.
         """
-        if isinstance(base, bool) or not isinstance(base, int) or base < 0 or base % 4096:
-            raise ImageError(f"an image is placed at a non-negative multiple of 4096, not "
+        if isinstance(base, bool) or not isinstance(base, int) or base < 0 or base % PAGE_BYTES:
+            raise ImageError(f"an image is placed at a non-negative multiple of {PAGE_BYTES}, not "
                              f"{base!r}")
         delta = base - self.base
         data = bytearray(self.data)

@@ -26,7 +26,8 @@ from fcircnn.arch.descriptor import (
     descriptor_layout,
     flags_fault,
 )
-from fcircnn.arch.ip import TOP_NAME
+from fcircnn.arch.geometry import BEAT_BYTES
+from fcircnn.arch.ip import CONTROL_BUS, TOP_NAME
 from fcircnn.arch.registers import (
     CONTROL_ADDR_WIDTH,
     ERROR_ABORTED,
@@ -35,7 +36,6 @@ from fcircnn.arch.registers import (
     WINDOW_PAGE_BITS,
     WINDOWS,
 )
-from fcircnn.models.layout import BEAT_BYTES
 
 from .axi4 import AXI4Signature
 from .axi_dma import AxiDma
@@ -143,7 +143,7 @@ class Accelerator(wiring.Component):
         #: command queue.
         self.commands = engines[0].commands
         members = {"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1)}
-        members |= _flat_members("s_axi_control",
+        members |= _flat_members(CONTROL_BUS,
                                  AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH), flip=True)
         for name in self.ports.managers:
             members |= _flat_members(name, AXI4Signature(addr_width=addr_width), flip=False)
@@ -176,7 +176,7 @@ class Accelerator(wiring.Component):
         register file and the DMAs by port."""
         aw = self.addr_width
         m.submodules.regs = regs = ControlRegisters(CONTROL_ADDR_WIDTH, error_addr_width=64)
-        buses = [("s_axi_control", AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
+        buses = [(CONTROL_BUS, AXI4LiteSignature(addr_width=CONTROL_ADDR_WIDTH),
                   regs.s_axi_control)]
         dmas = []
         for k, name in enumerate(self.ports.managers):
@@ -187,7 +187,7 @@ class Accelerator(wiring.Component):
             for name, member in signature.members.items():
                 ours, theirs = getattr(self, f"{prefix}_{name}"), getattr(inner, name)
                 # s_axi_control is a subordinate: its Out members are the top's inputs.
-                drives_out = (member.flow == Out) != (prefix == "s_axi_control")
+                drives_out = (member.flow == Out) != (prefix == CONTROL_BUS)
                 m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
         m.d.comb += self.interrupt.eq(regs.interrupt)
         for direction, (base, limit) in WINDOWS.items():

@@ -13,8 +13,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.geometry import BEAT_BYTES
 from fcircnn.arch.registers import WINDOW_PAGE_BITS
-from fcircnn.models.layout import BEAT_BYTES
 
 from .common import rejecting
 

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .buffer_pingpong import PingPongBanks
-from .common import check_positive, rejecting
+from .common import check_positive, check_tiles, rejecting
 from .complex_mul_pair import complex_layout
 
 __all__ = ["AccumulatorBuffer", "acc_in_layout", "acc_layout"]
@@ -57,8 +57,7 @@ class AccumulatorBuffer(wiring.Component):
 
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int, *, acc_width: int = 32):
         with rejecting(self):
-            for name, value in (("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
-                check_positive(name, value, 1024)
+            check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             check_positive("acc_width", acc_width, 48)
             if Tm % 8:
                 raise ValueError(f"Tm must be a multiple of 8, not {Tm}")

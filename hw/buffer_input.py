@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.geometry import (
     MAX_KERNEL,
+    SLOTS_PER_BEAT,
     CoreGeometry,
     EngineGeometry,
     box_span,
@@ -17,13 +18,13 @@ from fcircnn.arch.geometry import (
     row_lane,
 )
 from fcircnn.arch.ports import PortMap, input_halves, input_quarters
-from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
 from .common import (
     check_block_size,
     check_positive,
+    check_tiles,
     first_of,
     mul_const,
     mul_small,
@@ -147,8 +148,7 @@ class InputBuffer(wiring.Component):
                  splittable: bool = False, quarterable: bool = False,
                  row_lanes: bool = False):
         with rejecting(self):
-            for name, value in (("Tn", Tn), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
-                check_positive(name, value, 1024)
+            check_tiles(Tn=Tn, Td=Td, Tr=Tr, Tc=Tc)
             check_block_size(B)
             if Tn % B:
                 raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")

@@ -4,11 +4,11 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.models.layout import SLOTS_PER_BEAT
+from fcircnn.arch.geometry import SLOTS_PER_BEAT
 
 from .axi_dma_write import write_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_positive, rejecting
+from .common import check_tiles, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["OutputBuffer", "output_in_layout", "output_shape_layout"]
@@ -77,8 +77,7 @@ class OutputBuffer(wiring.Component):
 
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int):
         with rejecting(self):
-            for name, value in (("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
-                check_positive(name, value, 1024)
+            check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             if Tm % 8:
                 raise ValueError(f"Tm must be a multiple of 8, not {Tm}")
         self.Tm, self.Td, self.Tr, self.Tc = Tm, Td, Tr, Tc

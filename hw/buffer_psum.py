@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .common import check_positive, rejecting
+from .common import check_positive, check_tiles, rejecting
 from .complex_mul_pair import complex_layout
 from .pe import ACC_WIDTH
 
@@ -68,8 +68,7 @@ class PartialSumBuffer(wiring.Component):
 
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int, *, acc_width: int = ACC_WIDTH):
         with rejecting(self):
-            for name, value in (("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
-                check_positive(name, value, 1024)
+            check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             check_positive("acc_width", acc_width, 48)
             if Tm % 2:
                 raise ValueError(f"Tm must be even, not {Tm}")

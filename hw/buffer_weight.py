@@ -4,13 +4,12 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.geometry import MAX_TAPS, engine_geometry
+from fcircnn.arch.geometry import MAX_TAPS, SLOTS_PER_BEAT, engine_geometry
 from fcircnn.arch.ports import weight_halves, weight_quarters
-from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_block_size, check_positive, rejecting
+from .common import check_block_size, check_positive, check_tiles, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
 __all__ = ["WeightBuffer"]
@@ -85,8 +84,7 @@ class WeightBuffer(wiring.Component):
     def __init__(self, Tn: int, Tm: int, *, B: int = 8, taps: int = 27,
                  splittable: bool = False, quarterable: bool = False):
         with rejecting(self):
-            check_positive("Tn", Tn, 1024)
-            check_positive("Tm", Tm, 1024)
+            check_tiles(Tn=Tn, Tm=Tm)
             check_positive("taps", taps, MAX_TAPS)
             check_block_size(B)
             for name, value in (("Tn", Tn), ("Tm", Tm)):

@@ -9,10 +9,16 @@ from collections.abc import Iterator
 
 from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
-from fcircnn.models.spectral import BLOCK_SIZES
+from fcircnn.arch.geometry import BLOCK_SIZES, MAX_CHANNEL_TILE, MAX_TILE
 
-__all__ = ["check_block_lanes", "check_block_size", "check_positive", "first_of", "mul_const",
-           "mul_small", "never_elaborated", "rejecting", "stall_pipeline"]
+__all__ = ["TILE_LIMITS", "check_block_lanes", "check_block_size", "check_positive",
+           "check_tiles", "first_of", "mul_const", "mul_small", "never_elaborated", "rejecting",
+           "stall_pipeline"]
+
+#: The largest value of each tile parameter a component takes: the channel tiles the PE array
+#: and the buffers are built for, and the output tiles the descriptor's 8-bit fields carry.
+TILE_LIMITS = {"Tn": MAX_CHANNEL_TILE, "Tm": MAX_CHANNEL_TILE, "Td": MAX_TILE, "Tr": MAX_TILE,
+               "Tc": MAX_TILE}
 
 
 def first_of(options, otherwise):
@@ -56,6 +62,13 @@ def check_positive(name: str, value, maximum: int | None = None) -> None:
     if value < 1 or (maximum is not None and value > maximum):
         upper = f"..{maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be in 1{upper}, not {value}")
+
+
+def check_tiles(**tiles) -> None:
+    """Raise ``TypeError``/``ValueError`` unless every tile parameter given (``Tn``, ``Tm``,
+    ``Td``, ``Tr``, ``Tc``) is an integer in ``1..``:data:`TILE_LIMITS` of its name."""
+    for name, value in tiles.items():
+        check_positive(name, value, TILE_LIMITS[name])
 
 
 def check_block_size(B) -> None:

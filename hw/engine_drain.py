@@ -17,8 +17,7 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
     carried_axes,
 )
-from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, pool_carry
-from fcircnn.models.layout import SLOTS_PER_BEAT
+from fcircnn.arch.geometry import SLOTS_PER_BEAT, CoreGeometry, EngineGeometry, pool_carry
 
 from .buffer_output import output_in_layout, output_shape_layout
 from .buffer_psum import psum_layout

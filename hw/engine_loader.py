@@ -15,7 +15,7 @@ from fcircnn.arch.descriptor import (
     FLAG_WSPLIT,
     OP_POOL,
 )
-from fcircnn.arch.geometry import CoreGeometry, EngineGeometry
+from fcircnn.arch.geometry import SLOTS_PER_BEAT, CoreGeometry, EngineGeometry
 from fcircnn.arch.ports import (
     ALL_READS,
     INPUT_QUARTER_KINDS,
@@ -25,7 +25,6 @@ from fcircnn.arch.ports import (
     input_halves,
     input_quarters,
 )
-from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, linear_box, status_layout
 from .axi_dma_read import check_commands, read_beat_layout

@@ -12,8 +12,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.descriptor import OP_POOL
+from fcircnn.arch.geometry import SLOTS_PER_BEAT
 from fcircnn.arch.ports import AXI_PORTS
-from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
 from .axi_dma_read import read_beat_layout

@@ -20,8 +20,7 @@ from fcircnn.arch.descriptor import (
     OP_POOL,
     descriptor_layout,
 )
-from fcircnn.arch.geometry import MAX_TILE, CoreGeometry, lanes_take_rows
-from fcircnn.models.layout import SLOTS_PER_BEAT
+from fcircnn.arch.geometry import MAX_TILE, SLOTS_PER_BEAT, CoreGeometry, lanes_take_rows
 
 from .common import mul_small
 

@@ -21,6 +21,7 @@ from fcircnn.arch.descriptor import (
     descriptor_layout,
 )
 from fcircnn.arch.geometry import (
+    SLOTS_PER_BEAT,
     CoreGeometry,
     EngineGeometry,
     core_lanes,
@@ -29,7 +30,6 @@ from fcircnn.arch.geometry import (
 )
 from fcircnn.arch.ports import PortMap
 from fcircnn.arch.registers import ERROR_CODES
-from fcircnn.models.layout import SLOTS_PER_BEAT
 
 from .axi_dma_box import box_layout, status_layout
 from .axi_dma_read import check_commands, read_beat_layout
@@ -38,7 +38,7 @@ from .buffer_input import InputBuffer
 from .buffer_output import OutputBuffer
 from .buffer_psum import PartialSumBuffer
 from .buffer_weight import WeightBuffer
-from .common import check_block_size, check_positive, mul_small, rejecting
+from .common import check_block_size, check_tiles, mul_small, rejecting
 from .engine_compute import EngineCompute
 from .engine_control import EngineControl
 from .engine_drain import EngineDrain, post_chain_size
@@ -174,8 +174,7 @@ class LayerEngine(wiring.Component):
                  axi_ports: int = 1, commands: int = 1):
         with rejecting(self):
             check_commands("commands", commands)
-            for name, value in (("Tn", Tn), ("Tm", Tm), ("Td", Td), ("Tr", Tr), ("Tc", Tc)):
-                check_positive(name, value, 1024)
+            check_tiles(Tn=Tn, Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             check_block_size(B)
             lanes = Td if lanes is None else lanes
             #: The core's geometry: the channel-tile rule, slot groups, lanes (validated).

@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.models.spectral import BLOCK_SIZES
+from fcircnn.arch.geometry import BLOCK_SIZES
 
 from .common import check_block_size, rejecting
 from .complex_mul_pair import (

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.models.spectral import INT8_MAX
+from fcircnn.arch.geometry import INT8_MAX
 
 from .common import rejecting, stall_pipeline
 from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout, check_lanes

@@ -4,10 +4,10 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.models.layout import SLOTS_PER_BEAT
+from fcircnn.arch.geometry import SLOTS_PER_BEAT
 
 from .buffer_psum import psum_layout
-from .common import check_positive, rejecting
+from .common import check_positive, check_tiles, rejecting
 
 __all__ = ["PartialSumPool", "sign_group_layout"]
 
@@ -54,7 +54,7 @@ class PartialSumPool(wiring.Component):
 
     def __init__(self, Tm: int, lanes: int):
         with rejecting(self):
-            check_positive("Tm", Tm, 1024)
+            check_tiles(Tm=Tm)
             check_positive("lanes", lanes, 16)
             if Tm % 16:
                 raise ValueError(f"Tm must be a multiple of 16 (whole slot groups), not {Tm}")

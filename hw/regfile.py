@@ -14,6 +14,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.ip import CONTROL_BUS
 from fcircnn.arch.registers import (
     CONTROL_ADDR_WIDTH,
     FIELDS,
@@ -185,7 +186,7 @@ class ControlRegisters(wiring.Component):
         self._counters = {name: Signal(64, name=f"cnt_{name.lower()}")
                           for name in ("CYCLES", "PE_BUSY", "DMA_STALL")}
         super().__init__({
-            "s_axi_control": In(AXI4LiteSignature(addr_width=addr_width)),
+            CONTROL_BUS: In(AXI4LiteSignature(addr_width=addr_width)),
             "start": Out(1),
             "abort": Out(1),
             "busy": In(1),

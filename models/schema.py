@@ -25,11 +25,13 @@ from pydantic import (
 )
 
 from fcircnn.arch.geometry import (
+    MAX_ADDRESS_WIDTH,
     MAX_CHANNEL_TILE,
     MAX_KERNEL,
     MAX_MAP_SIZE,
     MAX_POOL_WINDOW,
     MAX_TILE,
+    MIN_ADDRESS_WIDTH,
     channel_tile_problems,
 )
 from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE
@@ -136,8 +138,9 @@ def _check_dma_queue(value: int) -> int:
 
 
 def _check_address_width(value: int) -> int:
-    if not 32 <= value <= 64:
-        raise fail(f"must be in the range 32..64 bits, not {show(value)}")
+    if not MIN_ADDRESS_WIDTH <= value <= MAX_ADDRESS_WIDTH:
+        raise fail(f"must be in the range {MIN_ADDRESS_WIDTH}..{MAX_ADDRESS_WIDTH} bits, not "
+                   f"{show(value)}")
     return value
 
 

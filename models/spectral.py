@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fcircnn.arch.geometry import ACC_BITS
+from fcircnn.arch.geometry import ACC_BITS, BLOCK_SIZES, INT8_MAX
 
 __all__ = [
     "ACC_BITS",
@@ -51,10 +51,6 @@ __all__ = [
     "weight_slots",
 ]
 
-BLOCK_SIZES: tuple[int, ...] = (4, 8, 16)
-"""Legal circulant block sizes ``B`` (even powers of two)."""
-INT8_MAX = 127
-"""Largest magnitude of an int8 slot part (``-128`` never occurs)."""
 T_BITS = 48
 """Width of the signed CBN result ``t``."""
 

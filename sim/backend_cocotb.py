@@ -31,6 +31,7 @@ with warnings.catch_warnings():
     from cocotbext.axi.axi_ram import AxiRamRead, AxiRamWrite
     from cocotbext.axi.memory import Memory
 
+from fcircnn.arch.ip import CONTROL_BUS
 from fcircnn.arch.ports import MANAGERS
 from fcircnn.arch.registers import WINDOW_PAGE_BITS, WINDOWS, offset
 from fcircnn.driver import DriverError
@@ -195,7 +196,7 @@ class CocotbBackend:
         self.ram = FaultAxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.ap_clk, dut.ap_rst_n,
                                reset_active_level=False, size=ram_size, latency=latency,
                                buses=more)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, CONTROL_BUS), dut.ap_clk,
                                   dut.ap_rst_n, reset_active_level=False)
         if not verbose:
             for model in (*self.ram.read_ifs, *self.ram.write_ifs, self.axil.read_if,

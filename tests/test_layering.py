@@ -97,6 +97,38 @@ def test_no_module_imports_a_higher_layer():
     assert not upward, "lower layers import higher ones:\n" + "\n".join(sorted(set(upward)))
 
 
+def test_the_hardware_imports_only_the_architecture_s_contract():
+    """hw is built from arch alone (and Amaranth): every constant and rule it checks against is
+    stated in arch, which the golden model and the compiler import as well."""
+    graph = _graph()
+    outside = sorted(f"{name} imports {target}" for name, imports in graph.items()
+                     if _layer(name) == "fcircnn.hw"
+                     for target, _ in imports if _layer(target) not in ("fcircnn.hw",
+                                                                          "fcircnn.arch"))
+    assert not outside, "hw imports beyond arch:\n" + "\n".join(outside)
+    assert any(t.startswith("fcircnn.arch") for t, _ in graph["fcircnn.hw.common"])
+
+
+#: A tile parameter checked against a limit of its own: every component checks its tiles with
+#: ``hw.common.check_tiles``, whose limits are ``arch.geometry``'s (the descriptor's fields and
+#: the channel tiles the datapath is built for).
+_TILE_CHECK = r"check_positive\(\"T[nmdrc]\"[^)]*\)|check_positive\(name, value, \d+\)"
+
+
+def test_every_tile_limit_is_the_architecture_s():
+    import re
+
+    from fcircnn.arch.geometry import MAX_CHANNEL_TILE, MAX_TILE
+    from fcircnn.hw.common import TILE_LIMITS
+
+    restated = [f"hw/{path.name}: {m.group(0)}" for path in sorted((ROOT / "hw").glob("*.py"))
+                for m in re.finditer(_TILE_CHECK, path.read_text())]
+    assert not restated, "check these with check_tiles:\n" + "\n".join(restated)
+    assert TILE_LIMITS == {"Tn": MAX_CHANNEL_TILE, "Tm": MAX_CHANNEL_TILE, "Td": MAX_TILE,
+                           "Tr": MAX_TILE, "Tc": MAX_TILE}
+    assert sum("check_tiles(" in p.read_text() for p in (ROOT / "hw").glob("*.py")) >= 7
+
+
 def test_nothing_outside_the_torch_front_end_imports_it():
     graph = _graph()
     assert any(name.startswith("fcircnn.torch.") for name in graph)  # the checker reads it

@@ -11,7 +11,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from fcircnn.hw.common import check_positive, mul_small, rejecting, stall_pipeline
+from fcircnn.arch.geometry import MAX_CHANNEL_TILE, MAX_TILE
+from fcircnn.hw.common import check_positive, check_tiles, mul_small, rejecting, stall_pipeline
 
 
 class _Delay(wiring.Component):
@@ -106,6 +107,23 @@ def test_check_positive_messages():
         check_positive("x", 9, 8)
     with pytest.raises(ValueError, match="x must be in 1 or more, not 0"):
         check_positive("x", 0)
+
+
+@pytest.mark.parametrize(("name", "limit"), [("Tn", MAX_CHANNEL_TILE), ("Tm", MAX_CHANNEL_TILE),
+                                            ("Td", MAX_TILE), ("Tr", MAX_TILE), ("Tc", MAX_TILE)])
+def test_tiles_are_checked_at_the_architecture_s_limits(name, limit):
+    """A tile the descriptor can carry (Td, Tr, Tc: its 8-bit fields) or the datapath is built
+    for (Tn, Tm) is taken; one more is refused, naming the limit."""
+    check_tiles(**{name: limit})
+    with pytest.raises(ValueError, match=rf"{name} must be in 1\.\.{limit}, not {limit + 1}"):
+        check_tiles(**{name: limit + 1})
+
+
+def test_a_component_refuses_a_tile_the_descriptor_cannot_carry():
+    from fcircnn.hw.buffer_output import OutputBuffer
+
+    with pytest.raises(ValueError, match=rf"Tr must be in 1\.\.{MAX_TILE}, not {MAX_TILE + 1}"):
+        OutputBuffer(16, 1, MAX_TILE + 1, 4)
 
 
 def test_rejected_component_raises_without_unused_warning():
