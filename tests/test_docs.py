@@ -169,3 +169,34 @@ def test_every_command_and_long_option_is_documented():
 def test_commands_md_documents_no_command_that_does_not_exist():
     extra = sorted(set(_sections(_page("commands.md"))) - set(_subcommands()))
     assert not extra, f"docs/commands.md has sections for commands fcircnn lacks: {extra}"
+
+
+def _readme_tour() -> list[list[str]]:
+    """The commands of the README's "A short tour", each as its arguments after ``fcircnn``
+    (continuation lines joined, comments dropped)."""
+    text = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## A short tour\n.*?```sh\n(.*?)```", text, flags=re.S)
+    assert block, "README.md has no short tour"
+    lines = [line for line in block[1].replace("\\\n", " ").splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    return [line.split()[1:] for line in lines]
+
+
+def _tutorial_commands() -> list[list[str]]:
+    """The ``$ fcircnn ...`` commands of docs/tutorial.md."""
+    return [line[len("$ fcircnn "):].split()
+            for line in _page("tutorial.md").splitlines() if line.startswith("$ fcircnn ")]
+
+
+def test_the_readme_tour_and_the_tutorial_run_as_written(capsys):
+    """Every command of the tour and the tutorial is one the CLI takes as written; the tour's
+    first two run here, on built-ins, and print what the tour says they do."""
+    tour, tutorial = _readme_tour(), _tutorial_commands()
+    assert len(tour) == 6 and {argv[0] for argv in tutorial} >= {"check", "estimate", "sweep",
+                                                                 "calibrate", "run", "deploy"}
+    assert any("--on" in argv and "sim" in argv for argv in tutorial)  # the tutorial's RTL step
+    parser = build_parser()
+    for argv in tour + tutorial:
+        parser.parse_args(argv)  # a flag the CLI lost would exit 2 here
+    assert main([*tour[0], "-q"]) == 0 and "conv1a" in capsys.readouterr().out
+    assert main([*tour[1], "-q"]) == 0 and "5654" in capsys.readouterr().out.replace(".", " ")
