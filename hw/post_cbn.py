@@ -1,12 +1,12 @@
 """Post-unit stage 1: CBN with the residual term, ``t = acc*mult + bias + res*res_mult``."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
 from fcircnn.arch.geometry import ACC_BITS, DSP_MUL_BITS, cbn_dsp_per_lane
 
-from .common import rejecting, stall_pipeline
+from .common import stall_pipeline
+from .post_stage import PostStage, check_lanes
 
 __all__ = [
     "ACC_WIDTH",
@@ -21,7 +21,6 @@ __all__ = [
     "cbn_config_layout",
     "cbn_input_layout",
     "cbn_output_layout",
-    "check_lanes",
     "dsp_per_lane",
 ]
 
@@ -49,18 +48,6 @@ LATENCY = 2
 
 # acc is split at this bit for the two DSPs of acc*mult.
 _ACC_SPLIT = 26
-
-#: Largest accepted ``lanes``.
-MAX_LANES = 64
-
-
-def check_lanes(lanes):
-    """Validate the ``lanes`` parameter shared by every post-unit stage."""
-    if not isinstance(lanes, int) or isinstance(lanes, bool):
-        raise TypeError(f"lanes must be an integer, not {lanes!r}")
-    if not 1 <= lanes <= MAX_LANES:
-        raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
-
 
 def _parts(shape):
     return data.StructLayout({"re": shape, "im": shape})
@@ -100,7 +87,14 @@ def cbn_output_layout(lanes):
 cbn_config_layout = data.StructLayout({"bypass": 1, "residual": 1})
 
 
-class CBNResidual(wiring.Component):
+def _check_acc_width(acc_width):
+    if not isinstance(acc_width, int) or isinstance(acc_width, bool):
+        raise TypeError(f"acc_width must be an integer, not {acc_width!r}")
+    if not 2 <= acc_width <= ACC_WIDTH:
+        raise ValueError(f"acc_width must be in 2..{ACC_WIDTH}, not {acc_width}")
+
+
+class CBNResidual(PostStage):
     """CBN + residual post-unit: ``t = acc*mult + bias [+ res*res_mult]`` per slot and part.
 
     Each beat carries ``lanes`` output slots of the PE array together with their per-slot
@@ -140,19 +134,9 @@ class CBNResidual(wiring.Component):
     """
 
     def __init__(self, lanes=8, acc_width=ACC_WIDTH):
-        with rejecting(self):
-            check_lanes(lanes)
-            if not isinstance(acc_width, int) or isinstance(acc_width, bool):
-                raise TypeError(f"acc_width must be an integer, not {acc_width!r}")
-            if not 2 <= acc_width <= ACC_WIDTH:
-                raise ValueError(f"acc_width must be in 2..{ACC_WIDTH}, not {acc_width}")
-        self.lanes = lanes
+        super().__init__(lanes, cbn_input_layout, cbn_output_layout, cbn_config_layout,
+                         lambda: _check_acc_width(acc_width))
         self.acc_width = acc_width
-        super().__init__({
-            "i": In(stream.Signature(cbn_input_layout(lanes))),
-            "o": Out(stream.Signature(cbn_output_layout(lanes))),
-            "cfg": In(cbn_config_layout),
-        })
 
     def elaborate(self, platform):
         m = Module()

@@ -1,12 +1,11 @@
 """Post-unit stage 3: CReLU, ``max(y, 0)`` on the real and imaginary parts independently."""
 
 from amaranth.hdl import Module, Mux
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
-from .common import rejecting, stall_pipeline
-from .post_cbn import check_lanes
+from .common import stall_pipeline
 from .post_quantize import slot_layout
+from .post_stage import PostStage
 
 __all__ = ["LATENCY", "CReLU", "crelu_config_layout"]
 
@@ -18,7 +17,7 @@ LATENCY = 1
 crelu_config_layout = data.StructLayout({"bypass": 1})
 
 
-class CReLU(wiring.Component):
+class CReLU(PostStage):
     """CReLU post-unit: ``y = max(y, 0)`` for the re and im part of every slot.
 
     Applied after the quantizer's clamp to ``[-127, 127]`` this gives the clamp to ``[0, 127]``
@@ -44,14 +43,7 @@ class CReLU(wiring.Component):
     """
 
     def __init__(self, lanes=8):
-        with rejecting(self):
-            check_lanes(lanes)
-        self.lanes = lanes
-        super().__init__({
-            "i": In(stream.Signature(slot_layout(lanes))),
-            "o": Out(stream.Signature(slot_layout(lanes))),
-            "cfg": In(crelu_config_layout),
-        })
+        super().__init__(lanes, slot_layout, slot_layout, crelu_config_layout)
 
     def elaborate(self, platform):
         m = Module()

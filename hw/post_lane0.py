@@ -2,13 +2,13 @@
 transform, ``u = Y0.re + Y0.im + 2 * sum_{k>=1} Yk.re``, into the block's first part."""
 
 from amaranth.hdl import Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
 from fcircnn.arch.transforms import irfft_lane0_weights
 
-from .common import check_block_lanes, rejecting, stall_pipeline
-from .post_cbn import ACC_WIDTH, cbn_input_layout, check_lanes
+from .common import check_block_lanes, stall_pipeline
+from .post_cbn import ACC_WIDTH, cbn_input_layout
+from .post_stage import PostStage
 
 __all__ = ["LATENCY", "IrfftLane0", "lane0_config_layout"]
 
@@ -20,7 +20,7 @@ LATENCY = 1
 lane0_config_layout = data.StructLayout({"enable": 1})
 
 
-class IrfftLane0(wiring.Component):
+class IrfftLane0(PostStage):
     """Lane 0 of the inverse transform of each block's accumulators, for a dense layer that
     reads an irfft's deferred slots (``lane0`` layout, ``docs/golden.md``).
 
@@ -56,15 +56,9 @@ class IrfftLane0(wiring.Component):
     """
 
     def __init__(self, lanes=8, B=8):
-        with rejecting(self):
-            check_lanes(lanes)
-            check_block_lanes(lanes, B)
-        self.lanes, self.B = lanes, B
-        super().__init__({
-            "i": In(stream.Signature(cbn_input_layout(lanes))),
-            "o": Out(stream.Signature(cbn_input_layout(lanes))),
-            "cfg": In(lane0_config_layout),
-        })
+        super().__init__(lanes, cbn_input_layout, cbn_input_layout, lane0_config_layout,
+                         lambda: check_block_lanes(lanes, B))
+        self.B = B
 
     def elaborate(self, platform):
         m = Module()

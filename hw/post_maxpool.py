@@ -11,8 +11,8 @@ from fcircnn.arch.geometry import MAX_POOL_MAP as MAX_MAP_SIZE
 from fcircnn.arch.geometry import MAX_POOL_WINDOW as MAX_WINDOW
 
 from .common import rejecting
-from .post_cbn import check_lanes
 from .post_quantize import slot_layout
+from .post_stage import check_lanes
 from .skid_buffer import LATENCY as SKID_LATENCY
 from .skid_buffer import SkidBuffer
 

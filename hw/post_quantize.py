@@ -1,13 +1,13 @@
 """Post-unit stage 2: rounding shift and clamp, ``y = clip(floor((t + round) / 2**shift))``."""
 
 from amaranth.hdl import Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
 from fcircnn.arch.geometry import INT8_MAX
 
-from .common import rejecting, stall_pipeline
-from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout, check_lanes
+from .common import stall_pipeline
+from .post_cbn import SHIFT_WIDTH, T_WIDTH, cbn_output_layout
+from .post_stage import PostStage, check_lanes
 
 __all__ = [
     "INT8_MAX",
@@ -45,7 +45,7 @@ def slot_layout(lanes):
 quantize_config_layout = data.StructLayout({"bypass": 1})
 
 
-class Quantize(wiring.Component):
+class Quantize(PostStage):
     """Quantizer post-unit: ``y = clip(floor((t + round) / 2**shift), -127, 127)``.
 
     ``round = 2**(shift - 1)`` if ``shift > 0`` else 0 (round half up), per slot and part with the
@@ -77,14 +77,7 @@ class Quantize(wiring.Component):
     """
 
     def __init__(self, lanes=8):
-        with rejecting(self):
-            check_lanes(lanes)
-        self.lanes = lanes
-        super().__init__({
-            "i": In(stream.Signature(quantize_input_layout(lanes))),
-            "o": Out(stream.Signature(slot_layout(lanes))),
-            "cfg": In(quantize_config_layout),
-        })
+        super().__init__(lanes, quantize_input_layout, slot_layout, quantize_config_layout)
 
     def elaborate(self, platform):
         m = Module()

@@ -4,14 +4,14 @@ times its slot's multiplier (``docs/golden.md``, "The integer rfft")."""
 from collections import defaultdict
 
 from amaranth.hdl import Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
 from fcircnn.arch.transforms import RFFT_BITS, RFFT_SLOTS, rfft_twiddles
 
-from .common import check_block_lanes, mul_const, rejecting, stall_pipeline
-from .post_cbn import SHIFT_WIDTH, cbn_output_layout, check_lanes
+from .common import check_block_lanes, mul_const, stall_pipeline
+from .post_cbn import SHIFT_WIDTH, cbn_output_layout
 from .post_quantize import slot_layout
+from .post_stage import PostStage
 
 __all__ = ["DSP_PER_LANE", "LATENCY", "RfftSum", "rfft_config_layout"]
 
@@ -42,7 +42,7 @@ def _terms(coefficients):
     return groups
 
 
-class RfftSum(wiring.Component):
+class RfftSum(PostStage):
     """The integer rfft of each block of ``B`` int8 time lanes, each output part times its
     multiplier: ``t = mult[part, k] * sum_n lane[n] * T[part][k][n]`` (the twiddles of
     :func:`~fcircnn.arch.transforms.rfft_twiddles`), with the shift for the quantizer.
@@ -76,15 +76,9 @@ class RfftSum(wiring.Component):
     """
 
     def __init__(self, lanes=8, B=8):
-        with rejecting(self):
-            check_lanes(lanes)
-            check_block_lanes(lanes, B)
-        self.lanes, self.B = lanes, B
-        super().__init__({
-            "i": In(stream.Signature(slot_layout(lanes))),
-            "o": Out(stream.Signature(cbn_output_layout(lanes))),
-            "cfg": In(rfft_config_layout),
-        })
+        super().__init__(lanes, slot_layout, cbn_output_layout, rfft_config_layout,
+                         lambda: check_block_lanes(lanes, B))
+        self.B = B
 
     def elaborate(self, platform):
         m = Module()
