@@ -166,7 +166,7 @@ def test_internal_error_is_one_line_and_a_file(monkeypatch, capsys, tmp_path):
     def boom(args):
         raise ZeroDivisionError("simulated bug")
 
-    monkeypatch.setattr(cli, "cmd_check", boom)
+    monkeypatch.setattr(cli.check, "cmd_check", boom)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", None)
@@ -182,7 +182,7 @@ def test_internal_error_is_one_line_and_a_file(monkeypatch, capsys, tmp_path):
 def test_debug_prints_the_traceback(monkeypatch, capsys):
     import fcircnn.cli as cli
 
-    monkeypatch.setattr(cli, "cmd_check", lambda args: 1 / 0)
+    monkeypatch.setattr(cli.check, "cmd_check", lambda args: 1 / 0)
     assert main(["--debug", "check", "c3d"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError" in err

@@ -413,7 +413,7 @@ def test_debug_says_the_traceback_is_above(monkeypatch, capsys):
     def boom(args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "cmd_check", boom)
+    monkeypatch.setattr(cli.check, "cmd_check", boom)
     assert main(["--debug", "check", "c3d"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "the full traceback is above" in err

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Package folder -> import name (pyproject.toml's package-dir).
 FOLDERS = {"arch": "fcircnn.arch", "models": "fcircnn.models", "hw": "fcircnn.hw",
            "gen": "fcircnn.gen", "sim": "fcircnn.sim", "fcircnn": "fcircnn",
-           "fcircnn/torch": "fcircnn.torch", "constraints": "fcircnn.constraints"}
+           "fcircnn/cli": "fcircnn.cli", "fcircnn/torch": "fcircnn.torch",
+           "constraints": "fcircnn.constraints"}
 #: Rank of each layer; a module may import modules of its rank or lower.
 #: ``fcircnn.torch`` (1.5) may import the golden model and the architecture's contract, nothing
 #: above; that nothing imports it is checked on its own.
