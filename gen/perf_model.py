@@ -75,6 +75,7 @@ Kd Kr Kc Do Ho Wo`` of the uncompressed layer) over the modelled time at the con
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -1055,9 +1056,22 @@ def model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int,
                      memory: MemoryModel | None = None,
                      timing: EngineTiming | None = None) -> dict:
     """Model one descriptor; return ``cycles`` (the cycle entry), ``span`` (to the next
-    fetch), ``pe_busy``, ``dma_stall``, ``ddr_bytes`` and ``steps`` (recurrence steps)."""
-    mem = memory or MemoryModel()
-    t = timing or EngineTiming()
+    fetch), ``pe_busy``, ``dma_stall``, ``ddr_bytes`` and ``steps`` (recurrence steps).
+
+    The result depends on its arguments alone (all immutable), so it is remembered: the
+    compiler models a descriptor to choose its port split, and the network's model takes the
+    chosen one again (:data:`MODEL_CACHE` entries, least recently used dropped first)."""
+    return dict(_model_descriptor(d, core, B, memory or MemoryModel(), timing or EngineTiming()))
+
+
+#: Descriptors :func:`model_descriptor` remembers (a sweep point's network has tens; its
+#: port-split candidates a few times more).
+MODEL_CACHE = 4096
+
+
+@functools.lru_cache(maxsize=MODEL_CACHE)
+def _model_descriptor(d: LayerDescriptor, core: CoreConfig, B: int, mem: MemoryModel,
+                      t: EngineTiming) -> dict:
     fetch_last = _read_last(mem, t, 0, DESCRIPTOR_BYTES // _BEAT, 1, 1, 1, t.fetch_setup)
     start = fetch_last + t.read_status - 1 + t.dispatch   # engine's first decision cycle
     if d.op == OP_POOL:
