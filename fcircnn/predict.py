@@ -86,7 +86,8 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
             granularity: str = "tensor", simulator: str = "verilator",
             build_dir: str | os.PathLike[str] | None = None, backpressure: float = 0.0,
             backend: Any = None, timeout_s: float = 10.0,
-            progress: Callable[[int, int], None] | None = None) -> Prediction:
+            progress: Callable[[int, int], None] | None = None,
+            status: Callable[[str], None] | None = None) -> Prediction:
     """Class scores of ``clips`` ``[N, C, D, H, W]`` on ``acc``'s network, on target ``on``.
 
     Parameters
@@ -116,6 +117,9 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
         For ``on="board"``: the longest a clip may run (backend clock).
     progress : callable ``(done, total)``, optional
         Called after each clip.
+    status : callable ``(text)``, optional
+        For ``on="sim"``: the steps of the first clip's build (the Verilog, the simulator
+        build), as ``fcircnn sim`` prints them.
 
     Raises
     ------
@@ -184,7 +188,8 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
         if on == "board":
             results.append(_on_backend(acc, image, qnet, backend, timeout_s))
         else:
-            results.append(_on_rtl(acc, image, qnet, simulator, build_dir, backpressure, i))
+            results.append(_on_rtl(acc, image, qnet, simulator, build_dir, backpressure, i,
+                                   status))
         if progress is not None:
             progress(i + 1, len(clips))
     return Prediction(on, tuple(results), how)
@@ -236,7 +241,8 @@ def _image(acc, previous, clip, weights):
     return image_for_clip(acc, previous, clip)
 
 
-def _on_rtl(acc, image, qnet, simulator, build_dir, backpressure, index) -> ClipResult:
+def _on_rtl(acc, image, qnet, simulator, build_dir, backpressure, index,
+            status=None) -> ClipResult:
     """One clip's image run on the RTL; scores from what it wrote."""
     from fcircnn import simulate as sim
     from fcircnn.sim.tb_accelerator import output_path
@@ -246,7 +252,7 @@ def _on_rtl(acc, image, qnet, simulator, build_dir, backpressure, index) -> Clip
         with tempfile.TemporaryDirectory(dir=build, prefix=f"predict-{index}-") as tmp:
             results = Path(tmp) / "results.json"
             sim.run_rtl(acc, image_dir, results, simulator=simulator, seed=index,
-                        backpressure=backpressure,
+                        backpressure=backpressure, status=status,
                         timeout_cycles=sim.estimate_timeout_cycles(acc, image, backpressure))
             outcome = sim.read_results(results)
             with np.load(output_path(results)) as out:

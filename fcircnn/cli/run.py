@@ -17,6 +17,7 @@ from .common import (
     _accelerator,
     _check_memory,
     _distinct_outputs,
+    _Elapsed,
     _input_files,
     _load_array,
     _load_calibration,
@@ -110,7 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          simulator=args.simulator or "verilator", build_dir=args.build_dir,
                          backpressure=args.backpressure or 0.0, backend=backend,
                          timeout_s=args.timeout or 10.0,
-                         progress=None if bar is None else (lambda d, t: bar("clips", d, t)))
+                         progress=None if bar is None else (lambda d, t: bar("clips", d, t)),
+                         status=None if args.quiet or args.on != "sim" else _Elapsed())
     except (LayerOverflowError, PostOverflowError) as exc:
         raise _overflow_error(exc, args) from None
     except CompileError as exc:
