@@ -340,8 +340,8 @@ class Driver:
         base = getattr(self.backend, "base", None)
         size = getattr(self.backend, "size", None)
         if size is not None and len(image.data) > size:
-            beyond = [str(r) for r in image.regions if r.end - image.base > size]
-            where = f": {beyond[0]} and what follows would leave it" if beyond else ""
+            beyond = next((r for r in image.regions if r.end - image.base > size), None)
+            where = f": {beyond} and what follows would leave it" if beyond else ""
             raise DriverError(f"the image needs {len(image.data)} bytes and the DDR buffer "
                               f"holds {size} (mem_size){where}; allocate a larger buffer")
         try:

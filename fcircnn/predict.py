@@ -118,8 +118,9 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
     progress : callable ``(done, total)``, optional
         Called after each clip.
     status : callable ``(text)``, optional
-        For ``on="sim"``: the steps of the first clip's build (the Verilog, the simulator
-        build), as ``fcircnn sim`` prints them.
+        For ``on="sim"``: told each step of each clip's RTL run (converting or reusing the
+        Verilog, building or reusing the simulator model, simulating), as ``fcircnn sim``
+        prints them.
 
     Raises
     ------

@@ -218,8 +218,8 @@ class PostOverflowError(CompileError):
 class Region:
     """One region of the DDR image: ``[base, base + size)``, ``base`` 4 KB aligned.
 
-    ``kind`` is ``"descriptors"``, ``"cycles"``, ``"input"``, ``"weights"``, ``"post"`` or
-    ``"output"``.
+    ``kind`` is one of :data:`fcircnn.gen.image.REGION_KINDS` (``"conv"``: a conv's output
+    before its pool pass).
     """
 
     name: str

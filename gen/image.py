@@ -223,10 +223,12 @@ class RegionInfo:
         return f"region {self.name!r} ({self.kind}) [{self.base:#x}, {self.end:#x})"
 
 
-#: What each region kind holds, by who writes it: the host only (the engine reads it) or the
-#: engine. The write window must not cover the first three (``CompiledImage.windows``).
-REGION_KINDS = {"descriptors": "host", "weights": "host", "post": "host", "input": "host",
-                "cycles": "engine", "conv": "engine", "output": "engine"}
+#: The kinds of region an image holds (``memory_map.json``'s ``regions``, laid out by
+#: :func:`fcircnn.gen.compiler.plan_network`).
+REGION_KINDS = ("descriptors", "weights", "post", "cycles", "input", "conv", "output")
+#: The kinds the engine never writes: the write window (:attr:`CompiledImage.windows`) must not
+#: cover them. (The input map is only read too, but it lies among the maps the engine writes.)
+READ_ONLY_KINDS = ("descriptors", "weights", "post")
 #: The region kinds each address field of a descriptor may point into.
 _FIELD_KINDS = {"in_base": ("input", "conv", "output"), "res_base": ("input", "conv", "output"),
                 "weight_base": ("weights",), "post_base": ("post",)}
@@ -344,11 +346,10 @@ class CompiledImage:
                 raise ImageError(f"{a} overlaps {b}")
         write_lo = self.windows[1][0]
         for r in ordered:
-            if REGION_KINDS[r.kind] == "host" and r.kind != "input" and r.end > write_lo:
+            if r.kind in READ_ONLY_KINDS and r.end > write_lo:
                 raise ImageError(f"{r} is inside the write window, which starts at "
                                  f"{write_lo:#x} (the engine may write it)")
-        list_end = self.desc_ptr + len(self.descriptors) * DESCRIPTOR_BYTES
-        self._region_of(self.desc_ptr, list_end - self.desc_ptr, ("descriptors",),
+        self._region_of(self.desc_ptr, len(self.descriptors) * DESCRIPTOR_BYTES, ("descriptors",),
                         f"the descriptor list ({len(self.descriptors)} descriptors)")
         for k, info in enumerate(self.descriptors):
             self._check_descriptor(k, info)

@@ -466,6 +466,11 @@ class SweepResult:
         return sorted(ok, key=self.objective.key)
 
     @property
+    def counts(self) -> dict[str, int]:
+        """The points by status: ``ok``, ``over`` and ``illegal`` (:class:`Evaluation`)."""
+        return {s: sum(e.status == s for e in self.evaluations) for s in ("ok", "over", "illegal")}
+
+    @property
     def best(self) -> Evaluation:
         """The best fitting point (:class:`SweepError` if none fits or meets the floor,
         naming why)."""
@@ -610,10 +615,9 @@ def evaluation_row(ev: Evaluation) -> dict[str, Any]:
 def result_json(result: SweepResult, top: int) -> dict[str, Any]:
     """``sweep --json``: the counts, the ``top`` best fitting points, the efficiency front and
     the references, each point as :func:`evaluation_row`."""
-    counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
     return {"network": result.network.name, "device": result.device.name, "cap": result.cap,
             "objective": result.objective.describe(), "points": len(result.evaluations),
-            "counts": counts, "top": [evaluation_row(e) for e in result.fitting[:top]],
+            "counts": result.counts, "top": [evaluation_row(e) for e in result.fitting[:top]],
             "front": [evaluation_row(e) for e in efficiency_front(result.evaluations)],
             "references": [evaluation_row(e) for e in result.references]}
 

@@ -28,10 +28,9 @@ def cmd_project(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     weights, errors = project_network(net, dense)
-    def taken(r):
+    def generators(r) -> list[int] | None:  # None: a dense layer, taken as given
         lw = weights.layers[r.name]
-        return ("x".join(map(str, lw.generators.shape)) if lw.generators is not None
-                else "dense (as given)")
+        return None if lw.generators is None else list(lw.generators.shape)
 
     layers = [r for r in net.resolved if r.weighted]
     if args.json:
@@ -39,11 +38,11 @@ def cmd_project(args: argparse.Namespace) -> int:
             "network": net.name, "block_size": net.block_size, "output": str(args.output),
             "notes": list(notes),
             "layers": [{"name": r.name, "type": r.kind, "dense": list(dense_shape(r)),
-                        "generators": (None if weights.layers[r.name].generators is None else
-                                       list(weights.layers[r.name].generators.shape)),
-                        "error": float(errors[r.name])} for r in layers]}))
+                        "generators": generators(r), "error": float(errors[r.name])}
+                       for r in layers]}))
     else:
-        rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))), taken(r),
+        rows = [[r.name, r.kind, "x".join(map(str, dense_shape(r))),
+                 "x".join(map(str, generators(r) or ())) or "dense (as given)",
                  f"{errors[r.name]:.4f}"] for r in layers]
         print("\n".join(format_table(["layer", "type", "dense", "generators",
                                        "rel. projection error"], rows)))

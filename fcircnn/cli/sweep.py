@@ -179,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UserError(f"-o: cannot write {out}: {exc}") from None
     if best is None or not args.plot:  # an earlier sweep's picture is not this one's
         (out / "pareto.png").unlink(missing_ok=True)
-    counts = {s: sum(e.status == s for e in result.evaluations) for s in ("ok", "over", "illegal")}
+    counts = result.counts
     print(f"{counts['ok']} points fit, {counts['over']} over the cap, {counts['illegal']} "
           f"illegal; every point in {out / 'sweep.csv'}", file=sys.stderr)
     if best is None:
