@@ -145,14 +145,17 @@ def _report(pred, clock: float, top: int) -> list[dict[str, Any]]:
         order = np.argsort(clip.scores)[::-1][:top]
         best = ", ".join(f"{int(k)}: {clip.scores[k]:.4f}" for k in order)
         state = "bit-exact" if not clip.mismatched else f"MISMATCH in {', '.join(clip.mismatched)}"
+        unchecked = [layer.name for layer in clip.layers if not layer.checked]
+        if unchecked and not clip.mismatched:
+            state += f" ({len(unchecked)} layers not checked: their maps were reused)"
         us = clip.cycles / clock if clip.cycles else 0.0
         print(f"clip {i}: top-{len(order)} [{best}]  {clip.cycles} cycles ({us:.1f} us at "
               f"{clock:g} MHz)  {state}")
         layers = []
         for layer in clip.layers:
             busy = 100.0 * layer.pe_busy / layer.cycles if layer.cycles else 0.0
-            check = "ok" if layer.passed else (
-                f"{layer.mismatches} slots differ, first {layer.first_mismatch}")
+            check = ("not checked (map reused)" if not layer.checked else "ok" if layer.passed
+                     else f"{layer.mismatches} slots differ, first {layer.first_mismatch}")
             print(f"  {layer.name:<16} {layer.cycles:>12} cycles  PE busy {busy:5.1f}%  "
                   f"{check}")
             layers.append(layer.as_dict())

@@ -44,10 +44,22 @@ def describe_image(image: DdrImage) -> str:
     w_lo, w_hi = image.plan.windows[1]
     windows = (f"memory windows: reads the whole image, writes [{w_lo:#x}, {w_hi + 1:#x}) "
                "(cycle entries and maps)")
-    lines = [head, windows]
-    lines += format_table(["region", "kind", "base", "end", "bytes", "description"],
-                          [[r.name, r.kind, f"{r.base:#x}", f"{r.end:#x}", r.size,
-                            r.description] for r in image.regions])
+    plan = image.plan
+    if plan.reuse_maps:
+        maps = (f"feature maps: {plan.map_bytes_reused:,} bytes, reused by liveness (live: the "
+                f"descriptors between which each holds its data; {plan.map_bytes_separate:,} "
+                "without --reuse-maps)")
+    else:
+        maps = (f"feature maps: {plan.map_bytes_separate:,} bytes, each its own "
+                f"({plan.map_bytes_reused:,} with --reuse-maps, a map's bytes reused once its "
+                "last reader has run)")
+    lines = [head, windows, maps]
+    live = ["live"] if plan.reuse_maps else []
+    lines += format_table(
+        ["region", "kind", "base", "end", "bytes", *live, "description"],
+        [[r.name, r.kind, f"{r.base:#x}", f"{r.end:#x}", r.size,
+          *(["-" if r.live is None else f"{r.live[0]}..{r.live[1]}"] if live else []),
+          r.description] for r in image.regions])
     lines.append("")
     rows = []
     for lp in image.plan.layers:

@@ -185,6 +185,8 @@ __all__ = [
     "pack_weight_image",
     "plan_network",
     "port_split",
+    "reused_layout",
+    "separate_layout",
 ]
 
 #: Alignment of every region and of the image (bytes): AXI's 4 KiB page.
@@ -219,7 +221,10 @@ class Region:
     """One region of the DDR image: ``[base, base + size)``, ``base`` 4 KB aligned.
 
     ``kind`` is one of :data:`fcircnn.gen.image.REGION_KINDS` (``"conv"``: a conv's output
-    before its pool pass).
+    before its pool pass). ``live``, for a map (``input``, ``conv``, ``output``): the first and
+    last descriptor index, inclusive, between which it holds data the run needs (written by the
+    first or, for the input, by the host before the run; read last by the second; the last
+    descriptor for the network's output and for a map no pass reads); ``None`` otherwise.
     """
 
     name: str
@@ -227,6 +232,7 @@ class Region:
     size: int
     kind: str
     description: str
+    live: tuple[int, int] | None = None
 
     @property
     def end(self) -> int:
@@ -304,13 +310,21 @@ class LayerPlan:
 
 @dataclass(frozen=True)
 class NetworkPlan:
-    """The memory map and descriptors of a network, without data (:func:`plan_network`)."""
+    """The memory map and descriptors of a network, without data (:func:`plan_network`).
+
+    ``reuse_maps``: whether the feature maps share bytes by liveness; ``map_bytes_separate``
+    and ``map_bytes_reused``: the bytes the maps take laid out one after another and by
+    liveness (:func:`separate_layout`, :func:`reused_layout`), whichever this plan uses.
+    """
 
     base: int
     end: int
     address_width: int
     regions: tuple[Region, ...]
     layers: tuple[LayerPlan, ...]
+    reuse_maps: bool = False
+    map_bytes_separate: int = 0
+    map_bytes_reused: int = 0
 
     @property
     def descriptors(self) -> tuple[LayerDescriptor, ...]:
@@ -501,7 +515,8 @@ def _core_geometry(acc: AcceleratorConfig, geometry) -> list:
     return geometry
 
 
-def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> NetworkPlan:
+def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None,
+                 reuse_maps: bool = False) -> NetworkPlan:
     """Lay out the DDR image and build the descriptors (no calibration, no data).
 
     A layer whose pool fits the conv tiles (:func:`~fcircnn.arch.geometry.pool_fuses`) runs
@@ -524,6 +539,11 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         (:func:`~fcircnn.arch.geometry.engine_geometry`), the hardware ``fcircnn generate``
         and ``fcircnn sim`` build. With a given geometry the image runs on hardware built for
         another network, provided every layer fits it.
+    reuse_maps : bool
+        Lay the feature maps out by liveness (:func:`reused_layout`): a map's bytes are
+        reused once its last reader has run. The image is smaller; after a run only the maps
+        still live at its end hold their layer's output (``Region.live``). Default: every map
+        its own bytes, every layer's output readable after the run.
 
     Raises
     ------
@@ -562,7 +582,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
     cycles = alloc.add("cycles", n_desc * CYCLE_BYTES, "cycles",
                        f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 "
                        "DMA-stall)")
-    maps, per_layer = _map_regions(acc, alloc, originals, layers, tables, pool_pass)
+    specs = _map_specs(acc, originals, layers, pool_pass)
+    maps, per_layer = _map_regions(alloc, specs, layers, tables, reuse_maps)
     for layer in net.resolved:  # the domain steps' maps: where their outputs are
         if layer.transform:
             maps[layer.name] = maps[map_of(net, layer.name)]
@@ -590,7 +611,8 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None) -> Net
         k += len(descs)
         plans.append(LayerPlan(originals[i], core, core_index, descs[0], descs, layer,
                                acc.rfft_of(originals[i])))
-    return NetworkPlan(base, end, acc.address_width, tuple(alloc.regions), tuple(plans))
+    return NetworkPlan(base, end, acc.address_width, tuple(alloc.regions), tuple(plans),
+                       reuse_maps, separate_layout(specs)[1], reused_layout(specs)[1])
 
 
 class _Allocator:
@@ -601,9 +623,15 @@ class _Allocator:
         self.regions: list[Region] = []
 
     def add(self, name: str, size: int, kind: str, description: str) -> Region:
-        region = Region(name, self.cursor, size, kind, description)
-        self.regions.append(region)
+        region = self.place(name, self.cursor, size, kind, description)
         self.cursor = _round_up(self.cursor + max(size, 1), ALIGN)
+        return region
+
+    def place(self, name: str, base: int, size: int, kind: str, description: str,
+              live: tuple[int, int] | None = None) -> Region:
+        """A region at ``base`` (the caller moves the cursor)."""
+        region = Region(name, base, size, kind, description, live)
+        self.regions.append(region)
         return region
 
 
@@ -659,33 +687,118 @@ def _table_regions(acc, alloc, layers, fits):
     return tables
 
 
-def _map_regions(acc, alloc, originals, layers, tables, pool_pass):
-    """The input map's region and every layer's (:class:`_LayerRegions`, with its
-    :func:`_table_regions`), in layer order: ``(maps, per_layer)``, ``maps`` the map region of
-    each layer's output by name (``None``: the network input)."""
+@dataclass(frozen=True)
+class _MapSpec:
+    """A feature map's region before it has an address: name, bytes, kind, description and
+    live range (:attr:`Region.live`)."""
+
+    name: str
+    size: int
+    kind: str
+    description: str
+    live: tuple[int, int]
+
+    @property
+    def span(self) -> int:
+        """Bytes it takes in the image (whole pages)."""
+        return _round_up(max(self.size, 1), ALIGN)
+
+
+def _map_specs(acc, originals, layers, pool_pass) -> list[_MapSpec]:
+    """The input map and every layer's maps (the conv output before a pool pass, the output),
+    in layer order, with their live ranges in descriptor indices: a map is written by its
+    pass (the input by the host, before descriptor 0) and read by the passes whose ``input``
+    or ``residual`` it holds (:func:`~fcircnn.models.placement.map_of`: a domain step reads
+    its pass's map), a conv map by its pool pass; the network's output, and a map no pass
+    reads, stay live to the last descriptor."""
+    net = acc.network
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
     folded = (" (depth taps and row copies folded into channels)"
               if acc.folded_rows(originals[0]) > 1 else
               " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
-    maps = {None: alloc.add("input", ncdhw8_size(in_slots, *first.in_shape), "input",
-                            f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8"
-                            f"{folded}")}
-    per_layer = []
-    for layer, orig, (w, p, m_tiles, n_tiles), separate in zip(layers, originals, tables,
-                                                                pool_pass, strict=True):
+    starts = [0]  # each layer's first descriptor index
+    for separate in pool_pass:
+        starts.append(starts[-1] + 1 + separate)
+    last_desc = starts[-1] - 1
+    readers: dict[str | None, int] = {}
+    for i, layer in enumerate(layers):
+        for source in [layer.input] + ([layer.residual] if layer.residual else []):
+            readers[map_of(net, source)] = starts[i]
+    specs = [_MapSpec("input", ncdhw8_size(in_slots, *first.in_shape), "input",
+                      f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}",
+                      (0, readers.get(None, last_desc)))]
+    for i, (layer, orig, separate) in enumerate(zip(layers, originals, pool_pass,
+                                                    strict=True)):
         # The maps the layer stores are the network's (a depth fold writes them back).
         out_slots = orig.out_slots
-        mid = None
         if separate:
-            mid = alloc.add(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape),
-                            "conv", f"conv output before the pool, {out_slots} slots x "
-                            f"{_fmt(orig.conv_shape)} NC/8DHW8")
-        o = alloc.add(f"{layer.name}.output", ncdhw8_size(out_slots, *orig.out_shape),
-                      "output", f"output {out_slots} slots x "
-                      f"{'x'.join(map(str, orig.out_shape))} NC/8DHW8")
+            specs.append(_MapSpec(f"{layer.name}.conv", ncdhw8_size(out_slots, *orig.conv_shape),
+                                  "conv", f"conv output before the pool, {out_slots} slots x "
+                                  f"{_fmt(orig.conv_shape)} NC/8DHW8",
+                                  (starts[i], starts[i] + 1)))
+        written = starts[i + 1] - 1
+        read = readers.get(orig.name, last_desc) if i < len(layers) - 1 else last_desc
+        specs.append(_MapSpec(f"{layer.name}.output", ncdhw8_size(out_slots, *orig.out_shape),
+                              "output", f"output {out_slots} slots x "
+                              f"{'x'.join(map(str, orig.out_shape))} NC/8DHW8",
+                              (written, max(read, written))))
+    return specs
+
+
+def separate_layout(specs) -> tuple[list[int], int]:
+    """Offsets of ``specs`` (anything with ``span``) laid out one after another, in order, and
+    the bytes they take."""
+    offsets, cursor = [], 0
+    for spec in specs:
+        offsets.append(cursor)
+        cursor += spec.span
+    return offsets, cursor
+
+
+def reused_layout(specs) -> tuple[list[int], int]:
+    """Offsets of ``specs`` (anything with ``span`` and ``live``) where maps whose live ranges
+    do not meet share bytes, and the bytes they take.
+
+    Greedy by size: largest map first (then earliest written), each at the lowest offset
+    free of every map already placed whose live range meets its own. Two maps live in the
+    same descriptor never share a byte, so a pass never reads what it writes (no in-place
+    output: the engine reads a tile's input box, halo included, while it stores earlier
+    tiles, and the next tile's box while it computes)."""
+    order = sorted(range(len(specs)), key=lambda k: (-specs[k].span, specs[k].live, k))
+    offsets: list[int | None] = [None] * len(specs)
+    for k in order:
+        lo, hi = specs[k].live
+        taken = sorted((offsets[j], offsets[j] + specs[j].span) for j in range(len(specs))
+                       if offsets[j] is not None and specs[j].live[0] <= hi
+                       and lo <= specs[j].live[1])
+        at = 0
+        for start, stop in taken:
+            if at + specs[k].span <= start:
+                break
+            at = max(at, stop)
+        offsets[k] = at
+    total = max((o + s.span for o, s in zip(offsets, specs, strict=True)), default=0)
+    return offsets, total
+
+
+def _map_regions(alloc, specs, layers, tables, reuse):
+    """The maps' regions (``specs``, :func:`_map_specs`) from the allocator's cursor, one
+    after another or, with ``reuse``, by :func:`reused_layout`; and every layer's
+    :class:`_LayerRegions` (with its :func:`_table_regions`): ``(maps, per_layer)``, ``maps``
+    the map region of each layer's output by name (``None``: the network input)."""
+    offsets, total = (reused_layout if reuse else separate_layout)(specs)
+    arena = alloc.cursor
+    placed = {s.name: alloc.place(s.name, arena + o, s.size, s.kind, s.description, s.live)
+              for s, o in zip(specs, offsets, strict=True)}
+    alloc.cursor = arena + total
+    maps = {None: placed["input"]}
+    per_layer = []
+    for layer, (w, p, m_tiles, n_tiles) in zip(layers, tables, strict=True):
+        o = placed[f"{layer.name}.output"]
         maps[layer.name] = o
-        per_layer.append(_LayerRegions(w, p, mid, o, m_tiles, n_tiles))
+        per_layer.append(_LayerRegions(w, p, placed.get(f"{layer.name}.conv"), o, m_tiles,
+                                       n_tiles))
     return maps, per_layer
 
 
@@ -987,8 +1100,14 @@ class DdrImage:
                                                   strict=True)},
             "descriptor_bytes": DESCRIPTOR_BYTES,
             "post_record_bytes": POST_RECORD_BYTES,
+            "maps": {"reused": self.plan.reuse_maps,
+                     "bytes_separate": self.plan.map_bytes_separate,
+                     "bytes_reused": self.plan.map_bytes_reused},
             "regions": [{"name": r.name, "base": r.base, "size": r.size, "kind": r.kind,
-                         "description": r.description} for r in self.regions],
+                         "description": r.description,
+                         **({"live": list(r.live)} if self.plan.reuse_maps
+                            and r.live is not None else {})}
+                        for r in self.regions],
             "descriptors": [{"name": lp.layer.name, "core_name": lp.core.name, **d.as_dict()}
                             for lp in self.plan.layers for d in lp.descriptors],
         }
@@ -1106,6 +1225,7 @@ def compile_network(
     calibration: np.ndarray | None = None,
     statistic: str = "max",
     progress=None,
+    reuse_maps: bool = False,
 ) -> DdrImage:
     """Compile ``acc.network`` into a DDR image for ``acc``.
 
@@ -1133,6 +1253,8 @@ def compile_network(
         expected outputs (:data:`fcircnn.models.network.Progress`).
     geometry : sequence of EngineGeometry, optional
         The hardware's buffer geometry per core (see :func:`plan_network`).
+    reuse_maps : bool
+        Lay the feature maps out by liveness (see :func:`plan_network`).
 
     Returns
     -------
@@ -1146,7 +1268,7 @@ def compile_network(
         See :func:`plan_network`; also a post parameter that does not fit int16/int48, or an
         input of the wrong shape.
     """
-    plan = plan_network(acc, base=base, geometry=geometry)
+    plan = plan_network(acc, base=base, geometry=geometry, reuse_maps=reuse_maps)
     net = acc.network
     x = _clip(net, random_input(net, seed) if x is None else x)
     weights, qnet = calibrate_post(net, weights=weights, x=x, seed=seed,

@@ -201,7 +201,7 @@ def _copy_overlay(vivado: Path | None, out: Path) -> bool:
 def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
            calibration: np.ndarray | None, clips: np.ndarray, statistic: str = "max",
            granularity: str = "tensor", vivado: str | os.PathLike[str] | None = None,
-           config: str = "ACCEL", progress=None) -> DeployResult:
+           config: str = "ACCEL", progress=None, reuse_maps: bool = False) -> DeployResult:
     """Write the deployment folder of ``acc`` into ``out`` (created if missing), all files or
     none: they are written into a temporary folder and moved into ``out`` together
     (:func:`~fcircnn.gen.staging.staged_folder`), so an error leaves ``out`` as it was. Then
@@ -230,6 +230,9 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
         How the user named the accelerator (for the commands in ``BITSTREAM.md``).
     progress : callable ``(label, done, total)``, optional
         Per layer of the calibration and of the compile (:func:`compile_network`).
+    reuse_maps : bool
+        Lay the image's feature maps out by liveness (a smaller buffer on the board; only the
+        maps live at the end are checked after a run: :func:`compile_network`).
 
     Raises
     ------
@@ -252,7 +255,8 @@ def deploy(acc: AcceleratorConfig, out: str | os.PathLike[str], *, weights: Any,
                                     clips=clips if calibration is None else calibration,
                                     statistic=statistic, granularity=granularity,
                                     progress=progress)
-    image = compile_network(acc, weights=weights, x=clips[0], progress=progress)
+    image = compile_network(acc, weights=weights, x=clips[0], progress=progress,
+                            reuse_maps=reuse_maps)
     vivado = Path(vivado) if vivado is not None else None
     with staged_folder(out) as tmp:  # all files or none
         files, overlay = _write_folder(tmp, acc, image, weights=weights, clips=clips,

@@ -30,7 +30,6 @@ The compiler leaves the entries zero, so a non-zero entry means "this descriptor
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import struct
@@ -207,17 +206,25 @@ def _descriptor_info(entry: Any, index: int, where: str) -> DescriptorInfo:
 @dataclass(frozen=True)
 class RegionInfo:
     """One region of the image as its memory map lists it: ``[base, base + size)`` holding
-    ``kind`` (:data:`REGION_KINDS`)."""
+    ``kind`` (:data:`REGION_KINDS`); for a map of an image laid out by liveness, ``live``: the
+    first and last descriptor index (inclusive) between which it holds data the run needs."""
 
     name: str
     base: int
     size: int
     kind: str
+    live: tuple[int, int] | None = None
 
     @property
     def end(self) -> int:
         """First byte after the region."""
         return self.base + self.size
+
+    def shares(self, other: RegionInfo) -> bool:
+        """Whether the two may overlap: both maps whose live ranges do not meet."""
+        if self.live is None or other.live is None:
+            return False
+        return self.live[1] < other.live[0] or other.live[1] < self.live[0]
 
     def __str__(self) -> str:
         return f"region {self.name!r} ({self.kind}) [{self.base:#x}, {self.end:#x})"
@@ -226,6 +233,8 @@ class RegionInfo:
 #: The kinds of region an image holds (``memory_map.json``'s ``regions``, laid out by
 #: :func:`fcircnn.gen.compiler.plan_network`).
 REGION_KINDS = ("descriptors", "weights", "post", "cycles", "input", "conv", "output")
+#: The kinds holding feature maps, which an image laid out by liveness lets share bytes.
+MAP_KINDS = ("input", "conv", "output")
 #: The kinds the engine never writes: the write window (:attr:`CompiledImage.windows`) must not
 #: cover them. (The input map is only read too, but it lies among the maps the engine writes.)
 READ_ONLY_KINDS = ("descriptors", "weights", "post")
@@ -242,8 +251,18 @@ def _region_info(entry: Any, index: int, where: str) -> RegionInfo:
     if entry["kind"] not in REGION_KINDS:
         raise ImageError(f"{what}.kind is {entry['kind']!r}, not one of "
                          f"{', '.join(REGION_KINDS)}")
+    live = entry.get("live")
+    if live is not None:
+        if entry["kind"] not in MAP_KINDS:
+            raise ImageError(f"{what}.live is for maps ({', '.join(MAP_KINDS)}), not "
+                             f"{entry['kind']!r}")
+        if (not isinstance(live, (list, tuple)) or len(live) != 2
+                or _int(live[0], f"{what}.live") > _int(live[1], f"{what}.live")):
+            raise ImageError(f"{what}.live must be two descriptor indices [first, last], "
+                             f"first <= last, not {live!r}")
+        live = (live[0], live[1])
     return RegionInfo(str(entry["name"]), _int(entry["base"], f"{what}.base"),
-                      _int(entry["size"], f"{what}.size"), entry["kind"])
+                      _int(entry["size"], f"{what}.size"), entry["kind"], live)
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,20 +349,30 @@ class CompiledImage:
 
     def _check_regions(self) -> None:
         """The regions against each other, the windows and the descriptor list in the bytes:
-        every region inside the image and none overlapping another; the list inside a
+        every region inside the image and none overlapping another (but maps whose live
+        ranges do not meet, in an image laid out by liveness); the list inside a
         ``descriptors`` region; each descriptor in the bytes the one :attr:`descriptors` lists
         (op, flags, layer, output and cycles addresses, the next descriptor right after it or
         0 at the end), its output map in a ``conv`` or ``output`` region, its cycles entry in
         the ``cycles`` region, and each address it reads from in a region of the kind that
-        field reads (:data:`_FIELD_KINDS`); no descriptor, weight or post region inside the
+        field reads (:data:`_FIELD_KINDS`), each map it reads or writes live at its index
+        (where the map says); no descriptor, weight or post region inside the
         write window. Reads are checked by their first address: the extent a descriptor's
         tiles read is the hardware's business (its window)."""
         ordered = sorted(self.regions, key=lambda r: (r.base, r.end))
         for r in ordered:
             self._check_range(r.base, r.size, str(r))
-        for a, b in itertools.pairwise(ordered):
-            if b.base < a.end:
-                raise ImageError(f"{a} overlaps {b}")
+            if r.live is not None and r.live[1] >= len(self.descriptors):
+                raise ImageError(f"{r} is live to descriptor {r.live[1]}, past the list's "
+                                 f"{len(self.descriptors)}")
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1:]:
+                if b.base >= a.end:
+                    break
+                if not a.shares(b):
+                    raise ImageError(f"{a} overlaps {b}" + (
+                        f" while both are live (descriptors {a.live[0]}..{a.live[1]} and "
+                        f"{b.live[0]}..{b.live[1]})" if a.live and b.live else ""))
         write_lo = self.windows[1][0]
         for r in ordered:
             if r.kind in READ_ONLY_KINDS and r.end > write_lo:
@@ -369,25 +398,45 @@ class CompiledImage:
             if getattr(d, name) != want:
                 raise ImageError(f"{what}: {name} is {getattr(d, name):#x} in the image, "
                                  f"{want:#x} in its memory map")
-        self._region_of(info.out_base, info.out_bytes, ("conv", "output"), f"{what} output map")
+        self._region_of(info.out_base, info.out_bytes, ("conv", "output"), f"{what} output map",
+                        k)
         self._region_of(info.cycles_addr, CYCLES_ENTRY_BYTES, ("cycles",),
                         f"{what} cycles entry")
         reads = ["in_base"] + (["res_base"] if d.flags & FLAG_RESIDUAL else [])
         reads += [] if d.op == OP_POOL else ["weight_base", "post_base"]
         for name in reads:
-            self._region_of(getattr(d, name), 1, _FIELD_KINDS[name], f"{what} {name}")
+            self._region_of(getattr(d, name), 1, _FIELD_KINDS[name], f"{what} {name}", k)
 
-    def _region_of(self, addr: int, size: int, kinds: Sequence[str], what: str) -> RegionInfo:
-        """The region of a kind in ``kinds`` holding ``[addr, addr + size)``, else an
+    def _region_of(self, addr: int, size: int, kinds: Sequence[str], what: str,
+                   at: int | None = None) -> RegionInfo:
+        """The region of a kind in ``kinds`` holding ``[addr, addr + size)`` (of those, one live
+        at descriptor ``at`` where regions say when they are live), else an
         :class:`ImageError` naming ``what``."""
-        for r in self.regions:
-            if r.base <= addr and addr + size <= r.end:
-                if r.kind in kinds:
-                    return r
-                raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in {r}, not in a "
-                                 f"region of kind {' or '.join(kinds)}")
-        raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in no region of the image "
-                         f"(it needs one of kind {' or '.join(kinds)})")
+        holding = [r for r in self.regions if r.base <= addr and addr + size <= r.end]
+        if not holding:
+            raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in no region of the "
+                             f"image (it needs one of kind {' or '.join(kinds)})")
+        for r in holding:
+            if r.kind in kinds and (at is None or r.live is None
+                                    or r.live[0] <= at <= r.live[1]):
+                return r
+        r = holding[0]
+        if r.kind not in kinds:
+            raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in {r}, not in a "
+                             f"region of kind {' or '.join(kinds)}")
+        raise ImageError(f"{what} [{addr:#x}, {addr + size:#x}) is in {r}, live only from "
+                         f"descriptor {r.live[0]} to {r.live[1]}")
+
+    def survives(self, name: str) -> bool:
+        """Whether layer ``name``'s output still holds it after the run: no later map shares
+        its bytes (always, in an image whose maps each have their own)."""
+        out = self.output(name)
+        if not self.regions:
+            return True
+        k = max(i for i, d in enumerate(self.descriptors) if d.name == name)
+        mine = self._region_of(out.addr, out.size, ("conv", "output"), f"layer {name!r}", k)
+        return not any(r.live is not None and mine.live is not None and r.live[0] > mine.live[1]
+                       and r.base < mine.end and mine.base < r.end for r in self.regions)
 
     @property
     def windows(self) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -103,9 +103,13 @@ def select_layers(image: DdrImage, names: Sequence[str]) -> DdrImage:
     ValueError
         If a name is not a layer of the image (the message lists the valid names) or none is
         given; or if a selected pass reads a map that is neither the network input nor a layer
-        output of the memory map.
+        output of the memory map; or if the image's maps are laid out by liveness (a selected
+        layer's input would be written into bytes another map may share).
     """
     plan = image.plan
+    if plan.reuse_maps:
+        raise ValueError("the image's maps are laid out by liveness (reuse_maps): select "
+                         "layers from an image compiled without it")
     order = [lp.layer.name for lp in plan.layers]
     chosen = set(check_layer_names(order, names))
     selected = [lp for lp in plan.layers if lp.layer.name in chosen]

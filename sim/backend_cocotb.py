@@ -73,6 +73,16 @@ class _RamState:
         # [first byte, last byte] per kind, and every access the model saw outside them.
         self.windows = {"read": [0, (1 << 64) - 1], "write": [0, (1 << 64) - 1]}
         self.outside: list[tuple[str, int, int]] = []
+        # Output maps to copy when a cycles entry is written: {cycles_addr: (addr, size)}, and
+        # the copies, {(addr, size): bytes} (CocotbBackend.keep_outputs).
+        self.watched: dict[int, tuple[int, int]] = {}
+        self.kept: dict[tuple[int, int], bytes] = {}
+
+    def written(self, mem, address: int, size: int) -> None:
+        """After a write: copy the output maps of the layers whose cycles entry it holds."""
+        for at in [a for a in self.watched if address <= a < address + size]:
+            addr, n = self.watched[at]
+            self.kept[(addr, n)] = bytes(mem[addr:addr + n])
 
     def check(self, addr: int, size: int, kind: str) -> None:
         lo, hi = self.windows[kind]
@@ -110,6 +120,8 @@ class _Write(AxiRamWrite):
     async def _write(self, address, data):
         self.state.check(address, len(data), "write")
         await super()._write(address, data)
+        if self.state.watched:
+            self.state.written(self.mem, address, len(data))
 
 
 class FaultAxiRam(Memory):
@@ -298,6 +310,20 @@ class CocotbBackend:
         except SimTimeoutError:
             return bool(int(self.dut.interrupt.value))
         return True
+
+    def keep_outputs(self, image: CompiledImage) -> None:
+        """From now on, copy each layer's output map when its last descriptor writes its cycles
+        entry (:meth:`finished_output`; the driver calls this when it loads ``image``)."""
+        last = {d.name: d for d in image.descriptors}
+        self.ram.state.watched = {d.cycles_addr: (image.output(name).addr,
+                                                  image.output(name).size)
+                                  for name, d in last.items()}
+        self.ram.state.kept = {}
+
+    def finished_output(self, addr: int, size: int) -> bytes | None:
+        """The copy of the map ``[addr, addr + size)`` taken when its layer finished, or
+        ``None``."""
+        return self.ram.state.kept.get((addr, size))
 
     # ------------------------------------------------------------------------------- progress
 

@@ -184,8 +184,10 @@ class _DamagingDriver(Driver):
         self.damaged: bytes | None = None
 
     async def load(self, image: CompiledImage) -> None:
-        data = image.data if self.damaged is None else self.damaged
-        await self.backend.write_mem(image.base, data)
+        if self.damaged is None:
+            await super().load(image)
+        else:
+            await self.backend.write_mem(image.base, self.damaged)
 
 
 class _NarrowDriver(Driver):

@@ -122,3 +122,24 @@ def test_a_board_module_is_python_3_10(module):
     newer = sorted(f"{m}.{n}" if n else m for m, n in used & NEWER)
     newer += sorted(n for m, n in used if m == "builtins")
     assert not newer, f"{path}: not in Python 3.10: {', '.join(newer)}"
+
+
+def test_run_py_says_which_layers_it_could_not_check(capsys):
+    """An image laid out by liveness: the layers whose maps were reused are named as not
+    checked, the clip is still bit-exact where it was checked."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from fcircnn.board import _report
+    from fcircnn.driver import LayerResult
+
+    layers = [LayerResult("c1", 100, 90, 0, 1, 1, True, 0, None, checked=False),
+              LayerResult("fc", 50, 40, 0, 1, 1, True, 0, None)]
+    clip = SimpleNamespace(scores=np.array([0.2, 0.8]), mismatched=(), cycles=150,
+                           layers=layers)
+    doc = _report(SimpleNamespace(clips=[clip]), 200.0, 1)
+    out = capsys.readouterr().out
+    assert "bit-exact (1 layers not checked: their maps were reused)" in out
+    assert "not checked (map reused)" in out.splitlines()[1] and "ok" in out.splitlines()[2]
+    assert doc[0]["layers"][0]["checked"] is False

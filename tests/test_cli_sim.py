@@ -104,6 +104,11 @@ def test_empty_layers(layers, capsys):
     assert "--layers needs at least one layer name" in capsys.readouterr().err
 
 
+def test_reused_maps_run_the_whole_network_only(capsys):
+    assert main(["sim", *CONFIG, "--layers", "conv1", "--reuse-maps"]) == 2
+    assert "--reuse-maps runs the whole network: not with --layers" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("scale", ["0", "-2", "1.5", "two", ""])
 def test_bad_scale(scale, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -349,6 +354,21 @@ def test_format_results_canned():
     assert "simulated in 10.0 s (300,010 cycles/s)" in text
     assert text.splitlines()[-1] == "FAIL"
     assert sim.failed(results, ["conv1"])  # fc failed
+
+
+def test_a_layer_not_checked_is_shown_and_does_not_fail():
+    """A layer whose map a later one reused, with no copy kept (``checked`` false): shown as
+    such, counted apart in the total, and the run passes."""
+    data = _results(["a", "b"])
+    data["layers"][0]["checked"] = False
+    res = sim.parse_results(data)
+    assert [lay.checked for lay in res.layers] == [False, True]
+    text = sim.format_results(res, {}, 200.0, ["a", "b"])
+    assert "not checked (map reused)" in text and "1/2 PASS, 1 not checked" in text
+    assert text.splitlines()[-1] == "PASS" and not sim.failed(res, ["a", "b"])
+    assert sim.results_json(res, {}, 200.0)["layers"][0]["checked"] is False
+    with pytest.raises(ValueError, match=r"layers\[0\]\.checked must be true or false"):
+        sim.parse_results({**data, "layers": [{**data["layers"][0], "checked": "no"}]})
 
 
 def test_parse_results_merges_passes_and_rejects_bad_data():

@@ -513,3 +513,59 @@ def test_an_image_that_leaves_the_buffer_or_the_address_space_is_refused_before_
     with pytest.raises(DriverError, match=rf"cannot place the image at the buffer \({top:#x}\)"
                                           rf": .* passes the {acc.address_width}-bit address"):
         Driver(_buffer(image, top, len(image.data))).place(image)
+
+
+class _ReusingFake(FakeAccelerator):
+    """A fake for images laid out by liveness: it flips one byte of layer ``corrupt``'s output
+    as it stores it and, with ``keeps``, copies each layer's output map when its last
+    descriptor writes its cycles entry, as the simulation's memory model does
+    (``keep_outputs``/``finished_output``)."""
+
+    def __init__(self, image, *, corrupt=None, keeps=False):
+        super().__init__(image)
+        self.corrupt, self.watched, self.kept = corrupt, {}, {}
+        if keeps:
+            self.keep_outputs = self._keep_outputs
+            self.finished_output = lambda addr, size: self.kept.get((addr, size))
+
+    def _keep_outputs(self, image):
+        last = {d.name: d for d in image.descriptors}
+        self.watched = {d.cycles_addr: (image.output(n).addr, image.output(n).size)
+                        for n, d in last.items()}
+        self.kept = {}
+
+    def _store(self, addr, blob):
+        out = self.image.output(self.corrupt) if self.corrupt else None
+        if out is not None and (addr, len(blob)) == (out.addr, out.size):
+            blob = bytes([blob[0] ^ 1]) + blob[1:]
+        super()._store(addr, blob)
+        if addr in self.watched:
+            at, size = self.watched[addr]
+            self.kept[(at, size)] = bytes(self.mem[at - self.image.base:
+                                                   at - self.image.base + size])
+
+
+@pytest.mark.parametrize("keeps", [False, True])
+@pytest.mark.parametrize("corrupt", [None, "c2"])
+def test_an_output_whose_map_is_reused_is_checked_only_from_a_copy(tmp_path, small_accelerator,
+                                                                  keeps, corrupt):
+    """An image laid out by liveness: c2's and c3's maps are reused by later layers', so after
+    the run only a backend that copied them when they finished lets the driver check them
+    (and find a corruption); without the copy they are reported not checked, the others as
+    usual."""
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.models.config import load_accelerator
+
+    acc = load_accelerator(small_accelerator(tmp_path))
+    image = CompiledImage.from_ddr_image(compile_network(acc, seed=1, base=0x10000,
+                                                         reuse_maps=True))
+    gone = [n for n in image.layer_names() if not image.survives(n)]
+    assert gone == ["c2", "c3"]
+    report = run(Driver(_ReusingFake(image, corrupt=corrupt, keeps=keeps)).run(image, 1.0))
+    for r in report.layers:
+        checked = keeps or r.name not in gone
+        caught = checked and r.name == corrupt
+        assert (r.checked, r.passed, r.mismatches > 0) == (checked, not caught, caught), r
+    assert report.passed == (corrupt is None or not keeps)
+    assert [x["checked"] for x in report.as_dict()["layers"]] == [
+        keeps or n not in gone for n in image.layer_names()]

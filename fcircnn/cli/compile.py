@@ -24,7 +24,15 @@ from .common import (
     _Progress,
     _weights_note,
 )
-from .flags import _calibration_flags, _granularity_flag, _json_flag, _path, _quiet_flag, _seed
+from .flags import (
+    _calibration_flags,
+    _granularity_flag,
+    _json_flag,
+    _path,
+    _quiet_flag,
+    _reuse_maps_flag,
+    _seed,
+)
 
 
 def _address(text: str) -> int:
@@ -76,7 +84,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         image = compile_network(acc, weights=weights, x=x, seed=args.seed,
                                 granularity=args.granularity, base=args.base,
                                 calibration=clips, statistic=args.calibration_statistic,
-                                progress=None if args.quiet else _Progress())
+                                progress=None if args.quiet else _Progress(),
+                                reuse_maps=args.reuse_maps)
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
     except AddressSpaceError as exc:  # planned before calibration: nothing was run
@@ -118,6 +127,7 @@ def add(sub) -> None:
     _calibration_flags(comp)
     comp.add_argument("--base", type=_address, default=0, metavar="ADDR",
                       help="DDR address of the image, a multiple of 4096 (default: 0)")
+    _reuse_maps_flag(comp)
     _json_flag(comp, "the memory map (as memory_map.json: extent, windows, regions and every "
                      "descriptor's fields)")
     _quiet_flag(comp)

@@ -19,7 +19,15 @@ from .common import (
     _Progress,
     _weights_note,
 )
-from .flags import _calibration_flags, _granularity_flag, _json_flag, _path, _quiet_flag, _seed
+from .flags import (
+    _calibration_flags,
+    _granularity_flag,
+    _json_flag,
+    _path,
+    _quiet_flag,
+    _reuse_maps_flag,
+    _seed,
+)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -69,7 +77,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         result = deploy(acc, args.output, weights=weights, calibration=calibration,
                         clips=clips, statistic=args.calibration_statistic,
                         granularity=args.granularity, vivado=args.vivado, config=args.config,
-                        progress=None if args.quiet else _Progress())
+                        progress=None if args.quiet else _Progress(),
+                        reuse_maps=args.reuse_maps)
     except PostOverflowError as exc:
         raise _overflow_error(exc, args) from None
     except CompileError as exc:
@@ -120,6 +129,7 @@ def add(sub) -> None:
     _calibration_flags(dep)
     dep.add_argument("--seed", type=_seed, default=0, help="seed of random weights and clip")
     _granularity_flag(dep)
+    _reuse_maps_flag(dep)
     _json_flag(dep, "the folder, its files, whether it has an overlay, the clips, where the "
                     "int8 scales come from and the commands to run on the board")
     _quiet_flag(dep)

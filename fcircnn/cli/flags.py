@@ -100,3 +100,12 @@ def _granularity_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity", choices=("tensor", "bin"), default=None,
                         help="int8 scale granularity: one scale per map, or one per bin "
                              "(default: the calibration's stored with --weights, else tensor)")
+
+
+def _reuse_maps_flag(parser: argparse.ArgumentParser) -> None:
+    """``--reuse-maps``: the feature maps laid out by liveness."""
+    parser.add_argument("--reuse-maps", action="store_true",
+                        help="lay the feature maps out by liveness: a map's bytes are reused "
+                             "once its last reader has run, so the image is smaller, and after "
+                             "a run only the maps still live hold their layer's output "
+                             "(default: every map its own bytes)")

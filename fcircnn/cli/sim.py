@@ -8,7 +8,16 @@ import json
 import sys
 
 from .common import UserError, _accelerator, _Elapsed, _fmt_shape, _needs, _output_dir, _Progress
-from .flags import _cycles, _json_flag, _path, _probability, _quiet_flag, _scale, _seed
+from .flags import (
+    _cycles,
+    _json_flag,
+    _path,
+    _probability,
+    _quiet_flag,
+    _reuse_maps_flag,
+    _scale,
+    _seed,
+)
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -25,9 +34,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
         shape = sim.parse_input_shape(args.input)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if args.reuse_maps and layers is not None:
+        raise UserError("--reuse-maps runs the whole network: not with --layers (a selected "
+                        "layer's input is written into a map the plan may have reused)")
     try:
         acc, image = sim.prepare(path, scale=args.scale, layers=layers, seed=args.seed,
-                                 input_shape=shape)
+                                 input_shape=shape, reuse_maps=args.reuse_maps)
     except CompileError as exc:
         raise UserError(str(exc)) from None
     except InputShapeError as exc:
@@ -110,6 +122,7 @@ def add(sub) -> None:
     simp.add_argument("--build-dir", type=_path, metavar="DIR",
                       help="build root for images and simulator builds (default: "
                            "$FCIRCNN_BUILD_DIR or build)")
+    _reuse_maps_flag(simp)
     _json_flag(simp, "the run's status, cycles and counters, and per layer its cycles, "
                      "GOP/s, PE and DMA-stall shares and whether it is bit-exact")
     _quiet_flag(simp)

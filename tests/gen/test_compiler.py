@@ -11,7 +11,7 @@ import math
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,8 @@ from fcircnn.gen.compiler import (
     pack_weight_image,
     plan_network,
     port_split,
+    reused_layout,
+    separate_layout,
 )
 from fcircnn.gen.image import CompiledImage
 from fcircnn.models import spectral
@@ -121,8 +123,10 @@ def _decode_post(raw, slots, residual):
                       res_mult=res_mult if residual else None)
 
 
-def _execute(data, base, desc_ptr, acc):
-    """Run every descriptor from the image bytes alone; return outputs by layer index."""
+def _execute(data, base, desc_ptr, acc, *, zeroed=True):
+    """Run every descriptor from the image bytes alone; return outputs by layer index (each
+    as written, before a later map may reuse its bytes). ``zeroed``: check that every output
+    map is zero before its layer writes it (an image whose maps each have their own bytes)."""
     mem = bytearray(data)
 
     def read(addr, size):
@@ -155,7 +159,7 @@ def _execute(data, base, desc_ptr, acc):
             # the network's 1 x 1 x 1 map.
             parts = list(unpack_ncdhw8(pack_ncdhw8(*parts), *d.stored_output))
         blob = pack_ncdhw8(*parts)
-        assert not any(read(d.out_base, len(blob))), "output maps start zeroed"
+        assert not zeroed or not any(read(d.out_base, len(blob))), "output maps start zeroed"
         mem[d.out_base - base:d.out_base - base + len(blob)] = blob
         outputs[d.layer] = (parts[0], parts[1])
         if d.flags & FLAG_LAST:
@@ -886,6 +890,137 @@ def test_full_size_image_alone_reproduces_the_golden_integer_contract(name):
 
 
 # --------------------------------------------------------------------------------------------
+# Feature maps laid out by liveness
+
+
+@dataclass(frozen=True)
+class _Spec:
+    span: int
+    live: tuple[int, int]
+
+
+def _sharing_is_legal(specs, offsets):
+    """No two specs whose live ranges meet share a byte."""
+    for (a, oa), (b, ob) in itertools.combinations(zip(specs, offsets, strict=True), 2):
+        meet = a.live[0] <= b.live[1] and b.live[0] <= a.live[1]
+        if meet:
+            assert oa + a.span <= ob or ob + b.span <= oa, (a, oa, b, ob)
+
+
+def test_reused_layout_never_shares_bytes_between_maps_live_together():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        specs = []
+        for _ in range(n):
+            lo = int(rng.integers(0, 10))
+            specs.append(_Spec(int(rng.integers(1, 9)) * ALIGN, (lo, lo + int(rng.integers(0, 4)))))
+        offsets, total = reused_layout(specs)
+        _sharing_is_legal(specs, offsets)
+        assert all(o % ALIGN == 0 for o in offsets)
+        assert total == max(o + s.span for o, s in zip(offsets, specs, strict=True))
+        # never more than one after another, never less than the bytes live at one time
+        assert total <= separate_layout(specs)[1]
+        busiest = max(sum(s.span for s in specs if s.live[0] <= t <= s.live[1])
+                      for t in range(14))
+        assert total >= busiest
+
+
+def test_a_chain_of_maps_takes_its_two_largest_neighbours():
+    # A plain chain: map k written by descriptor k, read by k + 1.
+    spans = [3, 5, 2, 7, 1, 4]
+    specs = [_Spec(s * ALIGN, (k, k + 1)) for k, s in enumerate(spans)]
+    _, total = reused_layout(specs)
+    assert total == max(a + b for a, b in itertools.pairwise(spans)) * ALIGN
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """A map-byte filler: every map byte the input does not hold, for a reused image."""
+
+    value: int
+
+    def __call__(self, img):
+        mem = bytearray(img.data)
+        held = img.region("input")
+        for r in img.regions:
+            if r.live is not None and r.name != "input":
+                for a in range(r.base, r.end, ALIGN):
+                    lo, hi = max(a, r.base), min(a + ALIGN, r.end)
+                    if hi <= held.base or held.end <= lo:
+                        mem[lo - img.base:hi - img.base] = bytes([self.value]) * (hi - lo)
+        return bytes(mem)
+
+
+def test_maps_reused_by_liveness_give_the_same_outputs():
+    """The kinds network (residual blocks, pool passes, two cores): the reused image, its map
+    bytes filled with junk first, reproduces every layer of the separate image bit for bit,
+    and is smaller."""
+    acc = load_accelerator(Path(__file__).parents[1] / "hw" / "configs" / "two_core.yaml")
+    plain = compile_network(acc, seed=3, base=0x10000)
+    img = compile_network(acc, seed=3, base=0x10000, reuse_maps=True)
+    assert img.plan.reuse_maps and not plain.plan.reuse_maps
+    assert plain.plan.map_bytes_separate == img.plan.map_bytes_separate
+    assert img.plan.map_bytes_reused == plain.plan.map_bytes_reused
+    assert img.plan.map_bytes_reused < img.plan.map_bytes_separate
+    assert len(img.data) == len(plain.data) - (img.plan.map_bytes_separate
+                                               - img.plan.map_bytes_reused)
+    maps = [r for r in img.regions if r.live is not None]
+    assert any(a.base < b.end and b.base < a.end
+               for a, b in itertools.combinations(maps, 2)), "no map reused"
+    _sharing_is_legal([_Spec(_round(r.size), r.live) for r in maps],
+                      [r.base for r in maps])
+    for fill in (0x00, 0x5A, 0xFF):
+        outputs = _execute(_Fill(fill)(img), img.base, img.desc_ptr, acc, zeroed=False)
+        for layer in acc.network.resolved:
+            for c in (0, 1):
+                np.testing.assert_array_equal(outputs[layer.index][c],
+                                              plain.expected[layer.name][c], layer.name)
+    # The host sees which outputs stay after the run: the last layer's always.
+    host = CompiledImage.from_ddr_image(img)
+    last = host.layer_names()[-1]
+    assert host.survives(last)
+    gone = [n for n in host.layer_names() if not host.survives(n)]
+    assert gone and all(CompiledImage.from_ddr_image(plain).survives(n) for n in gone)
+
+
+def test_a_time_domain_network_keeps_the_maps_its_domain_steps_alias():
+    """The rfft runs inside conv1 and the irfft is deferred to its reader: the map a step
+    names is its pass's, live until the step's reader has run (the compiler's self-check of
+    every descriptor's maps against their live ranges passes, and the maps do share)."""
+    acc = load_accelerator(Path(__file__).parents[1] / "hw" / "configs" / "time_domain_acc.yaml")
+    img = compile_network(acc, seed=3, reuse_maps=True)
+    net = acc.network
+    assert any(layer.transform for layer in net.resolved)
+    starts = {}
+    for k, lp in enumerate(img.plan.layers):
+        starts.setdefault(lp.layer.name, sum(len(x.descriptors) for x in img.plan.layers[:k]))
+    for lp in img.plan.layers:
+        region = next(r for r in img.regions
+                      if r.live and r.base <= lp.descriptor.in_base < r.end
+                      and r.live[0] <= starts[lp.layer.name] <= r.live[1])
+        assert region.live[1] >= starts[lp.layer.name]
+    assert img.plan.map_bytes_reused < img.plan.map_bytes_separate
+
+
+def _round(size):
+    return -(-max(size, 1) // ALIGN) * ALIGN
+
+
+def test_maps_live_together_never_share_bytes_in_the_shipped_networks():
+    """c3d, r3d18 and spectral_c3d: the reused layout is as small as the bytes live at once
+    allow (the busiest descriptor's maps), and its regions pass the host's checks."""
+    for name in ("c3d_zcu102", "r3d18_zcu102", "spectral_c3d_zcu102"):
+        plan = plan_network(load_accelerator(builtin_path(name)), reuse_maps=True)
+        maps = [r for r in plan.regions if r.live is not None]
+        _sharing_is_legal([_Spec(_round(r.size), r.live) for r in maps], [r.base for r in maps])
+        busiest = max(sum(_round(r.size) for r in maps if r.live[0] <= t <= r.live[1])
+                      for t in range(len(plan.descriptors)))
+        assert busiest <= plan.map_bytes_reused <= 1.25 * busiest, name
+        assert plan.map_bytes_reused < plan.map_bytes_separate, name
+
+
+# --------------------------------------------------------------------------------------------
 # CLI
 
 
@@ -898,6 +1033,28 @@ def test_cli_compile_writes_files(tmp_path, acc_path, capsys):
     for f in ("image.bin", "memory_map.json", "expected.npz"):
         assert (out / f).is_file()
     assert json.loads((out / "memory_map.json").read_text())["base"] == 0x10000
+
+
+def test_cli_compile_reports_the_maps_both_ways(tmp_path, acc_path, capsys):
+    """The text gives the maps' bytes each its own and by liveness; with --reuse-maps the
+    JSON memory map has each map's live range, and the image is smaller by the difference."""
+    sizes = {}
+    for reuse in (False, True):
+        out = tmp_path / f"reuse{reuse}"
+        assert main(["compile", str(acc_path), "-o", str(out), "-q",
+                     *(["--reuse-maps"] if reuse else [])]) == 0
+        text = capsys.readouterr().out
+        mm = json.loads((out / "memory_map.json").read_text())
+        separate, reused = mm["maps"]["bytes_separate"], mm["maps"]["bytes_reused"]
+        assert mm["maps"]["reused"] == reuse and reused < separate
+        assert (f"feature maps: {reused:,} bytes, reused by liveness" if reuse else
+                f"feature maps: {separate:,} bytes, each its own ({reused:,} with "
+                "--reuse-maps") in text
+        lives = [r.get("live") for r in mm["regions"] if r["kind"] in ("input", "conv",
+                                                                       "output")]
+        assert all(lives) if reuse else not any(lives)
+        sizes[reuse] = mm["size"]
+    assert sizes[False] - sizes[True] == separate - reused
 
 
 def test_cli_compile_with_weights_and_input(tmp_path, acc, acc_path):

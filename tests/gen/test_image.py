@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -324,3 +325,90 @@ def test_a_memory_map_whose_regions_overlap_is_refused_on_load(copy):
     (copy / "memory_map.json").write_text(json.dumps(mm))
     with pytest.raises(ImageError, match=rf"{copy}: region .* overlaps region"):
         CompiledImage.load(copy)
+
+
+# ----------------------------------------------------------------------- maps reused by liveness
+
+
+@pytest.fixture(scope="module")
+def reused(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("acc_reused")
+    (folder / "net.yaml").write_text(NET)
+    (folder / "acc.yaml").write_text(ACC)
+    img = compile_network(load_accelerator(folder / "acc.yaml"), seed=1, base=0x10000,
+                          reuse_maps=True)
+    img.save(folder / "image")
+    return CompiledImage.from_ddr_image(img), folder / "image"
+
+
+def _shared(img: CompiledImage) -> tuple[RegionInfo, RegionInfo]:
+    """Two maps of ``img`` that share bytes, the earlier-live first."""
+    maps = sorted((r for r in img.regions if r.live is not None), key=lambda r: r.live)
+    return next((a, b) for i, a in enumerate(maps) for b in maps[i + 1:]
+                if a.base < b.end and b.base < a.end)
+
+
+def test_maps_share_bytes_only_when_their_live_ranges_do_not_meet(reused):
+    img, folder = reused
+    a, b = _shared(img)
+    assert a.live[1] < b.live[0]
+    assert CompiledImage.load(folder).regions == img.regions  # "live" round-trips
+    # Stretch the earlier map's life into the later one's: refused, naming both.
+    stretched = tuple(dataclasses.replace(r, live=(a.live[0], b.live[0])) if r == a else r
+                      for r in img.regions)
+    names = rf"'({a.name}|{b.name})'"
+    with pytest.raises(ImageError, match=rf"region {names} .* overlaps region {names} .* "
+                                         r"while both are live"):
+        _with(img, regions=stretched)
+
+
+def test_a_descriptor_using_a_map_outside_its_live_range_is_refused(reused):
+    """The map a descriptor writes must be live at that descriptor: one that says its life
+    starts later is refused, naming the descriptor."""
+    img, _ = reused
+    first = img.descriptors[0]
+    out = next(r for r in img.regions if r.live is not None
+               and r.base <= first.out_base < r.end and r.live[0] == 0)
+    late = tuple(dataclasses.replace(r, live=(1, max(1, r.live[1]))) if r == out else r
+                 for r in img.regions)
+    with pytest.raises(ImageError, match=rf"descriptor 0 \({first.name}\) output map .* is in "
+                                         rf"region '{out.name}' .*, live only from descriptor 1"):
+        _with(img, regions=late)
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"live": [3, 1]}, r"regions\[\d+\]\.live must be two descriptor indices"),
+    ({"live": [0]}, r"regions\[\d+\]\.live must be two descriptor indices"),
+    ({"live": [0, 99]}, r"is live to descriptor 99, past the list's"),
+])
+def test_a_bad_live_range_is_refused_on_load(reused, tmp_path, change, match):
+    _, folder = reused
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    mm = json.loads((copy / "memory_map.json").read_text())
+    next(r for r in mm["regions"] if "live" in r).update(change)
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=match):
+        CompiledImage.load(copy)
+
+
+def test_live_is_for_maps_only(reused, tmp_path):
+    _, folder = reused
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    mm = json.loads((copy / "memory_map.json").read_text())
+    next(r for r in mm["regions"] if r["kind"] == "weights")["live"] = [0, 1]
+    (copy / "memory_map.json").write_text(json.dumps(mm))
+    with pytest.raises(ImageError, match=r"\.live is for maps \(input, conv, output\), not "
+                                         r"'weights'"):
+        CompiledImage.load(copy)
+
+
+def test_which_outputs_survive_the_run(ddr, reused):
+    """Every output of an image whose maps have their own bytes; of a reused one, those no
+    later map overwrites: here c1's map is reused by fc's, gap's by nothing after it."""
+    plain = CompiledImage.from_ddr_image(ddr)
+    assert all(plain.survives(n) for n in plain.layer_names())
+    img, _ = reused
+    assert img.output("c1").addr == img.output("fc").addr
+    assert [img.survives(n) for n in ("c1", "gap", "fc")] == [False, True, True]

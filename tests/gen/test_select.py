@@ -160,6 +160,14 @@ def test_unknown_names(image):
         select_layers(image, [])
 
 
+def test_an_image_with_reused_maps_is_not_cut(tmp_path, small_accelerator):
+    reused = compile_network(load_accelerator(small_accelerator(tmp_path)), seed=3,
+                             reuse_maps=True)
+    with pytest.raises(ValueError, match=r"laid out by liveness \(reuse_maps\): select layers "
+                                         r"from an image compiled without it"):
+        select_layers(reused, ["c2"])
+
+
 def test_check_layer_names():
     assert check_layer_names(NAMES, "gap") == ["gap"]
     assert check_layer_names(NAMES, ["fc", "c1", "c1"]) == ["c1", "fc"]
