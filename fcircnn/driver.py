@@ -254,9 +254,9 @@ class Backend(Protocol):
     time for a simulator); the driver uses it for poll timeouts and reports, and falls back to
     the host clock without it. A backend that sees every write (a simulation's memory model)
     may provide ``keep_outputs(image)``, called when the image is loaded, and
-    ``finished_output(addr, size) -> bytes | None``: the bytes of a layer's output map as they
-    were when its last descriptor wrote its cycles entry, so that a layer whose map a later
-    one reuses is still checked.
+    ``finished_output(cycles_addr) -> bytes | None``: the bytes of the output map of the layer
+    whose last descriptor has its cycles entry at ``cycles_addr``, as they were when that
+    entry was written, so that a layer whose map a later one reuses is still checked.
     """
 
     async def write_reg(self, offset: int, value: int) -> None:
@@ -558,12 +558,12 @@ class Driver:
     async def _output_bytes(self, image: CompiledImage, name: str) -> bytes | None:
         """Layer ``name``'s output bytes as its layer left them: from memory if no later map
         reuses them, else the backend's copy taken when the layer finished
-        (``backend.finished_output(addr, size)``, a simulation's), else ``None``."""
+        (``backend.finished_output(cycles_addr)``, a simulation's), else ``None``."""
         out = image.output(name)
         if image.survives(name):
             return await self.backend.read_mem(out.addr, out.size)
         kept = getattr(self.backend, "finished_output", None)
-        return None if kept is None else kept(out.addr, out.size)
+        return None if kept is None else kept(image.layer_descriptors(name)[-1].cycles_addr)
 
     async def layer_results(self, image: CompiledImage) -> list[LayerResult]:
         """Read and check every layer, in list order (see :class:`LayerResult`)."""

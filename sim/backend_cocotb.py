@@ -74,15 +74,16 @@ class _RamState:
         self.windows = {"read": [0, (1 << 64) - 1], "write": [0, (1 << 64) - 1]}
         self.outside: list[tuple[str, int, int]] = []
         # Output maps to copy when a cycles entry is written: {cycles_addr: (addr, size)}, and
-        # the copies, {(addr, size): bytes} (CocotbBackend.keep_outputs).
+        # the copies, {cycles_addr: bytes} (CocotbBackend.keep_outputs; maps that share bytes
+        # may have the same address and size).
         self.watched: dict[int, tuple[int, int]] = {}
-        self.kept: dict[tuple[int, int], bytes] = {}
+        self.kept: dict[int, bytes] = {}
 
     def written(self, mem, address: int, size: int) -> None:
         """After a write: copy the output maps of the layers whose cycles entry it holds."""
         for at in [a for a in self.watched if address <= a < address + size]:
             addr, n = self.watched[at]
-            self.kept[(addr, n)] = bytes(mem[addr:addr + n])
+            self.kept[at] = bytes(mem[addr:addr + n])
 
     def check(self, addr: int, size: int, kind: str) -> None:
         lo, hi = self.windows[kind]
@@ -320,10 +321,10 @@ class CocotbBackend:
                                   for name, d in last.items()}
         self.ram.state.kept = {}
 
-    def finished_output(self, addr: int, size: int) -> bytes | None:
-        """The copy of the map ``[addr, addr + size)`` taken when its layer finished, or
-        ``None``."""
-        return self.ram.state.kept.get((addr, size))
+    def finished_output(self, cycles_addr: int) -> bytes | None:
+        """The copy of the output map of the layer whose last descriptor has its cycles entry
+        at ``cycles_addr``, taken when that entry was written, or ``None``."""
+        return self.ram.state.kept.get(cycles_addr)
 
     # ------------------------------------------------------------------------------- progress
 

@@ -526,7 +526,7 @@ class _ReusingFake(FakeAccelerator):
         self.corrupt, self.watched, self.kept = corrupt, {}, {}
         if keeps:
             self.keep_outputs = self._keep_outputs
-            self.finished_output = lambda addr, size: self.kept.get((addr, size))
+            self.finished_output = lambda cycles_addr: self.kept.get(cycles_addr)
 
     def _keep_outputs(self, image):
         last = {d.name: d for d in image.descriptors}
@@ -535,14 +535,17 @@ class _ReusingFake(FakeAccelerator):
         self.kept = {}
 
     def _store(self, addr, blob):
-        out = self.image.output(self.corrupt) if self.corrupt else None
-        if out is not None and (addr, len(blob)) == (out.addr, out.size):
+        # The fake stores each descriptor's output, then its cycles entry.
+        entries = [d.cycles_addr for d in self.image.descriptors]
+        k = sum(self.mem[a - self.image.base:a - self.image.base + 16] != bytes(16)
+                for a in entries)
+        d = self.image.descriptors[k] if k < len(entries) else None
+        if d is not None and d.name == self.corrupt and addr == d.out_base:
             blob = bytes([blob[0] ^ 1]) + blob[1:]
         super()._store(addr, blob)
         if addr in self.watched:
             at, size = self.watched[addr]
-            self.kept[(at, size)] = bytes(self.mem[at - self.image.base:
-                                                   at - self.image.base + size])
+            self.kept[addr] = bytes(self.mem[at - self.image.base:at - self.image.base + size])
 
 
 @pytest.mark.parametrize("keeps", [False, True])
@@ -569,3 +572,21 @@ def test_an_output_whose_map_is_reused_is_checked_only_from_a_copy(tmp_path, sma
     assert report.passed == (corrupt is None or not keeps)
     assert [x["checked"] for x in report.as_dict()["layers"]] == [
         keeps or n not in gone for n in image.layer_names()]
+
+
+def test_maps_with_the_same_address_and_size_keep_their_own_copies():
+    """ResNet-18 laid out by liveness gives blocks' first convs the same bytes (the same
+    address and size): each layer's copy is its own, so a corruption of one is caught and its
+    twin still passes."""
+    from fcircnn.gen.compiler import compile_network
+    from fcircnn.models.config import builtin_path, load_accelerator
+    from fcircnn.models.scale import scale_accelerator
+
+    acc = scale_accelerator(load_accelerator(builtin_path("r3d18_zcu102")), 8, (8, 32, 32))
+    image = CompiledImage.from_ddr_image(compile_network(acc, seed=4, reuse_maps=True))
+    where = {n: (image.output(n).addr, image.output(n).size) for n in image.layer_names()}
+    twins = [n for n in where if list(where.values()).count(where[n]) > 1]
+    assert "l1b1_conv1" in twins and "l1b2_conv1" in twins
+    report = run(Driver(_ReusingFake(image, corrupt="l1b1_conv1", keeps=True)).run(image, 1.0))
+    failed = [r.name for r in report.layers if not r.passed]
+    assert failed == ["l1b1_conv1"] and all(r.checked for r in report.layers)
