@@ -71,7 +71,7 @@ offset  bytes  field             contents
 ======  =====  ================  ===========================================================
 
 The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
-(:func:`fcircnn.gen.compiler.plan_network`), so the engine needs no multiplier or divider for
+(:func:`fcircnn.gen.plan.plan_network`), so the engine needs no multiplier or divider for
 its tile walk. A pool that fits the conv tiles
 (:func:`fcircnn.arch.geometry.pool_fuses`: window = stride, 1 or 2, no padding, or every axis
 of stride 2 with window 2 or window 3 and padding 1; even tiles and map on the axes of stride

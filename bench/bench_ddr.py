@@ -8,7 +8,7 @@ Usage::
 Per accelerator (default: c3d_zcu102, r3d18_zcu102, spectral_c3d_zcu102): the bytes of the
 feature maps each in its own region, by liveness, and the bound no layout can beat (the maps
 live during the busiest descriptor, whole pages), and the whole image both ways. Plans only
-(:func:`fcircnn.gen.compiler.plan_network`): no weights, no calibration; a second or two each.
+(:func:`fcircnn.gen.plan.plan_network`): no weights, no calibration; a second or two each.
 ``--markdown`` prints the table of bench/README.md.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from fcircnn.gen.compiler import ALIGN, plan_network
+from fcircnn.gen.plan import ALIGN, plan_network
 from fcircnn.models.config import builtin_path, load_accelerator
 
 DEFAULT = ("c3d_zcu102", "r3d18_zcu102", "spectral_c3d_zcu102")

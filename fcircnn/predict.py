@@ -126,13 +126,13 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
     ------
     fcircnn.models.config.ConfigError, fcircnn.models.files.ArrayFileError
         For an accelerator file, a clips file or a weights file that is not right, naming it.
-    fcircnn.gen.compiler.CompileError
+    fcircnn.gen.plan.CompileError
         For an accelerator file whose cores cannot run its network.
     ValueError
         For an unknown target, clips of the wrong shape, a network without class scores
         (:func:`~fcircnn.models.network.class_scores_problem`), or ``on="board"`` without
         fixed scales.
-    fcircnn.gen.compiler.CompileError
+    fcircnn.gen.plan.CompileError
         If a clip cannot be compiled (``sim``).
     fcircnn.simulate.SimulationError, fcircnn.sim.runner.SimulatorUnavailable
         If the RTL cannot be run.
@@ -208,12 +208,12 @@ def _fresh(weights: Any) -> Any:
 
 def _accelerator(acc: Any) -> Any:
     """``acc`` itself, or the accelerator file (or built-in name) ``acc`` loaded and checked
-    by the schema and the compiler (:func:`~fcircnn.gen.compiler.plan_network`: every layer
+    by the schema and the compiler (:func:`~fcircnn.gen.plan.plan_network`: every layer
     runs on its cores); the hardware's own checks and the resource cap are ``fcircnn
     check``'s, which a board does not carry."""
     if not isinstance(acc, (str, os.PathLike)):
         return acc
-    from fcircnn.gen.compiler import plan_network
+    from fcircnn.gen.plan import plan_network
     from fcircnn.models.config import (
         AcceleratorConfig,
         ConfigError,

@@ -372,7 +372,7 @@ def prepare(config: str | os.PathLike[str], *, scale: int = 1,
     ValueError
         For a bad scale factor (names ``S``), an input size too small for the network (names
         ``input``) or an unknown layer (lists the valid names; checked before compiling).
-    fcircnn.gen.compiler.CompileError
+    fcircnn.gen.plan.CompileError
         If the scaled network cannot be compiled for the accelerator.
     """
     from fcircnn.gen.compiler import compile_network

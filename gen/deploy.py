@@ -145,7 +145,7 @@ class DeployResult:
 
 def image_bytes_needed(image: Any) -> int:
     """DDR bytes the board must allocate for ``image`` (a compiled image or its
-    :class:`~fcircnn.gen.compiler.NetworkPlan`: anything with ``base`` and ``end``), from its
+    :class:`~fcircnn.gen.plan.NetworkPlan`: anything with ``base`` and ``end``), from its
     base, rounded up to 1 MiB."""
     size = image.end - image.base
     return -(-size // (1 << 20)) * (1 << 20)

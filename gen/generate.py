@@ -220,9 +220,9 @@ def estimate_report(acc: AcceleratorConfig) -> dict[str, Any]:
     performance model's ``cycles``, ``latency_ms``, ``effective_gops`` and ``gops_per_dsp``
     for the configured network (``null`` if the network does not compile for it).
     """
-    from .compiler import CompileError
     from .estimate import calibration, estimate_resources
     from .perf_network import model_network
+    from .plan import CompileError
 
     est = estimate_resources(acc)
     total = est.total

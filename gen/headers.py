@@ -10,9 +10,10 @@ from the tables of the hardware and the compiler, never restated by hand:
 * the layer descriptor: ``_FIELDS`` of :mod:`fcircnn.arch.descriptor`
   (``FCIRCNN_DESC_<FIELD>_OFFSET``, ``_SIZE`` = bytes of one element, ``_COUNT`` = elements;
   ``FCIRCNN_FLAG_*``, ``FCIRCNN_OP_*``);
-* the post-parameter record and the cycles entry of :mod:`fcircnn.gen.compiler` (its docstring
-  is the reference; the tables :data:`POST_RECORD_FIELDS` and :data:`CYCLES_ENTRY_FIELDS` below
-  transcribe it once, and the tests check them against the compiler's encoder and sizes).
+* the post-parameter record of :mod:`fcircnn.gen.pack` and the cycles entry of
+  :mod:`fcircnn.gen.plan` (their docstrings are the reference; the tables
+  :data:`POST_RECORD_FIELDS` and :data:`CYCLES_ENTRY_FIELDS` below transcribe them once, and
+  the tests check them against the compiler's encoder and sizes).
 
 The C header (:func:`c_header`, ``fcircnn_regs.h``) also declares ``fcircnn_desc_t``,
 ``fcircnn_post_t`` and ``fcircnn_cycles_t`` with C11 static assertions on every offset; it uses
@@ -31,7 +32,7 @@ from typing import NamedTuple
 from fcircnn.arch import descriptor
 from fcircnn.arch.registers import CONTROL_ADDR_WIDTH, FIELDS, IDENT, REGISTERS, VERSION
 from fcircnn.gen import TOOL_VERSION
-from fcircnn.gen.compiler import CYCLE_BYTES, POST_RECORD_BYTES
+from fcircnn.gen.plan import CYCLE_BYTES, POST_RECORD_BYTES
 
 __all__ = [
     "CYCLES_ENTRY_FIELDS",
@@ -60,7 +61,7 @@ class RecordField(NamedTuple):
     description: str
 
 
-#: The 32-byte post-parameter record (``fcircnn.gen.compiler`` docstring), one per output slot.
+#: The 32-byte post-parameter record (``fcircnn.gen.pack`` docstring), one per output slot.
 POST_RECORD_FIELDS: tuple[RecordField, ...] = (
     RecordField("mult", 0x00, 2, 2, True, "multiplier re, im (int16)"),
     RecordField("res_mult", 0x04, 2, 2, True, "residual multiplier re, im (int16; 0 without "

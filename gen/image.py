@@ -231,7 +231,7 @@ class RegionInfo:
 
 
 #: The kinds of region an image holds (``memory_map.json``'s ``regions``, laid out by
-#: :func:`fcircnn.gen.compiler.plan_network`).
+#: :func:`fcircnn.gen.plan.plan_network`).
 REGION_KINDS = ("descriptors", "weights", "post", "cycles", "input", "conv", "output")
 #: The kinds holding feature maps, which an image laid out by liveness lets share bytes.
 MAP_KINDS = ("input", "conv", "output")

@@ -2,7 +2,7 @@
 
 The model follows the layer engine (:mod:`fcircnn.hw.layer_engine`) and the top level
 (:mod:`fcircnn.hw.accelerator`) walker by walker, over the descriptors the compiler writes
-(:func:`fcircnn.gen.compiler.plan_network`), with one set of constants taken from the RTL's
+(:func:`fcircnn.gen.plan.plan_network`), with one set of constants taken from the RTL's
 structure (:class:`EngineTiming`) and one memory model (:class:`MemoryModel`); nothing is fitted
 per layer.
 

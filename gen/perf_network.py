@@ -1,9 +1,9 @@
 """The performance model over a whole network: every descriptor the compiler writes for it
-(:func:`fcircnn.gen.compiler.plan_network`), each modelled by
+(:func:`fcircnn.gen.plan.plan_network`), each modelled by
 :func:`fcircnn.gen.perf_model.model_descriptor`.
 
 Kept apart from :mod:`fcircnn.gen.perf_model` so the compiler can ask the descriptor model
-(whether splitting a layer's weight tiles pays, :func:`fcircnn.gen.compiler.port_split`)
+(whether splitting a layer's weight tiles pays, :func:`fcircnn.gen.choose.port_split`)
 without an import cycle.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 from fcircnn.arch.geometry import engine_geometry
 from fcircnn.models.config import AcceleratorConfig, ResolvedLayer
 
-from .compiler import plan_network
 from .perf_model import (
     EngineTiming,
     LayerPerformance,
@@ -21,6 +20,7 @@ from .perf_model import (
     memory_of,
     model_descriptor,
 )
+from .plan import plan_network
 
 __all__ = ["model_layer", "model_network"]
 
@@ -61,7 +61,7 @@ def model_network(acc: AcceleratorConfig, *, layers=None, memory: MemoryModel | 
 
     Raises
     ------
-    fcircnn.gen.compiler.CompileError
+    fcircnn.gen.plan.CompileError
         If the network does not compile for the accelerator (the RTL could not run it).
     KeyError
         If a name in ``layers`` is not a layer of the network.

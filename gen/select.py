@@ -31,7 +31,8 @@ from collections.abc import Iterable, Sequence
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, FLAG_RESIDUAL, LayerDescriptor
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8
 
-from .compiler import DdrImage, LayerPlan
+from .compiler import DdrImage
+from .plan import LayerPlan
 
 __all__ = ["check_layer_names", "layer_descriptors", "select_layers"]
 

@@ -5,7 +5,7 @@ whether the depth loop is unrolled, one core or a spatial core plus a 1x1x1 "poi
 turns every point into an :class:`~fcircnn.models.config.AcceleratorConfig` for the network,
 and evaluates it with the same three tools a user runs one by one:
 
-1. the compiler's checks (:func:`fcircnn.gen.compiler.plan_network`, run by the performance
+1. the compiler's checks (:func:`fcircnn.gen.plan.plan_network`, run by the performance
    model): a point whose hardware cannot run some layer is *illegal* (the reason is kept);
 2. the calibrated resource estimator (:func:`fcircnn.gen.estimate.estimate_resources`): a point
    over ``cap`` of any device resource is *over* (the binding resource is kept);
@@ -367,9 +367,9 @@ def evaluate(acc: AcceleratorConfig, device: Device, cap: float, *, label: str =
              reference: str = "", point: Point | None = None, memory=None) -> Evaluation:
     """Check, size and time one accelerator (see the module docstring); ``memory`` is the
     performance model's :class:`~fcircnn.gen.perf_model.MemoryModel` (default: the RTL's)."""
-    from fcircnn.gen.compiler import CompileError
     from fcircnn.gen.estimate import estimate_resources
     from fcircnn.gen.perf_network import model_network
+    from fcircnn.gen.plan import CompileError
 
     label = label or acc.name
     try:

@@ -3,7 +3,7 @@
 A loaded accelerator file has passed the schema (:mod:`fcircnn.models.config`: keys, types,
 the hardware's limits, shapes, the channel-tile rule, every layer placed on a core).
 :func:`validate_accelerator` adds what only the generator knows, in the order a build meets it:
-the compiler's plan of the network on the cores (:func:`~fcircnn.gen.compiler.plan_network`:
+the compiler's plan of the network on the cores (:func:`~fcircnn.gen.plan.plan_network`:
 buffers, descriptor fields, the DDR image), the hardware's constructors
 (:meth:`~fcircnn.hw.accelerator.Accelerator.from_config`), the Vivado target
 (:class:`~fcircnn.gen.vivado.VivadoTarget`) and the device's resources under a cap
@@ -20,8 +20,8 @@ import warnings
 
 from fcircnn.models.config import AcceleratorConfig, ConfigError, Problem
 
-from .compiler import CompileError, NetworkPlan, plan_network
 from .estimate import RESOURCE_NAMES, ResourceEstimate, estimate_resources, format_cap
+from .plan import CompileError, NetworkPlan, plan_network
 from .vivado import VivadoTarget
 
 __all__ = ["HardwareUnavailable", "hardware_installed", "over_cap_message",

@@ -33,7 +33,7 @@ from .engine_walk import TileWalk, control_signature, fail_signature
 
 __all__ = ["POST_RECORD_BITS", "EngineLoader", "params_signature"]
 
-#: Bits of one post record (see :mod:`fcircnn.gen.compiler`).
+#: Bits of one post record (see :mod:`fcircnn.gen.pack`).
 POST_RECORD_BITS = 256
 #: AXI data-bus bits (one read beat).
 _BEAT_BITS = 128

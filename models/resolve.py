@@ -266,7 +266,7 @@ class ResolvedLayer:
         Either way it computes the same sums, in another order, so its integer accumulators
         equal the original's exactly (:mod:`fcircnn.models.fold`). Its ``in_channels`` count
         the padding of every tap's block, so its ``dense_ops`` are not the network's:
-        throughput figures use the original layer (:attr:`fcircnn.gen.compiler.LayerPlan.
+        throughput figures use the original layer (:attr:`fcircnn.gen.plan.LayerPlan.
         layer`).
 
         Raises
@@ -370,7 +370,7 @@ class ResolvedLayer:
         accumulators equal the original's exactly; it reads smaller input boxes, fewer weight
         bytes and takes fewer PE beats (:func:`fcircnn.models.fold.trim_weight_slots` moves
         the weights). Its ``dense_ops`` are not the network's: throughput figures use the
-        original layer (:attr:`fcircnn.gen.compiler.LayerPlan.layer`).
+        original layer (:attr:`fcircnn.gen.plan.LayerPlan.layer`).
 
         Raises
         ------
@@ -398,7 +398,7 @@ class ResolvedLayer:
         channel tile of ``channels`` (a core's ``Tn``) instead of ``(C/Tn)**2`` weight tiles of
         which only the diagonal is not zero. The sums are the same voxel sums: each block of a
         slot group keeps its slots (``B <= 16``), so every block's weights are the same
-        identity block (:func:`fcircnn.gen.compiler.gap_weight_slots`) and the post
+        identity block (:func:`fcircnn.gen.pack.gap_weight_slots`) and the post
         parameters of slot ``s`` those of every slot ``s + 8*i`` (periodic per slot group, as
         per-tensor or per-bin scales are). ``dense_ops`` stay 0.
 

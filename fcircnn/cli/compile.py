@@ -60,13 +60,8 @@ def _address(text: str) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from fcircnn.gen.compiler import (
-        AddressSpaceError,
-        CompileError,
-        DdrImage,
-        PostOverflowError,
-        compile_network,
-    )
+    from fcircnn.gen.compiler import DdrImage, compile_network
+    from fcircnn.gen.plan import AddressSpaceError, CompileError, PostOverflowError
 
     _output_dir(args.output, "-o")
     outputs = _folder_outputs("-o", args.output, DdrImage.FILES)

@@ -31,8 +31,8 @@ from .flags import (
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from fcircnn.gen.compiler import CompileError, PostOverflowError
     from fcircnn.gen.deploy import OUTPUT_FILES, WHEEL, deploy, overlay_problem_in
+    from fcircnn.gen.plan import CompileError, PostOverflowError
     from fcircnn.models.network import (
         class_scores_problem,
         load_clips,

@@ -54,7 +54,7 @@ def _refuse_other_targets(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
-    from fcircnn.gen.compiler import CompileError, PostOverflowError
+    from fcircnn.gen.plan import CompileError, PostOverflowError
     from fcircnn.models.network import (
         LayerOverflowError,
         class_scores_problem,
@@ -164,8 +164,8 @@ def _board_backend(acc, args: argparse.Namespace):
     """``--on board``: the accelerator behind the overlay ``--bitstream`` (PYNQ), with a DDR
     buffer as large as the accelerator's image."""
     from fcircnn.driver import DriverError, PynqBackend
-    from fcircnn.gen.compiler import plan_network
     from fcircnn.gen.deploy import image_bytes_needed
+    from fcircnn.gen.plan import plan_network
 
     try:
         return PynqBackend(str(args.bitstream), mem_size=image_bytes_needed(plan_network(acc)))

@@ -22,7 +22,7 @@ from .flags import (
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from fcircnn import simulate as sim
-    from fcircnn.gen.compiler import CompileError
+    from fcircnn.gen.plan import CompileError
     from fcircnn.models.scale import InputShapeError
     from fcircnn.sim.runner import SimulatorUnavailable
 

@@ -32,8 +32,8 @@ from fcircnn.arch.walk import (
     quarters_inputs,
     splits_inputs,
 )
-from fcircnn.gen.compiler import plan_network
 from fcircnn.gen.dma_plan import conv_input_range
+from fcircnn.gen.plan import plan_network
 from fcircnn.models.config import builtin_path, load_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "hw" / "configs"

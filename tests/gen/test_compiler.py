@@ -32,25 +32,14 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
-    balances_tiles,
     weight_parts,
 )
 from fcircnn.arch.geometry import CoreGeometry, pool_fuses
 from fcircnn.cli import main
-from fcircnn.gen.compiler import (
-    ALIGN,
-    POST_RECORD_BYTES,
-    CompileError,
-    compile_network,
-    gap_weight_slots,
-    image_for_clip,
-    pack_weight_image,
-    plan_network,
-    port_split,
-    reused_layout,
-    separate_layout,
-)
+from fcircnn.gen.choose import port_split
+from fcircnn.gen.compiler import compile_network, image_for_clip
 from fcircnn.gen.image import CompiledImage
+from fcircnn.gen.plan import ALIGN, POST_RECORD_BYTES, CompileError, plan_network
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots
@@ -279,19 +268,6 @@ def test_quarter_weight_tiles_are_laid_out_quarter_major(tmp_path):
     _check_golden(image, acc4)
 
 
-@pytest.mark.parametrize("parts", [2, 4])
-def test_a_split_tile_image_is_the_whole_tiles_parts_reordered(parts):
-    rng = np.random.default_rng(parts)
-    re, im = (rng.integers(-127, 128, size=(4, 8, 4, 1, 2, 3)) for _ in range(2))
-    whole = np.frombuffer(pack_weight_image(re, im, 64, 32, 8), np.int8).reshape(1, 1, 6, -1)
-    split = np.frombuffer(pack_weight_image(re, im, 64, 32, 8, parts=parts), np.int8)
-    reordered = whole.reshape(1, 1, 6, parts, -1).transpose(0, 1, 3, 2, 4)
-    assert split.tobytes() == np.ascontiguousarray(reordered).tobytes() != whole.tobytes()
-    assert weight_parts(FLAG_WSPLIT | FLAG_WQUARTER) == 4 and weight_parts(FLAG_WSPLIT) == 2
-    with pytest.raises(ValueError, match="parts must be 1, 2 or 4"):
-        pack_weight_image(re, im, 64, 32, 8, parts=3)
-
-
 def test_fold_off_runs_the_first_layer_as_written(acc_path, image):
     """``fold_input_taps: false``: the first layer as written, the same outputs as folded."""
     folded = image
@@ -367,44 +343,6 @@ def test_image_for_clip_is_the_compilation_of_that_clip(acc):
     other = load_accelerator(builtin_path("c3d_zcu102"))
     with pytest.raises(CompileError, match="image is of"):
         image_for_clip(other, first, x1)
-
-
-def test_gap_lowered_to_a_conv_is_the_voxel_sum():
-    rng = np.random.default_rng(0)
-    for B, shape in ((8, (2, 3, 5)), (4, (1, 7, 7)), (16, (3, 2, 2))):
-        S = 3 * B // 2
-        re = rng.integers(-127, 128, (S, *shape))
-        im = rng.integers(-127, 128, (S, *shape))
-        wr, wi = gap_weight_slots(3, B, shape)
-        acc_re, acc_im = spectral.conv3d_slots_int(re, im, wr, wi)
-        np.testing.assert_array_equal(acc_re, re.sum(axis=(1, 2, 3), keepdims=True))
-        np.testing.assert_array_equal(acc_im, im.sum(axis=(1, 2, 3), keepdims=True))
-
-
-@pytest.mark.parametrize("B, channels, tn, shape", [
-    (8, 512, 64, (1, 4, 4)),    # ResNet-18's gap on its best core: 8 planes of 64 channels
-    (4, 96, 32, (1, 3, 5)),     # B = 4, 3 planes
-    (16, 64, 16, (1, 2, 2)),    # a block of a whole slot group, 4 planes
-])
-@pytest.mark.parametrize("data", ["random", "extreme"])
-def test_a_gap_read_as_planes_of_a_channel_tile_is_the_voxel_sum(B, channels, tn, shape, data):
-    """The gap's map read as planes of ``Tn`` channels (the same bytes), pooled per plane with
-    one tile's identity blocks, writes the bytes of the voxel sums of every channel."""
-    rng = np.random.default_rng(channels + tn)
-    S = channels // 2
-    if data == "random":
-        re, im = (rng.integers(-127, 128, (S, *shape)) for _ in range(2))
-    else:
-        re, im = (127 * rng.choice([-1, 1], (S, *shape)) for _ in range(2))
-    k = channels // tn
-    view = unpack_ncdhw8(pack_ncdhw8(re, im), tn // 2, (k, *shape[1:]))
-    wr, wi = gap_weight_slots(tn // B, B, shape)
-    sums = spectral.conv3d_slots_int(*view, wr, wi)
-    assert sums[0].shape == (tn // 2, k, 1, 1)
-    # View slot 8*g + r at plane j is slot 8*(g*k + j) + r of the 1x1x1 map (its bytes).
-    got = [a.reshape(tn // 16, 8, k).transpose(0, 2, 1).reshape(S, 1, 1, 1) for a in sums]
-    np.testing.assert_array_equal(got[0], re.sum(axis=(1, 2, 3), keepdims=True))
-    np.testing.assert_array_equal(got[1], im.sum(axis=(1, 2, 3), keepdims=True))
 
 
 def test_a_gap_read_as_planes_reproduces_the_golden_contract(tmp_path, small_accelerator):
@@ -821,47 +759,6 @@ def test_full_size_plan(name, layers):
         assert cores["l2b1_down"] == "pointwise" and cores["conv1"] == "spatial"
 
 
-def _retiled(d: LayerDescriptor, tile: tuple[int, int, int]) -> LayerDescriptor:
-    """``d`` (a conv without a pool in the drain) on ``tile``: its tile counts and the
-    rows' and columns' input and output steps."""
-    return replace(
-        d, tile=tile, tiles=tuple(-(-n // t) for n, t in zip(d.conv_shape, tile, strict=True)),
-        in_step=(d.in_step[0], tile[1] * d.stride[1] * d.in_stride[2], tile[2] * d.stride[2]
-                 * 16),
-        out_step=(d.out_step[0], tile[1] * d.out_stride[2], tile[2] * 16))
-
-
-def test_balanced_tiles_where_the_model_finds_them_faster():
-    # ResNet-18's stage-1 maps are 28 wide: on 8-wide tiles three of 8 and one of 4, whose
-    # short compute cannot hide the next box; four of 7 can. The compiler keeps whichever
-    # tile the model finds faster, and never evens out a tile with a pool in the drain or row
-    # lanes (conv1's carried pool needs even tiles).
-    from fcircnn.gen.perf_model import memory_of, model_descriptor
-
-    for name, balanced in (("r3d18_zcu102_best", {"l1b1_conv1", "l1b2_conv2", "l2b1_down"}),
-                           ("c3d_zcu102_best", set())):
-        acc = load_accelerator(builtin_path(name))
-        mem = memory_of(acc)
-        for lp in plan_network(acc).layers:
-            d, core = lp.descriptor, lp.core
-            cg = CoreGeometry.of(core, acc.block_size)
-            plain = cg.layer_tile(d.conv_shape)
-            even = cg.layer_tile(d.conv_shape, balanced=True)
-            if lp.layer.name in balanced:
-                assert d.tile == even != plain, lp.layer.name
-            if d.tile == plain or not balances_tiles(d.op, d.flags):
-                assert d.tile == plain, lp.layer.name
-                continue
-            # the tiles and steps follow the tile; the core's tile is not faster
-            assert _retiled(d, d.tile) == d
-            other = _retiled(d, plain)
-            spans = [model_descriptor(x, core, acc.block_size, mem)["span"] for x in (d, other)]
-            assert spans[0] < spans[1], lp.layer.name
-        if name == "r3d18_zcu102_best":
-            tiles = {lp.layer.name: lp.descriptor.tile for lp in plan_network(acc).layers}
-            assert tiles["conv1"] == (4, 8, 8) and tiles["l1b1_conv1"] == (4, 7, 7)
-
-
 def test_full_size_c3d_compile():
     acc = load_accelerator(builtin_path("c3d_zcu102"))
     img = compile_network(acc)  # about 8 s
@@ -891,47 +788,6 @@ def test_full_size_image_alone_reproduces_the_golden_integer_contract(name):
 
 # --------------------------------------------------------------------------------------------
 # Feature maps laid out by liveness
-
-
-@dataclass(frozen=True)
-class _Spec:
-    span: int
-    live: tuple[int, int]
-
-
-def _sharing_is_legal(specs, offsets):
-    """No two specs whose live ranges meet share a byte."""
-    for (a, oa), (b, ob) in itertools.combinations(zip(specs, offsets, strict=True), 2):
-        meet = a.live[0] <= b.live[1] and b.live[0] <= a.live[1]
-        if meet:
-            assert oa + a.span <= ob or ob + b.span <= oa, (a, oa, b, ob)
-
-
-def test_reused_layout_never_shares_bytes_between_maps_live_together():
-    rng = np.random.default_rng(7)
-    for _ in range(200):
-        n = int(rng.integers(1, 12))
-        specs = []
-        for _ in range(n):
-            lo = int(rng.integers(0, 10))
-            specs.append(_Spec(int(rng.integers(1, 9)) * ALIGN, (lo, lo + int(rng.integers(0, 4)))))
-        offsets, total = reused_layout(specs)
-        _sharing_is_legal(specs, offsets)
-        assert all(o % ALIGN == 0 for o in offsets)
-        assert total == max(o + s.span for o, s in zip(offsets, specs, strict=True))
-        # never more than one after another, never less than the bytes live at one time
-        assert total <= separate_layout(specs)[1]
-        busiest = max(sum(s.span for s in specs if s.live[0] <= t <= s.live[1])
-                      for t in range(14))
-        assert total >= busiest
-
-
-def test_a_chain_of_maps_takes_its_two_largest_neighbours():
-    # A plain chain: map k written by descriptor k, read by k + 1.
-    spans = [3, 5, 2, 7, 1, 4]
-    specs = [_Spec(s * ALIGN, (k, k + 1)) for k, s in enumerate(spans)]
-    _, total = reused_layout(specs)
-    assert total == max(a + b for a, b in itertools.pairwise(spans)) * ALIGN
 
 
 @dataclass(frozen=True)
@@ -968,8 +824,7 @@ def test_maps_reused_by_liveness_give_the_same_outputs():
     maps = [r for r in img.regions if r.live is not None]
     assert any(a.base < b.end and b.base < a.end
                for a, b in itertools.combinations(maps, 2)), "no map reused"
-    _sharing_is_legal([_Spec(_round(r.size), r.live) for r in maps],
-                      [r.base for r in maps])
+    _never_shared_while_live(maps)
     for fill in (0x00, 0x5A, 0xFF):
         outputs = _execute(_Fill(fill)(img), img.base, img.desc_ptr, acc, zeroed=False)
         for layer in acc.network.resolved:
@@ -1007,13 +862,20 @@ def _round(size):
     return -(-max(size, 1) // ALIGN) * ALIGN
 
 
+def _never_shared_while_live(maps):
+    """No two map regions live in one descriptor share a byte (of their whole pages)."""
+    for a, b in itertools.combinations(maps, 2):
+        if a.live[0] <= b.live[1] and b.live[0] <= a.live[1]:
+            assert a.base + _round(a.size) <= b.base or b.base + _round(b.size) <= a.base, (a, b)
+
+
 def test_maps_live_together_never_share_bytes_in_the_shipped_networks():
     """c3d, r3d18 and spectral_c3d: the reused layout is as small as the bytes live at once
     allow (the busiest descriptor's maps), and its regions pass the host's checks."""
     for name in ("c3d_zcu102", "r3d18_zcu102", "spectral_c3d_zcu102"):
         plan = plan_network(load_accelerator(builtin_path(name)), reuse_maps=True)
         maps = [r for r in plan.regions if r.live is not None]
-        _sharing_is_legal([_Spec(_round(r.size), r.live) for r in maps], [r.base for r in maps])
+        _never_shared_while_live(maps)
         busiest = max(sum(_round(r.size) for r in maps if r.live[0] <= t <= r.live[1])
                       for t in range(len(plan.descriptors)))
         assert busiest <= plan.map_bytes_reused <= 1.25 * busiest, name

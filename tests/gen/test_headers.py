@@ -13,7 +13,8 @@ import pytest
 
 from fcircnn.arch import descriptor
 from fcircnn.gen import headers
-from fcircnn.gen.compiler import CYCLE_BYTES, POST_RECORD_BYTES, pack_post_table, plan_network
+from fcircnn.gen.pack import pack_post_table
+from fcircnn.gen.plan import CYCLE_BYTES, POST_RECORD_BYTES, plan_network
 from fcircnn.hw.regfile import FIELDS, IDENT, REGISTERS, VERSION
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.quant import PostParams

@@ -16,7 +16,6 @@ import pytest
 from fcircnn.arch.descriptor import FLAG_IQUARTER, FLAG_MINNER
 from fcircnn.arch.geometry import CoreGeometry
 from fcircnn.arch.walk import conv_reads
-from fcircnn.gen.compiler import plan_network
 from fcircnn.gen.perf_model import (
     EngineTiming,
     MemoryModel,
@@ -26,6 +25,7 @@ from fcircnn.gen.perf_model import (
     model_descriptor,
 )
 from fcircnn.gen.perf_network import model_layer, model_network
+from fcircnn.gen.plan import plan_network
 from fcircnn.models.config import load_accelerator
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ from fcircnn.arch.descriptor import (
     FLAG_RESIDUAL,
     LayerDescriptor,
 )
-from fcircnn.gen.compiler import LayerPlan, compile_network
+from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.plan import LayerPlan
 from fcircnn.gen.select import check_layer_names, layer_descriptors, select_layers
 from fcircnn.models.config import builtin_path, load_accelerator
 from fcircnn.models.fold import fold_input_slots

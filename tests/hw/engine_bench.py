@@ -19,7 +19,7 @@ from fcircnn.arch.descriptor import (
 )
 from fcircnn.arch.geometry import CoreGeometry, EngineGeometry, engine_geometry
 from fcircnn.arch.walk import Box, conv_reads
-from fcircnn.gen.compiler import plan_network
+from fcircnn.gen.plan import plan_network
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.models.config import load_config
 

@@ -22,7 +22,7 @@ from engine_bench import check_run
 from fcircnn.arch.descriptor import FLAG_ROWLANES, row_groups_of
 from fcircnn.arch.geometry import CoreGeometry, engine_geometry, lane_rows
 from fcircnn.arch.walk import conv_passes
-from fcircnn.gen.compiler import plan_network
+from fcircnn.gen.plan import plan_network
 from fcircnn.models.config import load_accelerator
 
 #: One worker runs this module (its Verilator build): see pyproject.toml.

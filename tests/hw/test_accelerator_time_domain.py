@@ -20,7 +20,8 @@ from fcircnn.arch.descriptor import FLAG_DFOLD, FLAG_LANE0, FLAG_POOL, FLAG_RFFT
 from fcircnn.arch.geometry import engine_geometry
 from fcircnn.arch.transforms import RFFT_SLOTS
 from fcircnn.cli import main
-from fcircnn.gen.compiler import compile_network, plan_network
+from fcircnn.gen.compiler import compile_network
+from fcircnn.gen.plan import plan_network
 from fcircnn.models.config import load_accelerator
 from fcircnn.models.network import run_network
 
