@@ -53,7 +53,7 @@ low 12 bits of both are ignored). A burst never crosses a 4 KiB boundary, so its
 window check. A burst outside is not issued: the engine stops with the DMA's error code 2
 (read) or 6 (write) and the burst's address in ERROR_ADDR. At reset both windows are the whole
 address space (bring-up); a driver programs them from the buffers it allocated before every
-start (:class:`fcircnn.driver.Driver`).
+start (:class:`fcircnn.runtime.driver.Driver`).
 
 **Abort.** Writing 1 to CTRL.abort while the engine runs fails the running layer and closes
 both windows for the rest of the run (as any failure of a layer does): no DMA and not the

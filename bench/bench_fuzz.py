@@ -5,7 +5,7 @@ For each case, the case's network is compiled (as ``bench/record_rtl_cycles.py``
 one Verilator simulation of its accelerator runs ``--runs`` images each damaged by
 :func:`fcircnn.sim.fuzz.corrupt` (seeded: flipped bits, random field values, addresses
 anywhere or into the image's read-only regions, truncated lists, loops, lists that run into
-non-descriptor bytes, random descriptors) through :class:`fcircnn.driver.Driver` with the
+non-descriptor bytes, random descriptors) through :class:`fcircnn.runtime.driver.Driver` with the
 image's own windows, under random AXI back-pressure. A run that has not ended after
 ``--timeout-factor`` times the clean run's cycles is stopped with CTRL.abort by the driver.
 The memory model flags every access outside the windows. Then the clean image runs, bit-exact.

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from fcircnn.models.config import load_accelerator, load_network
-from fcircnn.predict import predict
+from fcircnn.runtime.predict import predict
 from fcircnn.torch import build
 from fcircnn.torch.dense import DenseNetwork
 from fcircnn.torch.motion import (

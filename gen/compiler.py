@@ -40,8 +40,8 @@ from fcircnn.models.network import (
     run_int,
 )
 from fcircnn.models.quant import Granularity
+from fcircnn.runtime.image import CompiledImage
 
-from .image import CompiledImage
 from .pack import layer_post_records, layer_weight_slots, pack_network_input, pack_weight_image
 from .plan import (
     POST_RECORD_BYTES,

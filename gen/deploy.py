@@ -18,7 +18,7 @@
 
 The board installs the wheel (``pip install --no-deps``: the core, whose dependencies numpy,
 pyyaml, pydantic and tqdm it must have) on PYNQ's Python 3.10, and ``run.py``
-(:func:`fcircnn.board.main`) does the rest.
+(:func:`fcircnn.runtime.board.main`) does the rest.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ import numpy as np
 from fcircnn.arch.ip import CLOCK_FILE, IP_NAME, read_clock_file
 from fcircnn.models.config import AcceleratorConfig
 from fcircnn.models.overlay import overlay_problem
+from fcircnn.runtime.image import CompiledImage
 
 from . import TOOL_VERSION
 from .compiler import DdrImage, calibrate_post, compile_network
-from .image import CompiledImage
 from .staging import OutputConflict, staged_folder, target_conflict
 from .wheel import core_requirements, core_wheel, wheel_name
 
@@ -50,7 +50,8 @@ MANIFEST = "deploy.json"
 #: The overlay's files as the Vivado flow writes them (gen/vivado.py), the first two required.
 OVERLAY_FILES = ("fcircnn_accel.bit", "fcircnn_accel.hwh", "fcircnn_accel.xsa")
 #: ... and the build's record of the clock ``pl_clk0`` gets (``fcircnn.arch.ip.CLOCK_FILE``),
-#: copied with them when the build wrote it: :mod:`fcircnn.board` reads it beside the ``.bit``.
+#: copied with them when the build wrote it: :mod:`fcircnn.runtime.board` reads it beside the
+#: ``.bit``.
 OVERLAY_COPIED = (*OVERLAY_FILES, CLOCK_FILE)
 #: The files every deployment folder has.
 #: The wheel of this fcircnn (:mod:`fcircnn.gen.wheel`), installed on the board.
@@ -78,7 +79,7 @@ import sys
 from pathlib import Path
 
 try:
-    from fcircnn.board import main
+    from fcircnn.runtime.board import main
 except ImportError as exc:
     sys.exit(f"run.py needs the fcircnn package {version} on the board ({{exc}}): "
              "pip install --no-deps {wheel} (in this folder)")
@@ -107,7 +108,7 @@ network, and it needs what PYNQ's Python 3.10 must then already have: {requires}
 | `accelerator.yaml` | the accelerator, its network inside |
 | `weights.npz` | the weights, with the fixed int8 scales every clip runs with |
 | `clips.npy` | {clips} clip(s) `{shape}` to run by default |
-| `image/` | the first clip's compiled image, for `fcircnn.driver.Driver` alone |
+| `image/` | the first clip's compiled image, for `fcircnn.runtime.driver.Driver` alone |
 | `deploy.json` | what `run.py` reads |
 | `{wheel}` | the fcircnn that made this folder, to install on the board |
 

@@ -113,7 +113,7 @@ class PostOverflowError(CompileError):
 class Region:
     """One region of the DDR image: ``[base, base + size)``, ``base`` 4 KB aligned.
 
-    ``kind`` is one of :data:`fcircnn.gen.image.REGION_KINDS` (``"conv"``: a conv's output
+    ``kind`` is one of :data:`fcircnn.runtime.image.REGION_KINDS` (``"conv"``: a conv's output
     before its pool pass). ``live``, for a map (``input``, ``conv``, ``output``): the first and
     last descriptor index, inclusive, between which it holds data the run needs (written by the
     first or, for the input, by the host before the run; read last by the second; the last

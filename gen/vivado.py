@@ -93,7 +93,7 @@ RPLL / 6. On the ZCU102, whose reference is 33.330 MHz, Vivado then reports 199.
 low. A clock no RPLL setting divides exactly gets the closest one, and the scripts say so.
 ``block_design.tcl`` reads ``ACT_FREQMHZ`` back and stops if it is more than
 :data:`CLOCK_TOLERANCE` (0.1 %) from the configured clock; ``build.tcl`` records it in
-:data:`CLOCK_FILE`, which ``fcircnn deploy`` copies and :mod:`fcircnn.board` uses for times.
+:data:`CLOCK_FILE`, which ``fcircnn deploy`` copies and :mod:`fcircnn.runtime.board` uses for times.
 
 PYNQ's ``Overlay.download()`` writes only ``DIVISOR0``/``DIVISOR1`` of the ``.hwh`` into
 ``PL0_REF_CTRL`` (``pynq/overlay.py``, ``pynq/ps.py``: ``SRCSEL`` and the PLLs stay as the

@@ -1,6 +1,6 @@
 """A wheel of the installed fcircnn, for a board that installs it offline.
 
-A deployment folder carries the package it runs (``run.py`` imports :mod:`fcircnn.board`):
+A deployment folder carries the package it runs (``run.py`` imports :mod:`fcircnn.runtime.board`):
 ``pip install --no-deps fcircnn-<version>-py3-none-any.whl`` on the board, with no network
 and no copy of the source. The wheel holds what this installation imports, file for file:
 

@@ -9,7 +9,7 @@ time, as a host writing DDR before the start). The RAM can add random pauses on 
 channel, a fixed latency before the first beat of every read burst, and answer ``SLVERR`` for
 reads or writes inside chosen address ranges (:meth:`CocotbBackend.inject_fault`).
 
-Use with :class:`fcircnn.driver.Driver` inside a cocotb test (see
+Use with :class:`fcircnn.runtime.driver.Driver` inside a cocotb test (see
 :mod:`fcircnn.sim.tb_accelerator`); the clock and the reset are the testbench's.
 """
 
@@ -34,8 +34,8 @@ with warnings.catch_warnings():
 from fcircnn.arch.ip import CONTROL_BUS
 from fcircnn.arch.ports import MANAGERS
 from fcircnn.arch.registers import WINDOW_PAGE_BITS, WINDOWS, offset
-from fcircnn.driver import DriverError
-from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage
+from fcircnn.runtime.driver import DriverError
+from fcircnn.runtime.image import CYCLES_ENTRY_BYTES, CompiledImage
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\..*")
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotb_bus\..*")
@@ -166,7 +166,7 @@ _WINDOW_REGS = {offset(f"{reg}_{half}"): (kind, end, 32 * (half == "HI"))
 
 
 class CocotbBackend:
-    """:class:`fcircnn.driver.Backend` on a simulated ``fcircnn_accel``.
+    """:class:`fcircnn.runtime.driver.Backend` on a simulated ``fcircnn_accel``.
 
     Parameters
     ----------

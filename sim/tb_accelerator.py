@@ -1,9 +1,9 @@
 """cocotb testbench of the accelerator top level ``fcircnn_accel`` running a compiled network.
 
-The host is :class:`fcircnn.driver.Driver` on :class:`fcircnn.sim.backend_cocotb.CocotbBackend`:
-it loads the image written by ``DdrImage.save`` into the DDR model, starts the engine, waits for
-the interrupt (or polls), reads the counters and compares every layer's output with the golden
-int8 slots bit for bit.
+The host is :class:`fcircnn.runtime.driver.Driver` on
+:class:`fcircnn.sim.backend_cocotb.CocotbBackend`: it loads the image written by ``DdrImage.save``
+into the DDR model, starts the engine, waits for the interrupt (or polls), reads the counters and
+compares every layer's output with the golden int8 slots bit for bit.
 
 Parameters (:func:`fcircnn.sim.runner.tb_params`)
 -------------------------------------------------
@@ -13,7 +13,7 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     Path of the JSON results file to write (below).
 ``relocate`` (int, optional)
     Place the image at this base instead of the one it was compiled for
-    (:meth:`fcircnn.gen.image.CompiledImage.relocated`), as a board driver does.
+    (:meth:`fcircnn.runtime.image.CompiledImage.relocated`), as a board driver does.
 ``backpressure`` (float, default 0), ``latency`` (int, default 0), ``seed`` (int, default 0)
     DDR model: pause probability on every AXI channel (of every port), cycles before the first
     beat of every read burst, seed of the pauses.
@@ -26,20 +26,22 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     interrupt raised and ``ERROR_CODE`` non-zero; then the fault is removed and the image run
     again (a new start), which must pass bit-exact.
 ``abort`` (optional list of int)
-    Before the last run, one run per entry, each started as :meth:`~fcircnn.driver.Driver.run`
-    starts it and stopped by :meth:`~fcircnn.driver.Driver.abort` that many cycles later: the
+    Before the last run, one run per entry, each started as
+    :meth:`~fcircnn.runtime.driver.Driver.run` starts it and stopped by
+    :meth:`~fcircnn.runtime.driver.Driver.abort` that many cycles later: the
     test asserts it ends in ``error`` with ERROR_CODE
     :data:`~fcircnn.arch.registers.ERROR_ABORTED`, the interrupt raised, ERROR_ADDR inside the
     image's windows, and no access outside them; the results file's ``"abort_runs"`` lists
     them (status, code, address, cycles from the abort to idle).
 ``timeout_abort_cycles`` (optional int)
     Before the last run, a run given that many cycles as its driver timeout: the test asserts
-    that :meth:`~fcircnn.driver.Driver.run` raises ``DriverTimeout`` whose message says the
+    that :meth:`~fcircnn.runtime.driver.Driver.run` raises ``DriverTimeout`` whose message says the
     engine was aborted and is idle (``"timeout_run"`` in the results file: the message).
 ``fuzz`` (optional ``{"runs": int, "seed": int, "timeout_cycles": int, "address_width":
 int, "only": [int, ...]}``)
     Before the last run, ``runs`` runs of the image each corrupted by
-    :func:`fcircnn.sim.fuzz.corrupt` (seeded), through :meth:`~fcircnn.driver.Driver.run` with
+    :func:`fcircnn.sim.fuzz.corrupt` (seeded), through
+    :meth:`~fcircnn.runtime.driver.Driver.run` with
     the image's own windows and a timeout of ``timeout_cycles``, after which the driver aborts
     the run. Every run must end (done, an error, or aborted after the timeout; an abort that
     does not stop the engine ends the campaign as ``"hung"``) and the memory model must see no
@@ -88,8 +90,8 @@ from cocotb.triggers import ClockCycles
 
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, field_offset
 from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR, WINDOW_PAGE_BITS
-from fcircnn.driver import Driver, DriverTimeout
-from fcircnn.gen.image import CompiledImage
+from fcircnn.runtime.driver import Driver, DriverTimeout
+from fcircnn.runtime.image import CompiledImage
 from fcircnn.sim.backend_cocotb import CocotbBackend
 from fcircnn.sim.fuzz import corrupt
 from fcircnn.sim.runner import tb_params

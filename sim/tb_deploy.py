@@ -1,7 +1,7 @@
 """cocotb testbench: a deployment folder's ``run.py`` (``fcircnn deploy``) on the simulated
 accelerator, through a fake ``pynq`` module.
 
-The fake ``pynq`` is what :class:`fcircnn.driver.PynqBackend` uses on a board, backed by the
+The fake ``pynq`` is what :class:`fcircnn.runtime.driver.PynqBackend` uses on a board, backed by the
 simulation: ``Overlay(path)`` (the ``.bit`` and its ``.hwh`` must exist; ``ip_dict`` names the
 accelerator at :data:`PHYS_ADDR`), ``MMIO`` (register reads and writes become AXI4-Lite
 transfers on ``s_axi_control``, the calling thread blocked until the simulator has done them),

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"fcircnn": "fcircnn", "fcircnn.arch": "arch", "fcircnn.hw": "hw",
             "fcircnn.gen": "gen", "fcircnn.sim": "sim", "fcircnn.models": "models"}
 #: What a board run imports first.
-BOARD_ENTRY = ("fcircnn.driver", "fcircnn.gen.image", "fcircnn.predict", "fcircnn.board")
+BOARD_ENTRY = ("fcircnn.runtime.driver", "fcircnn.runtime.image", "fcircnn.runtime.predict",
+               "fcircnn.runtime.board")
 #: Standard-library names added after 3.10 (module, name or ``None`` for the module).
 NEWER = {("tomllib", None), ("typing", "Self"), ("typing", "LiteralString"),
          ("typing", "Never"), ("typing", "assert_never"), ("typing", "reveal_type"),
@@ -131,8 +132,8 @@ def test_run_py_says_which_layers_it_could_not_check(capsys):
 
     import numpy as np
 
-    from fcircnn.board import _report
-    from fcircnn.driver import LayerResult
+    from fcircnn.runtime.board import _report
+    from fcircnn.runtime.driver import LayerResult
 
     layers = [LayerResult("c1", 100, 90, 0, 1, 1, True, 0, None, checked=False),
               LayerResult("fc", 50, 40, 0, 1, 1, True, 0, None)]

@@ -1,4 +1,4 @@
-"""Host driver (:mod:`fcircnn.driver`) against an in-memory model of the accelerator.
+"""Host driver (:mod:`fcircnn.runtime.driver`) against an in-memory model of the accelerator.
 
 :class:`FakeAccelerator` models the register file of :mod:`fcircnn.hw.regfile` (start pulse
 ignored while busy, sticky done/error, W1C ISR, ``interrupt = GIE & |(IER & ISR)``, ``_HI``
@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 from fcircnn.arch.registers import ERROR_ABORTED, WINDOWS
-from fcircnn.driver import (
+from fcircnn.hw.regfile import IDENT, VERSION, offset
+from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8
+from fcircnn.runtime.driver import (
     CTRL,
     GIE,
     IER,
@@ -31,9 +33,7 @@ from fcircnn.driver import (
     RunStatus,
     error_name,
 )
-from fcircnn.gen.image import CompiledImage, CycleEntry, DescriptorInfo
-from fcircnn.hw.regfile import IDENT, VERSION, offset
-from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8
+from fcircnn.runtime.image import CompiledImage, CycleEntry, DescriptorInfo
 
 BASE = 0x4000_0000
 

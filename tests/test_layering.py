@@ -2,8 +2,11 @@
 
 Bottom to top: the architecture's contract (``fcircnn.arch``) and the golden model with the
 configuration (``fcircnn.models``); the hardware (``fcircnn.hw``); the generator, compiler and
-estimators (``fcircnn.gen``); the host driver (``fcircnn.driver``); the testbenches and
+estimators (``fcircnn.gen``); the host driver (``fcircnn.runtime.driver``); the testbenches and
 simulator runner (``fcircnn.sim``); the CLI and its reports (every other ``fcircnn.*`` module).
+The board runtime (``fcircnn.runtime``) spans layers module by module: its image format sits
+under the compiler that writes it (2.5), its driver at 4, ``predict`` and ``board`` (which
+compile clips, and simulate them off the board) with the CLI.
 The PyTorch front end (``fcircnn.torch``) sits on the golden model alone, and nothing else
 imports it, so that no command needs PyTorch.
 A module imports only from its own layer or below, and no two modules import each other, even
@@ -21,14 +24,15 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Package folder -> import name (pyproject.toml's package-dir).
 FOLDERS = {"arch": "fcircnn.arch", "models": "fcircnn.models", "hw": "fcircnn.hw",
            "gen": "fcircnn.gen", "sim": "fcircnn.sim", "fcircnn": "fcircnn",
+           "fcircnn/runtime": "fcircnn.runtime",
            "fcircnn/cli": "fcircnn.cli", "fcircnn/torch": "fcircnn.torch",
            "constraints": "fcircnn.constraints"}
 #: Rank of each layer; a module may import modules of its rank or lower.
 #: ``fcircnn.torch`` (1.5) may import the golden model and the architecture's contract, nothing
 #: above; that nothing imports it is checked on its own.
 RANKS = {"fcircnn": 0, "fcircnn.arch": 0, "fcircnn.constraints": 0, "fcircnn.models": 1,
-         "fcircnn.torch": 1.5, "fcircnn.hw": 2, "fcircnn.gen": 3, "fcircnn.driver": 4,
-         "fcircnn.sim": 5, "cli": 6}
+         "fcircnn.torch": 1.5, "fcircnn.hw": 2, "fcircnn.runtime.image": 2.5, "fcircnn.gen": 3,
+         "fcircnn.runtime.driver": 4, "fcircnn.sim": 5, "cli": 6}
 
 
 def _modules() -> dict[str, Path]:
@@ -41,8 +45,8 @@ def _modules() -> dict[str, Path]:
 
 
 def _layer(module: str) -> str:
-    if module == "fcircnn":
-        return "fcircnn"
+    if module == "fcircnn" or module in RANKS:
+        return module
     parts = module.split(".")
     package = ".".join(parts[:2])
     if package in RANKS:
@@ -168,7 +172,9 @@ def test_the_checker_sees_what_it_must():
     assert ("fcircnn.models.config", True) in graph["fcircnn.cli"] or any(
         t.startswith("fcircnn.models") for t, _ in graph["fcircnn.cli"])
     assert any(t == "fcircnn.hw.accelerator" for t, _ in graph["fcircnn.gen.generate"])
-    assert _layer("fcircnn.report") == "cli" and _layer("fcircnn.driver") == "fcircnn.driver"
+    assert _layer("fcircnn.report") == "cli"
+    assert _layer("fcircnn.runtime.driver") == "fcircnn.runtime.driver"
+    assert _layer("fcircnn.runtime.predict") == "cli"
 
 
 #: Longest function allowed in the hardware (docs/architecture.md section 7: an ``elaborate``

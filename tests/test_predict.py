@@ -1,4 +1,4 @@
-"""fcircnn/predict.py: class scores of clips on the golden contract and on the RTL."""
+"""fcircnn/runtime/predict.py: class scores of clips on the golden contract and on the RTL."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from fcircnn import simulate as sim
 from fcircnn.cli import main
 from fcircnn.gen import compiler
-from fcircnn.gen.image import CompiledImage
 from fcircnn.models import quant, spectral
 from fcircnn.models.config import load_accelerator
 from fcircnn.models.network import random_weights, run_network
-from fcircnn.predict import predict
+from fcircnn.runtime.image import CompiledImage
+from fcircnn.runtime.predict import predict
 from fcircnn.sim.runner import find_simulator
 
 
@@ -226,8 +226,8 @@ def test_a_board_run_that_stops_says_its_error_not_wrong_scores(acc):
     driver's report), before the layers it left unfinished."""
     from test_driver import FakeAccelerator
 
-    from fcircnn.gen.image import CompiledImage
     from fcircnn.models.network import calibrate
+    from fcircnn.runtime.image import CompiledImage
 
     clips = _clips(acc, 1, 13)
     weights, _ = calibrate(acc.network, weights=random_weights(acc.network, 0), x=clips[0],

@@ -32,9 +32,9 @@ def _ranged(convert: Callable[[str], float], ok: Callable[[float], bool], rule: 
 
 _seed = _ranged(int, lambda v: 0 <= v < 2**32, f"must be an integer in 0..{2**32 - 1}")
 def _timeout(text: str) -> float:
-    """``--timeout``: seconds in (0, :data:`~fcircnn.driver.MAX_TIMEOUT_S`] (imported here:
+    """``--timeout``: seconds in (0, :data:`~fcircnn.runtime.driver.MAX_TIMEOUT_S`] (imported here:
     the driver is not needed to build the parser)."""
-    from fcircnn.driver import MAX_TIMEOUT_S
+    from fcircnn.runtime.driver import MAX_TIMEOUT_S
 
     return _ranged(float, lambda v: 0 < v <= MAX_TIMEOUT_S,
                    f"must be seconds in (0, {MAX_TIMEOUT_S:g}]")(text)

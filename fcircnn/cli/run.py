@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         load_clips,
         load_weights,
     )
-    from fcircnn.predict import predict
+    from fcircnn.runtime.predict import predict
     from fcircnn.sim.runner import SimulatorUnavailable
 
     _refuse_other_targets(args)
@@ -163,9 +163,9 @@ def _score_table(result, classes: int, checked: bool) -> list[str]:
 def _board_backend(acc, args: argparse.Namespace):
     """``--on board``: the accelerator behind the overlay ``--bitstream`` (PYNQ), with a DDR
     buffer as large as the accelerator's image."""
-    from fcircnn.driver import DriverError, PynqBackend
     from fcircnn.gen.deploy import image_bytes_needed
     from fcircnn.gen.plan import plan_network
+    from fcircnn.runtime.driver import DriverError, PynqBackend
 
     try:
         return PynqBackend(str(args.bitstream), mem_size=image_bytes_needed(plan_network(acc)))

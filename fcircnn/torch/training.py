@@ -84,7 +84,7 @@ def golden_int_classes(model: SlotNetwork, clips: np.ndarray, calibration: np.nd
     form) are calibrated on ``calibration`` ``[M, C, D, H, W]`` with ``statistic`` and
     quantized (:func:`fcircnn.models.network.calibrate`), every clip runs through
     :func:`~fcircnn.models.network.run_int`, and the last layer's int8 slots are dequantized
-    and inverse-transformed as :func:`fcircnn.predict.predict` does; what ``fcircnn run
+    and inverse-transformed as :func:`fcircnn.runtime.predict.predict` does; what ``fcircnn run
     --on golden --calibration`` prints, without an accelerator file.
     """
     net = model.config

@@ -38,7 +38,6 @@ from fcircnn.arch.geometry import CoreGeometry, pool_fuses
 from fcircnn.cli import main
 from fcircnn.gen.choose import port_split
 from fcircnn.gen.compiler import compile_network, image_for_clip
-from fcircnn.gen.image import CompiledImage
 from fcircnn.gen.plan import ALIGN, POST_RECORD_BYTES, CompileError, plan_network
 from fcircnn.models import spectral
 from fcircnn.models.config import ConfigError, builtin_path, load_accelerator
@@ -46,6 +45,7 @@ from fcircnn.models.fold import fold_input_slots
 from fcircnn.models.layout import ncdhw8_size, pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.network import random_weights, run_network
 from fcircnn.models.quant import PostParams
+from fcircnn.runtime.image import CompiledImage
 
 
 @pytest.fixture

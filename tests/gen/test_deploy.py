@@ -1,5 +1,5 @@
 """The deployment folder (:mod:`fcircnn.gen.deploy`, ``fcircnn deploy``) and its ``run.py``
-(:mod:`fcircnn.board`) run end to end on the simulated accelerator through a fake ``pynq``
+(:mod:`fcircnn.runtime.board`) run end to end on the simulated accelerator through a fake ``pynq``
 (:mod:`fcircnn.sim.tb_deploy`): class scores equal to the golden contract's, every layer
 bit-exact, per-layer cycles printed; and the folder's failures: no overlay, bad clips."""
 
@@ -19,10 +19,10 @@ from overlay_files import write_overlay
 from fcircnn.cli import main
 from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.deploy import BOARD_FILES, OVERLAY_FILES
-from fcircnn.gen.image import CompiledImage
 from fcircnn.models.config import load_accelerator
 from fcircnn.models.network import load_weights, random_weights
-from fcircnn.predict import predict
+from fcircnn.runtime.image import CompiledImage
+from fcircnn.runtime.predict import predict
 from fcircnn.sim.runner import PARAMS_ENV, find_simulator, run_cocotb
 
 

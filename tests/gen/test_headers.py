@@ -178,7 +178,7 @@ def test_outputs_are_deterministic():
 
 
 def test_cycles_entry_matches_the_host_decoder(regs_module):
-    image = pytest.importorskip("fcircnn.gen.image")
+    image = pytest.importorskip("fcircnn.runtime.image")
     assert regs_module.CYCLES_FORMAT == image._CYCLES.format
     assert regs_module.CYCLES_BYTES == image.CYCLES_ENTRY_BYTES
     assert [f.name for f in headers.CYCLES_ENTRY_FIELDS] == ["cycles", "pe_busy", "dma_stall"]

@@ -1,4 +1,4 @@
-"""Compiled images for the host (:mod:`fcircnn.gen.image`): round trip through the files
+"""Compiled images for the host (:mod:`fcircnn.runtime.image`): round trip through the files
 ``DdrImage.save`` writes, decoding of outputs and cycles entries, and clear errors for missing
 or corrupt files."""
 
@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from fcircnn.gen.compiler import compile_network
-from fcircnn.gen.image import (
+from fcircnn.models.config import load_accelerator
+from fcircnn.models.layout import pack_ncdhw8
+from fcircnn.runtime.image import (
     CompiledImage,
     CycleEntry,
     DescriptorInfo,
     ImageError,
     RegionInfo,
 )
-from fcircnn.models.config import load_accelerator
-from fcircnn.models.layout import pack_ncdhw8
 
 NET = """
 name: tiny
@@ -207,8 +207,8 @@ def test_expected_part_missing(copy):
 def test_relocation_moves_every_address_and_nothing_else(tmp_path, small_accelerator):
     from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_RESIDUAL, OP_POOL, LayerDescriptor
     from fcircnn.gen.compiler import compile_network
-    from fcircnn.gen.image import CompiledImage, ImageError
     from fcircnn.models.config import load_accelerator
+    from fcircnn.runtime.image import CompiledImage, ImageError
 
     acc = load_accelerator(small_accelerator(tmp_path))
     image = CompiledImage.from_ddr_image(compile_network(acc, seed=1, base=0x10000))

@@ -744,7 +744,7 @@ def test_more_ports_connect_port_k_to_hpk(tmp_path, ports):
 
 
 # --------------------------------------------------------------------------------------------
-# The clock record on the way to the board: fcircnn deploy copies it, fcircnn.board uses it.
+# The clock record on the way to the board: fcircnn deploy copies it, fcircnn.runtime.board uses it.
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -755,7 +755,7 @@ def test_more_ports_connect_port_k_to_hpk(tmp_path, ports):
 def test_a_bad_clock_record_is_named(tmp_path, text, message):
     """fcircnn deploy (read_clock_file) and the board (which does not import the Vivado flow)
     refuse the same records, naming the file."""
-    from fcircnn.board import BoardError, _pl_clock
+    from fcircnn.runtime.board import BoardError, _pl_clock
 
     path = tmp_path / vivado.CLOCK_FILE
     path.write_text(text)
@@ -794,11 +794,11 @@ def test_deploy_copies_the_clock_record_with_the_overlay(tmp_path, small_acceler
 
 
 def test_the_board_turns_cycles_into_time_at_the_recorded_clock(tmp_path, capsys):
-    """fcircnn.board uses the record beside the bitstream for times, and says so; without one
-    (an older build) the configured clock, saying that too; a bad record is bad input."""
+    """fcircnn.runtime.board uses the record beside the bitstream for times, and says so; without
+    one (an older build) the configured clock, saying that too; a bad record is bad input."""
     from types import SimpleNamespace
 
-    from fcircnn.board import BoardError, _pl_clock, _report
+    from fcircnn.runtime.board import BoardError, _pl_clock, _report
 
     bit = tmp_path / "fcircnn_accel.bit"
     mhz, line = _pl_clock(bit, 200.0)
@@ -825,7 +825,7 @@ def test_run_py_takes_the_clock_pynq_reports_and_says_when_it_is_not_the_builds(
     import sys
     from types import SimpleNamespace
 
-    from fcircnn.board import _running_clock
+    from fcircnn.runtime.board import _running_clock
 
     monkeypatch.setitem(sys.modules, "pynq", SimpleNamespace(
         Clocks=SimpleNamespace(fclk0_mhz=249.975)))

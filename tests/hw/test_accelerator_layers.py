@@ -26,11 +26,11 @@ import pytest
 
 from fcircnn.gen.compiler import compile_network
 from fcircnn.gen.generate import accelerator_verilog
-from fcircnn.gen.image import CompiledImage
 from fcircnn.gen.select import select_layers
 from fcircnn.hw.accelerator import TOP_NAME, Accelerator
 from fcircnn.hw.common import never_elaborated
 from fcircnn.models.config import load_accelerator
+from fcircnn.runtime.image import CompiledImage
 from fcircnn.sim.runner import run_cocotb
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.

@@ -7,7 +7,7 @@ import pytest
 from conftest import compile_saved
 
 from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, FLAG_LAST, LayerDescriptor
-from fcircnn.gen.image import CompiledImage
+from fcircnn.runtime.image import CompiledImage
 from fcircnn.sim.fuzz import KINDS, corrupt
 
 

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch front end needs the [to
 torch.set_num_threads(1)
 
 from fcircnn.models.config import load_accelerator, load_network  # noqa: E402
-from fcircnn.predict import predict  # noqa: E402
+from fcircnn.runtime.predict import predict  # noqa: E402
 from fcircnn.sim.runner import find_simulator  # noqa: E402
 from fcircnn.torch import build  # noqa: E402
 from fcircnn.torch.dense import DenseNetwork  # noqa: E402

@@ -8,11 +8,10 @@ the chosen target, reads the network's int8 output slots, dequantizes them and t
 inverse transform: the class scores (the network's last layer, in the time domain). On
 ``"golden"`` the target is the bit-exact NumPy contract; on ``"sim"`` and ``"board"`` the network
 is compiled into an image once (calibrated once), each clip written into its input region
-(:func:`~fcircnn.gen.compiler.image_for_clip`) and run on the accelerator's RTL (cocotb on
-Verilator or Icarus) or on the accelerator behind a :class:`fcircnn.driver.Backend` (the board's
-:class:`~fcircnn.driver.PynqBackend`); on both every layer's output is checked bit for bit
-against the contract, and the scores are computed from the output the accelerator wrote to
-memory.
+(:func:`~fcircnn.gen.compiler.image_for_clip`) and run on the accelerator's RTL (cocotb on Verilator
+or Icarus) or on the accelerator behind a :class:`fcircnn.runtime.driver.Backend` (the board's
+:class:`~fcircnn.runtime.driver.PynqBackend`); on both every layer's output is checked bit for bit
+against the contract, and the scores are computed from the output the accelerator wrote to memory.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ class ClipResult:
     """One clip on a target: its class ``scores``, and on ``"sim"`` and ``"board"`` the
     per-layer bit-exact check (``mismatched``: layers whose output differs from the contract,
     or the run's failure) and cycles; on ``"board"`` also every layer's
-    :class:`~fcircnn.driver.LayerResult`."""
+    :class:`~fcircnn.runtime.driver.LayerResult`."""
 
     scores: np.ndarray
     mismatched: tuple[str, ...] = ()
@@ -110,7 +109,7 @@ def predict(acc: Any, clips: np.ndarray | str | os.PathLike[str], *,
         As for :func:`fcircnn.models.network.calibrate`.
     simulator, build_dir, backpressure
         For ``on="sim"``, as ``fcircnn sim``.
-    backend : fcircnn.driver.Backend
+    backend : fcircnn.runtime.driver.Backend
         For ``on="board"`` (required there): the accelerator, e.g.
         ``PynqBackend("fcircnn_accel.bit")``; each clip's image is placed in its memory.
     timeout_s : float
@@ -270,8 +269,8 @@ def _on_backend(acc, ddr_image, qnet, backend, timeout_s) -> ClipResult:
     accelerator wrote, every layer checked against the contract."""
     import asyncio
 
-    from fcircnn.driver import Driver
-    from fcircnn.gen.image import CompiledImage
+    from fcircnn.runtime.driver import Driver
+    from fcircnn.runtime.image import CompiledImage
 
     image = CompiledImage.from_ddr_image(ddr_image)
     last = image.layer_names()[-1]

@@ -1,7 +1,7 @@
 """A compiled DDR image as the host sees it: bytes, descriptors, outputs and expected results.
 
-:class:`CompiledImage` is what a driver (:mod:`fcircnn.driver`) needs to run a network and check
-it: the image bytes and their base address, the ``DESC_PTR`` value, one typed record per
+:class:`CompiledImage` is what a driver (:mod:`fcircnn.runtime.driver`) needs to run a network
+and check it: the image bytes and their base address, the ``DESC_PTR`` value, one typed record per
 descriptor (:class:`DescriptorInfo`) and the golden int8 outputs of every layer. It is built
 from an in-memory :class:`~fcircnn.gen.compiler.DdrImage`
 (:meth:`CompiledImage.from_ddr_image`) or read back from the three files

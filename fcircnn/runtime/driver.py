@@ -34,7 +34,7 @@ import numpy as np
 
 from fcircnn.arch.ip import IP_NAME
 from fcircnn.arch.registers import ERROR_CODES, FIELDS, IDENT, WINDOWS, offset
-from fcircnn.gen.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry, ImageError
+from fcircnn.runtime.image import CYCLES_ENTRY_BYTES, CompiledImage, CycleEntry, ImageError
 
 __all__ = [
     "ABORT_TIMEOUT_S",
@@ -188,7 +188,7 @@ class LayerResult:
         The first of them in ``(slot, d, h, w)`` order.
     checked : bool
         Whether the output was compared: not when a later layer's map reuses its bytes (an
-        image laid out by liveness, :meth:`~fcircnn.gen.image.CompiledImage.survives`) and
+        image laid out by liveness, :meth:`~fcircnn.runtime.image.CompiledImage.survives`) and
         the backend kept no copy of it from the moment its layer finished.
     """
 
@@ -652,7 +652,7 @@ class PynqBackend:
     The DDR image lives in one contiguous buffer from ``pynq.allocate`` of ``mem_size`` bytes,
     made here. Its physical address is :attr:`base` (``buffer.device_address``, page aligned);
     :meth:`Driver.run` places an image compiled for any base there
-    (:meth:`~fcircnn.gen.image.CompiledImage.relocated`). Registers go through
+    (:meth:`~fcircnn.runtime.image.CompiledImage.relocated`). Registers go through
     ``pynq.MMIO`` on the IP's address range; the interrupt through ``pynq.Interrupt`` if the
     overlay connects the IP's ``interrupt`` pin to an interrupt controller, else by polling the
     interrupt registers. Use it with ``asyncio.run(Driver(backend).run(image, 10.0))``.

@@ -1,9 +1,9 @@
 """The board side of a deployment folder (``fcircnn deploy``): what its ``run.py`` runs.
 
 :func:`main` reads the folder's manifest, loads the overlay through
-:class:`~fcircnn.driver.PynqBackend`, runs :func:`~fcircnn.predict.predict` on the board for
-every clip (each clip's image compiled, placed in the board's DDR buffer, run, every layer read
-back and checked bit for bit against the golden integer contract), and prints the class scores,
+:class:`~fcircnn.runtime.driver.PynqBackend`, runs :func:`~fcircnn.runtime.predict.predict` on the
+board for every clip (each clip's image compiled, placed in the board's DDR buffer, run, every layer
+read back and checked bit for bit against the golden integer contract), and prints the class scores,
 the cycles per layer and the checks. Runs on PYNQ's Python 3.10 with the core install.
 """
 
@@ -189,8 +189,8 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
     input)."""
     args = _parser().parse_args(argv)
     try:
-        from fcircnn.driver import MAX_TIMEOUT_S
         from fcircnn.models.overlay import overlay_problem
+        from fcircnn.runtime.driver import MAX_TIMEOUT_S
 
         if not 0 < args.timeout <= MAX_TIMEOUT_S:  # NaN too
             raise BoardError(f"--timeout must be seconds in (0, {MAX_TIMEOUT_S:g}], not "
@@ -213,8 +213,8 @@ def main(folder: Path, argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    from fcircnn.driver import DriverError, PynqBackend
-    from fcircnn.predict import predict
+    from fcircnn.runtime.driver import DriverError, PynqBackend
+    from fcircnn.runtime.predict import predict
 
     print(f"{manifest['accelerator']}: loading {bitstream.name}; {clock_line}", flush=True)
     try:
