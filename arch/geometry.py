@@ -26,6 +26,7 @@ __all__ = [
     "BEAT_BYTES",
     "BLOCK_SIZES",
     "CARRIED_WINDOW",
+    "CHANNEL_RULES",
     "DSP_MUL_BITS",
     "INT8_MAX",
     "LUTRAM_MAX_DEPTH",
@@ -49,6 +50,7 @@ __all__ = [
     "balanced_span",
     "box_span",
     "cbn_dsp_per_lane",
+    "channel_rule_problem",
     "channel_tile_problems",
     "core_lanes",
     "engine_geometry",
@@ -116,6 +118,35 @@ MAX_TILE = 255
 LUTRAM_MAX_DEPTH = 256
 
 
+#: The channel-tile divisibility rules, by name: the tile, its divisor for block size ``B``
+#: and the divisor's name, and what the rule keeps whole. Each hardware component checks those
+#: its datapath needs (:func:`channel_rule_problem`, ``fcircnn.hw.common.check_channel_rule``);
+#: a core's tiles meet them all (:func:`channel_tile_problems`).
+CHANNEL_RULES = {
+    "input_blocks": ("Tn", lambda B: B, "B", "whole input blocks"),
+    "input_slot_groups": ("Tn", lambda B: SLOT_GROUP_CHANNELS, "16",
+                          "whole input slot groups, above 16"),
+    "output_blocks": ("Tm", lambda B: B, "B", "whole output blocks"),
+    "output_block_pairs": ("Tm", lambda B: 2 * B, "2B", "output blocks in DSP pairs"),
+    "output_slot_groups": ("Tm", lambda B: SLOT_GROUP_CHANNELS, "16",
+                           "whole output slot groups"),
+    "output_half_groups": ("Tm", lambda B: SLOT_GROUP_CHANNELS // 2, "8",
+                           "whole halves of output slot groups"),
+    "output_slots": ("Tm", lambda B: 2, "2", "whole complex slots"),
+}
+
+
+def channel_rule_problem(rule: str, value: int, B: int = 8) -> str | None:
+    """Why channel tile ``value`` breaks :data:`CHANNEL_RULES` ``rule`` at block size ``B``
+    (``None``: it keeps it). ``input_slot_groups`` binds only above 16 channels."""
+    tile, divisor, name, why = CHANNEL_RULES[rule]
+    d = divisor(B)
+    if value % d == 0 or (rule == "input_slot_groups" and value <= SLOT_GROUP_CHANNELS):
+        return None
+    label = str(d) if name.isdigit() else f"{name} ({d})"
+    return f"{tile} must be a multiple of {label}: {why}, not {value}"
+
+
 def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
     """Why channel tiles ``Tn``, ``Tm`` cannot be built for block size ``B``, as
     ``(field, message)`` pairs (empty: they can).
@@ -125,12 +156,13 @@ def channel_tile_problems(tn: int, tm: int, B: int) -> list[tuple[str, str]]:
     are computed in DSP pairs). Together these give whole block pairs per 128-bit weight beat.
     """
     problems = []
-    if tn % B:
+    if channel_rule_problem("input_blocks", tn, B):
         problems.append(("tn", f"Tn must be a multiple of B ({B}), not {tn}"))
-    elif tn > SLOT_GROUP_CHANNELS and tn % SLOT_GROUP_CHANNELS:
+    elif channel_rule_problem("input_slot_groups", tn, B):
         problems.append(("tn", ("Tn must be a multiple of 16 above 16 (whole input slot "
                                f"groups), not {tn}")))
-    if tm % SLOT_GROUP_CHANNELS or tm % (2 * B):
+    if (channel_rule_problem("output_slot_groups", tm, B)
+            or channel_rule_problem("output_block_pairs", tm, B)):
         step = math.lcm(SLOT_GROUP_CHANNELS, 2 * B)
         problems.append(("tm", (f"Tm must be a multiple of {step} (whole output slot groups of "
                                f"16 channels, output blocks in DSP pairs of 2*B), not {tm}")))

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .buffer_pingpong import PingPongBanks
-from .common import check_positive, check_tiles, rejecting
+from .common import check_channel_rule, check_positive, check_tiles, rejecting
 from .complex_mul_pair import complex_layout
 
 __all__ = ["AccumulatorBuffer", "acc_in_layout", "acc_layout"]
@@ -59,8 +59,7 @@ class AccumulatorBuffer(wiring.Component):
         with rejecting(self):
             check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             check_positive("acc_width", acc_width, 48)
-            if Tm % 8:
-                raise ValueError(f"Tm must be a multiple of 8, not {Tm}")
+            check_channel_rule("output_half_groups", Tm)
             if acc_width < 32:
                 raise ValueError(f"acc_width must be in 32..48, not {acc_width}")
         self.Tm, self.Td, self.Tr, self.Tc, self.acc_width = Tm, Td, Tr, Tc, acc_width

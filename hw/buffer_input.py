@@ -23,6 +23,7 @@ from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
 from .common import (
     check_block_size,
+    check_channel_rule,
     check_positive,
     check_tiles,
     first_of,
@@ -150,8 +151,7 @@ class InputBuffer(wiring.Component):
         with rejecting(self):
             check_tiles(Tn=Tn, Td=Td, Tr=Tr, Tc=Tc)
             check_block_size(B)
-            if Tn % B:
-                raise ValueError(f"Tn must be a multiple of B ({B}), not {Tn}")
+            check_channel_rule("input_blocks", Tn, B)
             self.kernel = _vec3("kernel", kernel)
             self.stride = _vec3("stride", stride)
             if not isinstance(splittable, bool):

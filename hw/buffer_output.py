@@ -8,7 +8,7 @@ from fcircnn.arch.geometry import SLOTS_PER_BEAT
 
 from .axi_dma_write import write_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_tiles, rejecting
+from .common import check_channel_rule, check_tiles, rejecting
 from .complex_mul_pair import ACT_WIDTH, complex_layout
 
 __all__ = ["OutputBuffer", "output_in_layout", "output_shape_layout"]
@@ -78,8 +78,7 @@ class OutputBuffer(wiring.Component):
     def __init__(self, Tm: int, Td: int, Tr: int, Tc: int):
         with rejecting(self):
             check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
-            if Tm % 8:
-                raise ValueError(f"Tm must be a multiple of 8, not {Tm}")
+            check_channel_rule("output_half_groups", Tm)
         self.Tm, self.Td, self.Tr, self.Tc = Tm, Td, Tr, Tc
         self.groups = -(-Tm // 16)
         self.depth = Tr * Tc

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .common import check_positive, check_tiles, rejecting
+from .common import check_channel_rule, check_positive, check_tiles, rejecting
 from .complex_mul_pair import complex_layout
 from .pe import ACC_WIDTH
 
@@ -70,8 +70,7 @@ class PartialSumBuffer(wiring.Component):
         with rejecting(self):
             check_tiles(Tm=Tm, Td=Td, Tr=Tr, Tc=Tc)
             check_positive("acc_width", acc_width, 48)
-            if Tm % 2:
-                raise ValueError(f"Tm must be even, not {Tm}")
+            check_channel_rule("output_slots", Tm)
             if acc_width < 32:
                 raise ValueError(f"acc_width must be in 32..48, not {acc_width}")
         self.Tm, self.Td, self.Tr, self.Tc, self.acc_width = Tm, Td, Tr, Tc, acc_width

@@ -9,7 +9,7 @@ from fcircnn.arch.ports import weight_halves, weight_quarters
 
 from .axi_dma_read import read_beat_layout
 from .buffer_pingpong import PingPongBanks
-from .common import check_block_size, check_positive, check_tiles, rejecting
+from .common import check_block_size, check_channel_rule, check_positive, check_tiles, rejecting
 from .complex_mul_pair import ACT_WIDTH, WEIGHT_TERMS, complex_layout
 
 __all__ = ["WeightBuffer"]
@@ -87,9 +87,8 @@ class WeightBuffer(wiring.Component):
             check_tiles(Tn=Tn, Tm=Tm)
             check_positive("taps", taps, MAX_TAPS)
             check_block_size(B)
-            for name, value in (("Tn", Tn), ("Tm", Tm)):
-                if value % B:
-                    raise ValueError(f"{name} must be a multiple of B ({B}), not {value}")
+            check_channel_rule("input_blocks", Tn, B)
+            check_channel_rule("output_blocks", Tm, B)
             pairs, per_beat = (Tm // B) * (Tn // B), 16 // B
             if pairs % per_beat:
                 raise ValueError(f"(Tm/B)*(Tn/B) must be a multiple of 16/B = {per_beat} "

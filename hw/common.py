@@ -9,11 +9,22 @@ from collections.abc import Iterator
 
 from amaranth.hdl import Const, Module, Mux, Signal, UnusedElaboratable, Value
 
-from fcircnn.arch.geometry import BLOCK_SIZES, MAX_CHANNEL_TILE, MAX_TILE
+from fcircnn.arch.geometry import BLOCK_SIZES, MAX_CHANNEL_TILE, MAX_TILE, channel_rule_problem
 
-__all__ = ["TILE_LIMITS", "check_block_lanes", "check_block_size", "check_positive",
-           "check_tiles", "first_of", "mul_const", "mul_small", "never_elaborated", "rejecting",
-           "stall_pipeline"]
+__all__ = [
+    "TILE_LIMITS",
+    "check_block_lanes",
+    "check_block_size",
+    "check_channel_rule",
+    "check_positive",
+    "check_tiles",
+    "first_of",
+    "mul_const",
+    "mul_small",
+    "never_elaborated",
+    "rejecting",
+    "stall_pipeline",
+]
 
 #: The largest value of each tile parameter a component takes: the channel tiles the PE array
 #: and the buffers are built for, and the output tiles the descriptor's 8-bit fields carry.
@@ -69,6 +80,13 @@ def check_tiles(**tiles) -> None:
     ``Td``, ``Tr``, ``Tc``) is an integer in ``1..``:data:`TILE_LIMITS` of its name."""
     for name, value in tiles.items():
         check_positive(name, value, TILE_LIMITS[name])
+
+
+def check_channel_rule(rule: str, value: int, B: int = 8) -> None:
+    """Raise ``ValueError`` unless channel tile ``value`` keeps
+    :data:`~fcircnn.arch.geometry.CHANNEL_RULES` ``rule`` at block size ``B``."""
+    if problem := channel_rule_problem(rule, value, B):
+        raise ValueError(problem)
 
 
 def check_block_size(B) -> None:

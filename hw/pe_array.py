@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from fcircnn.arch.geometry import BLOCK_SIZES
 
-from .common import check_block_size, rejecting
+from .common import check_block_size, check_channel_rule, check_tiles, rejecting
 from .complex_mul_pair import (
     ACT_WIDTH,
     PAIR_LATENCY,
@@ -139,13 +139,9 @@ class PEArray(wiring.Component):
         for name, value in (("Tn", Tn), ("Tm", Tm), ("B", B), ("Td", Td), ("acc_width", acc_width)):
             _check_int(name, value)
         check_block_size(B)
-        if Tn < B or Tn % B:
-            raise ValueError(f"Tn must be a positive multiple of B ({B}), not {Tn}")
-        if Tm < 2 * B or Tm % (2 * B):
-            raise ValueError(
-                f"Tm must be a positive multiple of 2B ({2 * B}: output blocks go in pairs), "
-                f"not {Tm}"
-            )
+        check_tiles(Tn=Tn, Tm=Tm)
+        check_channel_rule("input_blocks", Tn, B)
+        check_channel_rule("output_block_pairs", Tm, B)
         if Td < 1:
             raise ValueError(f"Td must be a positive integer, not {Td}")
         if acc_width < ACC_WIDTH:

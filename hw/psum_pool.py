@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from fcircnn.arch.geometry import SLOTS_PER_BEAT
 
 from .buffer_psum import psum_layout
-from .common import check_positive, check_tiles, rejecting
+from .common import check_channel_rule, check_positive, check_tiles, rejecting
 
 __all__ = ["PartialSumPool", "sign_group_layout"]
 
@@ -56,8 +56,7 @@ class PartialSumPool(wiring.Component):
         with rejecting(self):
             check_tiles(Tm=Tm)
             check_positive("lanes", lanes, 16)
-            if Tm % 16:
-                raise ValueError(f"Tm must be a multiple of 16 (whole slot groups), not {Tm}")
+            check_channel_rule("output_slot_groups", Tm)
         self.Tm, self.lanes = Tm, lanes
         self.groups = Tm // 16
         super().__init__({

@@ -134,6 +134,21 @@ def test_every_tile_limit_is_the_architecture_s():
     assert sum("check_tiles(" in p.read_text() for p in (ROOT / "hw").glob("*.py")) >= 7
 
 
+def test_every_channel_tile_rule_is_the_architecture_s():
+    """No hardware module tests Tn or Tm for divisibility itself: each names its rule of
+    ``arch.geometry.CHANNEL_RULES`` (``hw.common.check_channel_rule``)."""
+    import re
+
+    from fcircnn.arch.geometry import CHANNEL_RULES
+
+    own = [f"hw/{path.name}: {m.group(0)}" for path in sorted((ROOT / "hw").glob("*.py"))
+           for m in re.finditer(r"\b(Tn|Tm|tn|tm)\b *% *\w", path.read_text())]
+    assert not own, "check these with check_channel_rule:\n" + "\n".join(own)
+    used = {rule for path in (ROOT / "hw").glob("*.py")
+            for rule in re.findall(r'check_channel_rule\("(\w+)"', path.read_text())}
+    assert used <= set(CHANNEL_RULES) and len(used) >= 6
+
+
 def test_nothing_outside_the_torch_front_end_imports_it():
     graph = _graph()
     assert any(name.startswith("fcircnn.torch.") for name in graph)  # the checker reads it

@@ -121,3 +121,20 @@ def test_acc_bits_checked_and_covered():
     for bad in (1, 33, 27.0, True):
         with pytest.raises(ValueError, match=r"acc_bits must be an integer in 2\.\.32"):
             EngineGeometry((1, 1, 1), (1, 1, 1), 1, (1, 1, 1), False, acc_bits=bad)
+
+
+@pytest.mark.parametrize("B", [4, 8, 16])
+def test_each_channel_rule_holds_at_its_divisor_and_names_itself_off_it(B):
+    from fcircnn.arch.geometry import CHANNEL_RULES, channel_rule_problem
+
+    for rule, (tile, divisor, name, why) in CHANNEL_RULES.items():
+        d = divisor(B)
+        for k in (1, 2, 3):
+            assert channel_rule_problem(rule, k * d, B) is None, (rule, k * d)
+        off = 2 * d + (2 if d > 2 else 1)  # above 16, so input_slot_groups binds too
+        problem = channel_rule_problem(rule, off, B)
+        assert problem is not None and problem.startswith(f"{tile} must be a multiple of ")
+        assert f"{why}, not {off}" in problem and (name in problem or str(d) in problem)
+    # whole input slot groups bind only above 16 channels
+    assert channel_rule_problem("input_slot_groups", 8, B) is None
+    assert channel_rule_problem("input_slot_groups", 24, B) is not None

@@ -87,7 +87,7 @@ def test_sums_over_input_channel_tiles(passes, order):
 
 
 def test_rejects_bad_parameters():
-    with pytest.raises(ValueError, match="Tm must be even"):
+    with pytest.raises(ValueError, match="Tm must be a multiple of 2: whole complex slots"):
         PartialSumBuffer(15, 1, 2, 2)
     with pytest.raises(ValueError, match="acc_width"):
         PartialSumBuffer(16, 1, 2, 2, acc_width=16)

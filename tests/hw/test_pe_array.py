@@ -143,10 +143,12 @@ def test_structure_counts():
 @pytest.mark.parametrize(
     ("args", "kwargs", "exc", "match"),
     [
-        ((12, 32, 8), {}, ValueError, r"Tn must be a positive multiple of B \(8\), not 12"),
-        ((0, 32, 8), {}, ValueError, r"Tn must be a positive multiple of B \(8\), not 0"),
-        ((16, 24, 8), {}, ValueError, r"Tm must be a positive multiple of 2B \(16.*not 24"),
-        ((16, 8, 8), {}, ValueError, r"Tm must be a positive multiple of 2B \(16.*not 8"),
+        ((12, 32, 8), {}, ValueError, (r"Tn must be a multiple of B \(8\): whole input "
+                                       r"blocks, not 12")),
+        ((0, 32, 8), {}, ValueError, r"Tn must be in 1\.\.1024, not 0"),
+        ((16, 24, 8), {}, ValueError, (r"Tm must be a multiple of 2B \(16\): output blocks "
+                                       r"in DSP pairs, not 24")),
+        ((16, 8, 8), {}, ValueError, r"Tm must be a multiple of 2B \(16.*not 8"),
         ((16, 32, 6), {}, ValueError, "B must be one of 4, 8, 16, not 6"),
         ((16, 32, 32), {}, ValueError, "B must be one of 4, 8, 16, not 32"),
         ((16, 32, 8, 0), {}, ValueError, "Td must be a positive integer, not 0"),
