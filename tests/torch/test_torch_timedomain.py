@@ -1,4 +1,4 @@
-"""fcircnn/torch/timedomain.py (named apart from tests/test_timedomain.py) and the time-domain
+"""fcircnn/torch/timedomain.py (named apart from tests/models/test_timedomain.py) and the time-domain
 layers of build(): against the golden model.
 
 The layouts and the dense layer's datapath accumulators against :mod:`fcircnn.models.timedomain`;
