@@ -79,6 +79,7 @@ from typing import NamedTuple
 from .geometry import PAGE_BITS
 
 __all__ = ["CONTROL_ADDR_WIDTH", "ERROR_ABORTED", "ERROR_BAD_DESCRIPTOR", "ERROR_CODES",
+           "ERROR_READ_WINDOW", "ERROR_WRITE_WINDOW",
            "FIELDS", "IDENT", "MIN_ADDR_WIDTH", "REGISTERS", "VERSION", "WINDOWS",
            "WINDOW_PAGE_BITS", "Field", "Register", "offset", "window_pages"]
 
@@ -198,5 +199,7 @@ ERROR_CODES: dict[int, str] = {
     9: "aborted by the host (CTRL.abort)",
 }
 ERROR_BAD_DESCRIPTOR = 8
+#: ERROR_CODE of a read, and of a write, the DMA refused to issue outside its window.
+ERROR_READ_WINDOW, ERROR_WRITE_WINDOW = 2, 6
 #: ERROR_CODE of a run the host stopped with CTRL.abort.
 ERROR_ABORTED = 9

@@ -52,6 +52,14 @@ int, "only": [int, ...]}``)
     Before the last run, a start with DESC_PTR ``2**A`` above the image's list: the test
     asserts it ends in ``error`` with code 2 and that DESC_PTR in ERROR_ADDR, nothing fetched
     (``"far_desc_ptr_run"`` in the results file).
+``moved`` (optional ``{"index": int, "field": str, "value": int, "code": int, "lo": int,
+"hi": int}``)
+    First run with the address field ``field`` of descriptor ``index`` set to ``value`` (so
+    that some of what it reads or writes leaves the image's windows): the test asserts it ends
+    in ``error`` with ERROR_CODE ``code`` and ERROR_ADDR in ``[lo, hi)``, or with ``code`` 0
+    (moved to the very edge of a window) that it ends ``done``, and in both that nothing was
+    issued outside the windows (``"fault_run"`` in the results file); then the image run
+    unchanged, which must pass bit-exact.
 ``bad_descriptor`` (optional ``{"index": int, "flags": int}``)
     First run with that descriptor's ``flags`` field replaced by ``flags``: the test asserts
     it ends in ``error`` with the interrupt raised, ``ERROR_CODE``
@@ -78,6 +86,7 @@ While a run is going, every :data:`PROGRESS_CYCLES` cycles a line ``"<finished> 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -88,8 +97,14 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 
-from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, field_offset
-from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR, WINDOW_PAGE_BITS
+from fcircnn.arch.descriptor import DESCRIPTOR_BYTES, LayerDescriptor, field_offset
+from fcircnn.arch.registers import (
+    ERROR_ABORTED,
+    ERROR_BAD_DESCRIPTOR,
+    ERROR_READ_WINDOW,
+    ERROR_WRITE_WINDOW,
+    WINDOW_PAGE_BITS,
+)
 from fcircnn.runtime.driver import Driver, DriverTimeout
 from fcircnn.runtime.image import CompiledImage
 from fcircnn.sim.backend_cocotb import CocotbBackend
@@ -214,12 +229,46 @@ class _NarrowDriver(Driver):
         await super().set_windows(tuple(windows["read"]), tuple(windows["write"]))
 
 
+def _with_field(image: CompiledImage, index: int, field: str, value: int) -> bytes:
+    """``image``'s bytes with the address field ``field`` of descriptor ``index`` set to
+    ``value`` (a legal address: the descriptor still unpacks)."""
+    at = image.desc_ptr - image.base + index * DESCRIPTOR_BYTES
+    data = bytearray(image.data)
+    d = LayerDescriptor.unpack(bytes(data[at:at + DESCRIPTOR_BYTES]))
+    data[at:at + DESCRIPTOR_BYTES] = dataclasses.replace(d, **{field: value}).pack()
+    return bytes(data)
+
+
+async def _moved_run(dut, driver, backend, image, progress, timeout_s, poll, moved):
+    """A run with one address field of one descriptor moved so that part of what it reads or
+    writes lies outside its window (the image's own windows programmed): an error with
+    ``moved["code"]`` at an address in ``[moved["lo"], moved["hi"])``, the bytes only the
+    port under test reaches, or (code 0: moved to the window's very edge) no error; nothing
+    issued outside."""
+    index, field, value = int(moved["index"]), str(moved["field"]), int(moved["value"])
+    driver.damaged = _with_field(image, index, field, value)
+    doc = await _run(driver, backend, image, progress, timeout_s, poll)
+    driver.damaged = None
+    what = f"descriptor {index} with {field} = {value:#x}"
+    assert not doc["outside_window"], f"accesses outside the window: {doc['outside_window']}"
+    if not int(moved["code"]):  # at the window's very edge: runs to its end (wrong data)
+        assert doc["status"] == "done", f"{what}: expected no error, got {_describe(doc)}"
+        return doc
+    assert doc["status"] == "error", f"{what}: expected an error, got {_describe(doc)}"
+    assert doc["error_code"] == int(moved["code"]), f"{what}: {_describe(doc)}"
+    assert int(moved["lo"]) <= doc["error_addr"] < int(moved["hi"]), (
+        f"{what}: error at {doc['error_addr']:#x}, not in [{int(moved['lo']):#x}, "
+        f"{int(moved['hi']):#x})")
+    dut._log.info("moved run: %s at %#x", doc["error_name"], doc["error_addr"])
+    return doc
+
+
 async def _window_fault(dut, backend, image, progress, timeout_s, poll, fault):
     """A run with one window a page short (:class:`_NarrowDriver`): an error with the DMA's
     code for that direction at an address in the page left out, nothing issued outside."""
     driver = _NarrowDriver(backend, str(fault["kind"]), str(fault["end"]))
     doc = await _run(driver, backend, image, progress, timeout_s, poll)
-    code = {"read": 2, "write": 6}[driver.kind]
+    code = {"read": ERROR_READ_WINDOW, "write": ERROR_WRITE_WINDOW}[driver.kind]
     assert doc["status"] == "error", f"window {fault}: expected an error, got {_describe(doc)}"
     assert doc["error_code"] == code, f"window {fault}: {_describe(doc)}"
     assert doc["error_addr"] >> WINDOW_PAGE_BITS == driver.excluded, (
@@ -376,6 +425,9 @@ async def run_network(dut):
     if "window" in p:
         fault_doc = await _window_fault(dut, backend, image, progress, timeout_s, poll,
                                         p["window"])
+    if "moved" in p:
+        fault_doc = await _moved_run(dut, driver, backend, image, progress, timeout_s, poll,
+                                     p["moved"])
     fuzz = await _fuzz(dut, driver, backend, image, p["fuzz"]) if "fuzz" in p else None
     if fuzz is not None:
         _write(results.with_name(results.name + ".fuzz.json"), fuzz)

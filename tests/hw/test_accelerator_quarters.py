@@ -66,3 +66,99 @@ def test_input_quarters_are_bit_exact_and_every_port_reads_its_share(compiled, r
     assert read[2] == share["input_half"] + share["weight_quarter3"]
     assert read[3] == share["weight_half"] + share["residual"] + share["input_quarter3"]
     assert read[0] > 0
+
+
+def _probes(image) -> dict[str, dict]:
+    """One descriptor address field moved per probe, so that only the bytes one port reaches
+    (a quarter of a weight tile or of an input box, port 0's post records or output map, or a
+    whole weight tile on port 1) leave the image's own window at one end; each with the error
+    code and the range its ERROR_ADDR must fall in (the bytes outside the window)."""
+    from fcircnn.arch.registers import ERROR_READ_WINDOW as read
+    from fcircnn.arch.registers import ERROR_WRITE_WINDOW as write
+
+    (rlo, rhi), (wlo, whi) = image.plan.windows
+    top = rhi + 1
+    k = {(lp.layer.name): sum(len(x.descriptors) for x in image.plan.layers[:i])
+         for i, lp in enumerate(image.plan.layers)}
+    q1 = image.plan.descriptors[k["q1"]]
+    qd = image.plan.descriptors[k["qd"]]
+    tiles = q1.m_tiles * q1.n_tiles
+    quarter = q1.weight_bytes // tiles // 4  # every tap's quarter, quarter-major
+    group = q1.in_stride[0]  # one input slot group's map: a quarter of the box
+    tail = 64
+    return {
+        # weight tiles in quarters: the first on port 1, the fourth on port 2
+        "port1-read-lo": dict(index=k["q1"], field="weight_base", value=rlo - quarter,
+                              code=read, lo=rlo - quarter, hi=rlo),
+        "port2-read-hi": dict(index=k["q1"], field="weight_base",
+                              value=top - q1.weight_bytes + tail, code=read, lo=top,
+                              hi=top + tail),
+        # input boxes in quarters of their slot groups: the first on port 0, the fourth on 3
+        "port0-read-lo": dict(index=k["q1"], field="in_base", value=rlo - group, code=read,
+                              lo=rlo - group, hi=rlo),
+        "port3-read-hi": dict(index=k["q1"], field="in_base", value=top - 3 * group,
+                              code=read, lo=top, hi=top + group),
+        # port 0's post records, port 1's whole weight tiles (qd does not split them)
+        "port0-read-hi": dict(index=k["q1"], field="post_base", value=top - 512, code=read,
+                              lo=top, hi=top + 512),
+        "port1-read-hi": dict(index=k["qd"], field="weight_base",
+                              value=top - qd.weight_bytes // 2, code=read, lo=top,
+                              hi=top + qd.weight_bytes // 2),
+        # port 0's stores: the output map across either end of the write window
+        "port0-write-hi": dict(index=k["q1"], field="out_base", value=whi + 1 - 1024,
+                               code=write, lo=whi + 1, hi=whi + 1 + 1024),
+        "port0-write-lo": dict(index=k["q1"], field="out_base", value=wlo - 1024, code=write,
+                               lo=wlo - 1024, hi=wlo),
+        # the same bytes moved to the very edge of their window: issued, no error
+        "port1-read-lo-edge": dict(index=k["q1"], field="weight_base", value=rlo, code=0,
+                                   lo=0, hi=0),
+        "port2-read-hi-edge": dict(index=k["q1"], field="weight_base",
+                                   value=top - q1.weight_bytes, code=0, lo=0, hi=0),
+        "port0-write-hi-edge": dict(index=k["q1"], field="out_base",
+                                    value=whi + 1 - _map_bytes(q1), code=0, lo=0, hi=0),
+        "port0-write-lo-edge": dict(index=k["q1"], field="out_base", value=wlo, code=0, lo=0,
+                                    hi=0),
+    }
+
+
+def _map_bytes(d) -> int:
+    """Bytes of the map descriptor ``d`` stores (NC/8DHW8)."""
+    from fcircnn.models.layout import ncdhw8_size
+
+    return ncdhw8_size(*d.stored_output[:1], *d.stored_output[1])
+
+
+def test_each_probe_leaves_the_window_with_one_port_s_bytes_only(compiled):
+    """The probes' arithmetic, without the RTL: the moved field puts part of the intended
+    reads or writes outside the window and the rest inside."""
+    _, image, _ = compiled
+    (rlo, rhi), (wlo, whi) = image.plan.windows
+    probes = _probes(image)
+    assert len(probes) == 12
+    for name, probe in probes.items():
+        if not probe["code"]:
+            continue
+        lo, hi = probe["lo"], probe["hi"]
+        window = (wlo, whi) if "write" in name else (rlo, rhi)
+        assert hi <= window[0] or lo > window[1], name  # the bad bytes lie outside
+        assert probe["value"] % 16 == 0, name  # whole beats, as the DMA reads them
+
+
+@pytest.mark.slow  # suite budget: the quarters build is slow-only
+@pytest.mark.parametrize("probe", ["port1-read-lo", "port2-read-hi", "port0-read-lo",
+                                   "port3-read-hi", "port0-read-hi", "port1-read-hi",
+                                   "port0-write-hi", "port0-write-lo", "port1-read-lo-edge",
+                                   "port2-read-hi-edge", "port0-write-hi-edge",
+                                   "port0-write-lo-edge"])
+def test_a_burst_outside_the_window_is_refused_on_its_port_then_the_run_restarts(
+        compiled, run_image, probe):
+    """Issue 46's window tests on four ports: the burst outside the window is not issued
+    (the memory model sees nothing outside it), the run ends with the window's error code at
+    an address among the bytes only that port reaches, and the next start is bit-exact. The
+    same bytes moved to the very edge of the window are issued (``-edge``: no error, the data
+    read or overwritten not the layer's)."""
+    acc, image, root = compiled
+    moved = _probes(image)[probe]
+    doc = run_image(acc, root, f"probe-{probe}", moved=moved, backpressure=0.2, seed=61)
+    assert doc["fault_run"]["status"] == ("error" if moved["code"] else "done")
+    check_run(doc, image)

@@ -1,5 +1,5 @@
-"""fcircnn/torch/timedomain.py (named apart from tests/models/test_timedomain.py) and the time-domain
-layers of build(): against the golden model.
+"""fcircnn/torch/timedomain.py (named apart from tests/models/test_timedomain.py) and the
+time-domain layers of build(): against the golden model.
 
 The layouts and the dense layer's datapath accumulators against :mod:`fcircnn.models.timedomain`;
 a network with the paper's time-domain stem and head (a dense conv with bias, BN, ReLU and pool,
