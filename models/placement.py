@@ -22,7 +22,8 @@ irfft deferred to the dense layer that reads it, or on the host at either end.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from fcircnn.arch import geometry
 from fcircnn.arch.descriptor import DFOLD_DEPTHS
@@ -33,16 +34,72 @@ from fcircnn.arch.walk import splits_input_slots
 from .errors import Problem
 from .resolve import FC_FOLD_SHAPE, LANES, ResolvedLayer, fmt3
 
-if TYPE_CHECKING:
-    from .schema import AcceleratorConfig, CoreConfig, NetworkConfig
-
-__all__ = ["core_for", "cores_by_preference", "engine_layer", "fit_problems", "folded_depths",
-           "folded_rows", "folds_fc_input", "folds_input", "map_of", "passes",
-           "placement_problems", "rfft_of", "row_fold_tile_cycles", "row_groups",
-           "subsample_steps", "trims_taps", "views_gap"]
+# What placement reads of the configuration (:mod:`.schema`'s ``CoreConfig``,
+# ``NetworkConfig`` and ``AcceleratorConfig`` are each one), stated here so that the policy
+# does not depend on the schema that offers it as methods.
 
 
-def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
+class CoreSpec(Protocol):
+    """A core: its name, tiles and limits."""
+
+    name: str
+    tn: int
+    tm: int
+    td: int
+    tr: int
+    tc: int
+    max_kernel: tuple[int, int, int]
+    max_stride: tuple[int, int, int]
+    max_pool_window: tuple[int, int, int]
+
+
+class NetworkSpec(Protocol):
+    """A validated network: its resolved layers, by name."""
+
+    @property
+    def resolved(self) -> tuple[ResolvedLayer, ...]: ...
+
+    def layer(self, name: str) -> ResolvedLayer: ...
+
+
+class AcceleratorSpec(Protocol):
+    """An accelerator bound to its network."""
+
+    block_size: int
+    cores: Sequence[CoreSpec]
+    axi_ports: int
+    row_lanes: bool
+    fold_input_taps: bool
+    fold_input_rows: bool
+
+    @property
+    def network(self) -> NetworkSpec: ...
+
+__all__ = [
+    "AcceleratorSpec",
+    "CoreSpec",
+    "NetworkSpec",
+    "core_for",
+    "cores_by_preference",
+    "engine_layer",
+    "fit_problems",
+    "folded_depths",
+    "folded_rows",
+    "folds_fc_input",
+    "folds_input",
+    "map_of",
+    "passes",
+    "placement_problems",
+    "rfft_of",
+    "row_fold_tile_cycles",
+    "row_groups",
+    "subsample_steps",
+    "trims_taps",
+    "views_gap",
+]
+
+
+def fit_problems(core: CoreSpec, layer: ResolvedLayer) -> list[str]:
     """Why ``core`` cannot run ``layer`` (empty list: it can).
 
     An ``fc`` layer counts as a 1x1x1 kernel with stride 1 (channel-minor flatten); a
@@ -65,11 +122,11 @@ def fit_problems(core: CoreConfig, layer: ResolvedLayer) -> list[str]:
     return why
 
 
-def cores_by_preference(acc: AcceleratorConfig) -> tuple[CoreConfig, ...]:
+def cores_by_preference(acc: AcceleratorSpec) -> tuple[CoreSpec, ...]:
     """Cores ordered smallest ``max_kernel`` volume first (file order breaks ties)."""
     return tuple(sorted(acc.cores, key=lambda c: math.prod(c.max_kernel)))
 
-def core_for(acc: AcceleratorConfig, layer: ResolvedLayer) -> CoreConfig:
+def core_for(acc: AcceleratorSpec, layer: ResolvedLayer) -> CoreSpec:
     """The core of ``acc`` that runs ``layer``: the fitting core with the smallest
     ``max_kernel`` (first in file order among equals).
 
@@ -87,7 +144,7 @@ def core_for(acc: AcceleratorConfig, layer: ResolvedLayer) -> CoreConfig:
     raise ValueError(f"no core can run layer {layer.name!r}: " + "; ".join(
         f"{c.name}: {', '.join(fit_problems(c, layer))}" for c in acc.cores))
 
-def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+def folds_input(acc: AcceleratorSpec, layer: ResolvedLayer) -> bool:
     """Whether ``layer`` runs with its depth taps folded into input channels
     (:meth:`~.resolve.ResolvedLayer.fold_depth_taps`).
 
@@ -107,7 +164,7 @@ def folds_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     return channels < tn or -(-kd * channels // tn) < -(-channels // tn) * kd
 
 
-def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+def folded_depths(acc: AcceleratorSpec, layer: ResolvedLayer) -> int:
     """Output depths per depth of ``layer`` folded (:meth:`~.resolve.ResolvedLayer.
     fold_depth_taps`): :data:`~fcircnn.arch.descriptor.DFOLD_DEPTHS` when it folds its depth
     taps (:func:`folds_input`) and its core's idle output lanes take a second output depth,
@@ -137,7 +194,7 @@ def folded_depths(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     return depths
 
 
-def folded_rows(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+def folded_rows(acc: AcceleratorSpec, layer: ResolvedLayer) -> int:
     """Row copies of ``layer`` folding its depth taps (:func:`folds_input`; ``rows`` of
     :meth:`~.resolve.ResolvedLayer.fold_depth_taps`): the ``U`` in ``1..Kr`` whose tile takes
     fewest cycles by :func:`row_fold_tile_cycles` (the smallest such ``U``); 1 when the layer
@@ -154,7 +211,7 @@ def folded_rows(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
                key=lambda u: (row_fold_tile_cycles(acc, layer, u), u))
 
 
-def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int) -> int:
+def row_fold_tile_cycles(acc: AcceleratorSpec, layer: ResolvedLayer, rows: int) -> int:
     """A first-order bound of a spatial tile of ``layer`` folded with ``rows`` row copies (and
     :func:`folded_depths`): the larger of its PE beats (channel tiles times taps times the
     tile's voxels a lane steps through) and its input beats (the box of every channel tile, in
@@ -179,7 +236,7 @@ def row_fold_tile_cycles(acc: AcceleratorConfig, layer: ResolvedLayer, rows: int
     return max(pe, beats)
 
 
-def folds_fc_input(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+def folds_fc_input(acc: AcceleratorSpec, layer: ResolvedLayer) -> bool:
     """Whether fc ``layer`` reads its 1x1x1 input as a ``(1, 4, 4)`` map
     (:meth:`~.resolve.ResolvedLayer.fold_fc_input`): 16 weight taps per tile and DMA command
     instead of one.
@@ -227,7 +284,7 @@ def trims_taps(layer: ResolvedLayer) -> bool:
     return any(len(r) != k for r, k in zip(layer.useful_taps(), layer.kernel, strict=True))
 
 
-def views_gap(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
+def views_gap(acc: AcceleratorSpec, layer: ResolvedLayer) -> bool:
     """Whether gap ``layer`` reads its input as planes of its core's ``Tn`` channels
     (:meth:`~.resolve.ResolvedLayer.view_gap_input`): one channel tile instead of
     ``(C/Tn)**2`` weight tiles, all but the diagonal zero (ResNet-18's 512 channels on a 1x4x4
@@ -242,7 +299,7 @@ def views_gap(acc: AcceleratorConfig, layer: ResolvedLayer) -> bool:
     return True
 
 
-def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
+def engine_layer(acc: AcceleratorSpec, layer: ResolvedLayer) -> ResolvedLayer:
     """``layer`` as the engine runs it: depth taps (and :func:`folded_depths` output depths,
     :func:`folded_rows` row copies) folded if :func:`folds_input`, its input read as a map
     if :func:`folds_fc_input`, its input subsampled if :func:`subsample_steps` says so, its
@@ -264,7 +321,7 @@ def engine_layer(acc: AcceleratorConfig, layer: ResolvedLayer) -> ResolvedLayer:
     return layer.view_gap_input(core_for(acc, layer).tn) if views_gap(acc, layer) else layer
 
 
-def row_groups(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
+def row_groups(acc: AcceleratorSpec, layer: ResolvedLayer) -> int:
     """The row groups of ``layer`` as the engine runs it
     (:data:`~fcircnn.arch.descriptor.FLAG_ROWLANES`, :func:`fcircnn.arch.geometry.row_groups`
     of its core's depth lanes and its tile's depth and rows): a conv (not fc or gap) whose
@@ -281,13 +338,13 @@ def row_groups(acc: AcceleratorConfig, layer: ResolvedLayer) -> int:
     return geometry.row_groups(core_lanes(core), depth, rows)
 
 
-def passes(network: NetworkConfig) -> tuple[ResolvedLayer, ...]:
+def passes(network: NetworkSpec) -> tuple[ResolvedLayer, ...]:
     """The layers that run as engine passes, in order: every layer but the domain steps
     (:func:`rfft_of`)."""
     return tuple(layer for layer in network.resolved if not layer.transform)
 
 
-def rfft_of(network: NetworkConfig, layer: ResolvedLayer) -> ResolvedLayer | None:
+def rfft_of(network: NetworkSpec, layer: ResolvedLayer) -> ResolvedLayer | None:
     """The rfft step that runs in ``layer``'s post chain: the one that reads ``layer``'s
     ``lanes`` output (``None`` if there is none)."""
     if layer.out_layout != LANES:
@@ -296,7 +353,7 @@ def rfft_of(network: NetworkConfig, layer: ResolvedLayer) -> ResolvedLayer | Non
                 None)
 
 
-def map_of(network: NetworkConfig, name: str | None) -> str | None:
+def map_of(network: NetworkSpec, name: str | None) -> str | None:
     """The pass whose output map holds layer ``name``'s output (``None``: the network input,
     which the host writes): a pass's own; an rfft's, the pass it runs in (or the input, where
     the host takes it); an irfft's, its input's (it is deferred)."""
@@ -308,7 +365,7 @@ def map_of(network: NetworkConfig, name: str | None) -> str | None:
     return None
 
 
-def _transform_problems(network: NetworkConfig) -> list[Problem]:
+def _transform_problems(network: NetworkSpec) -> list[Problem]:
     """Why the domain steps of ``network`` cannot run on an accelerator: an rfft of a map
     another layer reads too (its pass writes the slots, not the lanes), a dense layer after an
     irfft with a pool."""
@@ -330,7 +387,7 @@ def _transform_problems(network: NetworkConfig) -> list[Problem]:
     return problems
 
 
-def placement_problems(acc: AcceleratorConfig, network: NetworkConfig) -> list[Problem]:
+def placement_problems(acc: AcceleratorSpec, network: NetworkSpec) -> list[Problem]:
     """Why ``network`` cannot run on ``acc``: a layer of another block size, a layer no core
     fits (empty when every layer has a core)."""
     problems = _transform_problems(network)

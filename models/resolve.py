@@ -15,21 +15,30 @@ import math
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS
 
 from .errors import Problem, show
 from .spectral import ACC_BITS, INT8_MAX, accumulator_bound
 
-if TYPE_CHECKING:
-    from .schema import NetworkConfig
+
+class NetworkSpec(Protocol):
+    """What resolution reads of a validated network file (:class:`~.schema.NetworkConfig`
+    is one): its layers' entries in order, the default block size, the input and the classes.
+    Stated here so that resolution does not depend on the schema that calls it."""
+
+    layers: Sequence[Any]
+    block_size: int
+    input: Any
+    classes: int | None
 
 #: The map an fc layer's 1x1x1 input is read as when it folds
 #: (:meth:`ResolvedLayer.fold_fc_input`): 16 positions, so each weight tile carries 16 taps.
 FC_FOLD_SHAPE: tuple[int, int, int] = (1, 4, 4)
 
 __all__ = ["DEFERRED", "FC_FOLD_SHAPE", "LANE0", "LANES", "LAYOUTS", "SLOTS", "SPREAD", "Layout",
+           "NetworkSpec",
            "Pool", "ResolvedLayer", "Vec3Tuple", "fmt3", "fmt_dims", "resolve_network",
            "round_up"]
 
@@ -485,7 +494,7 @@ class _Src:
     layout: str | None = None  # None: the network input (the host writes what its reader needs)
 
 
-def resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], list[Problem]]:
+def resolve_network(net: NetworkSpec) -> tuple[tuple[ResolvedLayer, ...], list[Problem]]:
     """Check references, block sizes and shapes; infer every layer's shapes.
 
     Returns the layers that resolved and every problem found (a layer after an error still
@@ -497,7 +506,7 @@ def resolve_network(net: NetworkConfig) -> tuple[tuple[ResolvedLayer, ...], list
 class _Resolver:
     """One pass over a network's layers, in order (see :func:`resolve_network`)."""
 
-    def __init__(self, net: NetworkConfig) -> None:
+    def __init__(self, net: NetworkSpec) -> None:
         self.net = net
         self.problems: list[Problem] = []
         self.names: dict[str, int] = {}
