@@ -20,8 +20,8 @@ offset  bytes  field             contents
                                  :data:`FLAG_ISPLIT`, bit 7 :data:`FLAG_DFOLD`, bit 8
                                  :data:`FLAG_WQUARTER`, bit 9 :data:`FLAG_IQUARTER`, bit
                                  10 :data:`FLAG_MINNER`, bit 11 :data:`FLAG_ROWLANES`, bit
-                                 12 :data:`FLAG_RFFT`, bit 13 :data:`FLAG_LANE0`; other
-                                 bits 0
+                                 12 :data:`FLAG_RFFT`, bit 13 :data:`FLAG_LANE0`, bit
+                                 14 :data:`FLAG_SPREAD`; other bits 0
 0x06    2      ``in_slots``      slots of the input map (``N/2``, ``N`` padded to ``B``)
 0x08    2x3    ``in_shape``      input map ``D, H, W``
 0x0E    2      ``out_slots``     slots of the output map (``M/2``)
@@ -116,6 +116,7 @@ __all__ = [
     "FLAG_RESIDUAL",
     "FLAG_RFFT",
     "FLAG_ROWLANES",
+    "FLAG_SPREAD",
     "FLAG_WQUARTER",
     "FLAG_WSPLIT",
     "MINNER_M_TILES",
@@ -133,6 +134,7 @@ __all__ = [
     "reuses_inputs",
     "row_groups_of",
     "row_lanes_fault",
+    "spread_fault",
     "stored_map",
     "transform_fault",
     "weight_parts",
@@ -212,9 +214,20 @@ FLAG_RFFT = 1 << 12
 #: :data:`FLAG_POOL` (a pool on the partial sums would take the maximum of each part, not of
 #: their sum); the engine needs a core built with the lane-0 stage.
 FLAG_LANE0 = 1 << 13
+#: The input map is ``spread`` (each real channel a block of its own, the same value in every
+#: bin; a dense first layer's input) stored *compact*: one slot group per n-tile, whose slot
+#: ``j`` holds in its real part the real channel of the n-tile's block ``j`` (``Tn/B`` blocks,
+#: at most 8: :func:`fcircnn.arch.geometry.spreads`; the imaginary parts and the slots past
+#: ``Tn/B`` are ignored). The loader reads one group per n-tile, ``in_nt_step`` bytes apart;
+#: the input buffer spreads each slot into its block as the PE array reads it (slot 0 ``x +
+#: i*x``, slots ``1 .. B/2-1`` ``x``), so the PE array computes what it would on the spread
+#: map, from ``2*B`` times fewer bytes. ``in_slots`` stays the spread map's (the n-tiles and
+#: weights do not change). Only on a conv descriptor without :data:`FLAG_ISPLIT`; the engine
+#: needs a core built for it.
+FLAG_SPREAD = 1 << 14
 #: Output depths per folded depth with :data:`FLAG_DFOLD`.
 DFOLD_DEPTHS = 2
-_FLAGS_MASK = 0x3FFF
+_FLAGS_MASK = 0x7FFF
 
 
 #: Each flag's name, for error messages.
@@ -279,6 +292,13 @@ def transform_fault(flags, op):
     return rfft | lane0
 
 
+def spread_fault(flags, op):
+    """Whether :data:`FLAG_SPREAD` is set where a descriptor cannot have it, whatever the
+    core: on anything but a conv, or with :data:`FLAG_ISPLIT` (a compact n-tile is one slot
+    group, which does not split). On ints a ``bool``; on Amaranth values a 1-bit value."""
+    return ((flags & FLAG_SPREAD) != 0) & ((op != OP_CONV) | ((flags & FLAG_ISPLIT) != 0))
+
+
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
@@ -287,13 +307,15 @@ def flags_fault(flags, op, m_tiles, n_tiles, pool_window, tile_d, tiles_d):
     """Whether a descriptor's ``flags`` break the rules :class:`LayerDescriptor` checks: a bit
     outside the defined flags, a flag of :data:`NEEDED_FLAGS` without the one it needs,
     :data:`FLAG_MINNER` where :func:`reuses_inputs` does not hold, :data:`FLAG_ROWLANES`
-    where :func:`row_lanes_fault` holds, or a transform where :func:`transform_fault` holds.
+    where :func:`row_lanes_fault` holds, a transform where :func:`transform_fault` holds, or
+    :data:`FLAG_SPREAD` where :func:`spread_fault` holds.
     On ints a ``bool``; on Amaranth values a 1-bit value (the accelerator refuses such a
     descriptor with :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`)."""
     fault = (flags & (0xFFFF ^ _FLAGS_MASK)) != 0
     for flag, needed in NEEDED_FLAGS.items():
         fault = fault | (((flags & flag) != 0) & ((flags & needed) == 0))
-    fault = fault | row_lanes_fault(flags, op, tile_d, tiles_d) | transform_fault(flags, op)
+    fault = (fault | row_lanes_fault(flags, op, tile_d, tiles_d) | transform_fault(flags, op)
+             | spread_fault(flags, op))
     return fault | (((flags & FLAG_MINNER) != 0)
                     & (reuses_inputs(op, m_tiles, n_tiles, flags, pool_window) == 0))
 
@@ -510,6 +532,9 @@ class LayerDescriptor:
                              f"FLAG_DFOLD, of one depth tile of a power-of-two depth, not op "
                              f"{self.op}, flags {self.flags:#x}, tile depth {self.tile[0]} "
                              f"and {self.tiles[0]} depth tiles")
+        if spread_fault(self.flags, self.op):
+            raise ValueError(f"FLAG_SPREAD needs a conv descriptor without FLAG_ISPLIT, not op "
+                             f"{self.op} with flags {self.flags:#x}")
 
     def check_address_width(self, address_width: int) -> None:
         """Raise ``ValueError`` naming the field if an address is not below

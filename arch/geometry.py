@@ -62,6 +62,7 @@ __all__ = [
     "pool_fuses",
     "row_groups",
     "row_lane",
+    "spreads",
     "weight_image_beats",
 ]
 
@@ -179,6 +180,14 @@ def box_span(tile: int, stride: int, kernel: int) -> int:
     """Input voxels per axis that an output tile of ``tile`` voxels reads: ``(tile - 1) *
     stride + kernel`` (padding included)."""
     return (tile - 1) * stride + kernel
+
+
+def spreads(tn: int, B: int) -> bool:
+    """Whether a core of channel tile ``tn`` at block size ``B`` can read a ``spread`` input
+    compact (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`): an n-tile's ``tn/B`` blocks, one
+    real channel each, fit the slots of one slot group, and the n-tile is at least one slot
+    group (``tn >= 16``: no group holds several n-tiles)."""
+    return tn >= SLOT_GROUP_CHANNELS and tn // B <= SLOTS_PER_BEAT
 
 
 def lanes_take_rows(lanes: int) -> bool:
@@ -340,6 +349,9 @@ class EngineGeometry:
     chain takes lane 0 of its accumulators' inverse transform
     (:data:`~fcircnn.arch.descriptor.FLAG_LANE0`) or the rfft of its time lanes
     (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`), which builds those post-chain stages;
+    ``spread``: whether a layer reads a ``spread`` input compact
+    (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`), which builds the input buffer's spreading
+    read;
     ``acc_bits``: the width of the signed accumulators the post chain's CBN multiplies, from
     the largest accumulator bound of the core's layers (``accumulator_bound``, a structural
     bound over int8 operands, so it holds for every weight set): at most
@@ -357,6 +369,7 @@ class EngineGeometry:
     lane0: bool = False
     rfft: bool = False
     acc_bits: int = ACC_BITS
+    spread: bool = False
 
     def __post_init__(self) -> None:
         if (not isinstance(self.acc_bits, int) or isinstance(self.acc_bits, bool)
@@ -379,7 +392,8 @@ class EngineGeometry:
                    top("pool_size"), any(g.residual for g in geometries),
                    any(g.fused_pool for g in geometries), top("carry_map"),
                    any(g.row_lanes for g in geometries), any(g.lane0 for g in geometries),
-                   any(g.rfft for g in geometries), max(g.acc_bits for g in geometries))
+                   any(g.rfft for g in geometries), max(g.acc_bits for g in geometries),
+                   any(g.spread for g in geometries))
 
 
 @dataclass(frozen=True)
@@ -515,13 +529,14 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
     steps run in no pass of their own, an rfft in its input's: ``accelerator.rfft_of``)."""
     kernel, stride, pool, taps, residual = [1, 1, 1], [1, 1, 1], [1, 1, 1], 1, False
     fused, carry_map, row_lanes, lane0, rfft = False, (0, 0), False, False, False
-    acc_bound = 1
+    acc_bound, spread = 1, False
     for original in accelerator.network.resolved:
         if original.transform or accelerator.core_for(original).name != core.name:
             continue
         acc_bound = max(acc_bound, original.accumulator_bound)
         lane0 |= original.takes_lane0
         rfft |= accelerator.rfft_of(original) is not None
+        spread |= accelerator.spreads_input(original)
         layer = accelerator.engine_layer(original)
         kernel = [max(a, b) for a, b in zip(kernel, layer.kernel, strict=True)]
         if layer.kind == "conv":
@@ -538,4 +553,4 @@ def engine_geometry(accelerator: Any, core: Any) -> EngineGeometry:
         row_lanes |= accelerator.row_groups(original) > 1
     return EngineGeometry(tuple(kernel), tuple(stride), taps, tuple(pool), residual, fused,
                           carry_map, row_lanes, lane0, rfft,
-                          min(ACC_BITS, acc_bound.bit_length() + 1))
+                          min(ACC_BITS, acc_bound.bit_length() + 1), spread)

@@ -37,6 +37,7 @@ from .descriptor import (
     FLAG_MINNER,
     FLAG_POOL,
     FLAG_RESIDUAL,
+    FLAG_SPREAD,
     OP_POOL,
     LayerDescriptor,
     weight_parts,
@@ -153,7 +154,9 @@ def _out_addr(desc: LayerDescriptor, tile: Tile, base: int) -> int:
 def input_groups(desc: LayerDescriptor, core: CoreGeometry) -> tuple[int, ...]:
     """The input slot groups each n-tile's input box loads: the core's ``Tn/16``, fewer in a
     last n-tile the layer does not fill; one when ``Tn < 16`` (a group holds several
-    n-tiles)."""
+    n-tiles) or with ``FLAG_SPREAD`` (the n-tile's compact group)."""
+    if desc.flags & FLAG_SPREAD:
+        return (1,) * desc.n_tiles
     return _input_groups(desc.in_slots, desc.n_tiles, core)
 
 
@@ -168,14 +171,16 @@ def splits_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
     """Whether the input boxes of conv descriptor ``desc`` can be read in two halves of slot
     groups (``FLAG_ISPLIT``) on ``core``: :func:`splits_input_slots` of its input. The port
     side of the rule is :meth:`~fcircnn.arch.ports.PortMap.splits_inputs`."""
-    return desc.op != OP_POOL and splits_input_slots(desc.in_slots, desc.n_tiles, core)
+    return (desc.op != OP_POOL and not desc.flags & FLAG_SPREAD
+            and splits_input_slots(desc.in_slots, desc.n_tiles, core))
 
 
 def quarters_inputs(desc: LayerDescriptor, core: CoreGeometry) -> bool:
     """Whether the input boxes of conv descriptor ``desc`` can be read in four quarters of slot
     groups (``FLAG_IQUARTER``) on ``core``: :func:`splits_input_slots` of its input in four
     parts. The port side of the rule is :meth:`~fcircnn.arch.ports.PortMap.quarters_inputs`."""
-    return desc.op != OP_POOL and splits_input_slots(desc.in_slots, desc.n_tiles, core, parts=4)
+    return (desc.op != OP_POOL and not desc.flags & FLAG_SPREAD
+            and splits_input_slots(desc.in_slots, desc.n_tiles, core, parts=4))
 
 
 def splits_input_slots(in_slots: int, n_tiles: int, core: CoreGeometry, *,

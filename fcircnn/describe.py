@@ -178,6 +178,10 @@ def _notes(acc: AcceleratorConfig) -> list[str]:
             lines.append(f"  {r.name} computes {depths} output depths a pass in its core's idle "
                          f"output lanes: {run.out_channels} channels at depth "
                          f"{run.conv_shape[0]}")
+    for r in (r for r in acc.network.resolved if acc.spreads_input(r)):
+        per_tile = acc.core_for(r).tn // acc.block_size
+        lines.append(f"  {r.name} reads its spread input compact: {per_tile} real channels in "
+                     "one 16-byte slot group per input tile")
     for r in acc.network.resolved:
         if (groups := acc.row_groups(r)) > 1:
             lines.append(f"  {r.name} runs its tiles' rows in its core's idle depth lanes: "

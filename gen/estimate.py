@@ -409,6 +409,7 @@ class _Core:
     lane0: bool = False
     rfft: bool = False
     acc_bits: int = ACC_BITS
+    spread: bool = False
 
 
 def _cores(acc: Any, geometry: Sequence[EngineGeometry] | None = None) -> list[_Core]:
@@ -436,7 +437,7 @@ def _cores(acc: Any, geometry: Sequence[EngineGeometry] | None = None) -> list[_
                            cg.lanes * core.tm if geo.fused_pool else 0,
                            ports.quarters_inputs(cg.in_groups),
                            (0, 0, 0) if carry is None else carry.depth, geo.lane0, geo.rfft,
-                           geo.acc_bits))
+                           geo.acc_bits, geo.spread))
     return cores
 
 
@@ -488,6 +489,7 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
         "sub_mux": L * Tn * 8 * (subs - 1),
         "isplit": int(c.isplit), "isplit_lanes": L * int(c.isplit),
         "iquarter": int(c.iquarter), "iquarter_lanes": L * int(c.iquarter),
+        "spread_bits": L * Tn * 8 * int(c.spread),
     })
     comps["weight_buffer"] = (0, [map_memory(_WEIGHT_SLOT_BITS * B // 2, 2 * c.taps)] * w_banks,
                               {"one": 1, "banks": w_banks, "split": int(c.split),
@@ -694,12 +696,21 @@ NARROW_CBN_LOGIC: Mapping[str, float] = {"lut": -432, "ff": -80}
 HALF_LOADER_LOGIC: Mapping[str, float] = {"lut": 604, "ff": 211}
 
 
+#: What the input buffer's spreading read (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`,
+#: built on a core that runs a layer reading a ``spread`` input compact) adds, per bit of the
+#: slots the PE array reads (``lanes * Tn/2`` slots of two 8-bit parts): a 2:1 multiplexer
+#: between the word's own slot and its block's spread value. Yosys 0.70 (yowasp), out of
+#: context: ``InputBuffer(64, 2, 8, 8, kernel=3)``, 1,024 bits, 138 LUT and 187 FF without,
+#: 1,146 and 187 with (ABC keeps one LUT per bit).
+SPREAD_READ_LOGIC: Mapping[str, float] = {"lut": 0.984, "ff": 0}
+
+
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
     feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
     :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
     :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`,
-    :data:`TRANSFORM_STAGE_LOGIC`, :data:`NARROW_CBN_LOGIC`)."""
+    :data:`TRANSFORM_STAGE_LOGIC`, :data:`NARROW_CBN_LOGIC`, :data:`SPREAD_READ_LOGIC`)."""
     coeffs = _coefficients()
     if name == "dma1" and name not in coeffs:
         return {res: dict(v) for res, v in coeffs["dma"].items()}
@@ -726,6 +737,8 @@ def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
         costs |= TRANSFORM_STAGE_LOGIC
     if name == "post_chain":
         costs["narrow_cbn"] = NARROW_CBN_LOGIC
+    if name == "input_buffer":
+        costs["spread_bits"] = SPREAD_READ_LOGIC
     return costs
 
 

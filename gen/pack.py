@@ -70,6 +70,7 @@ import math
 import numpy as np
 
 from fcircnn.models.fold import (
+    compact_spread_slots,
     fold_fc_weight_slots,
     fold_input_slots,
     fold_post_slots,
@@ -80,7 +81,7 @@ from fcircnn.models.fold import (
 from fcircnn.models.layout import SLOTS_PER_BEAT, pack_ncdhw8
 from fcircnn.models.quant import PostParams
 
-from .plan import POST_RECORD_BYTES, LayerPlan, NetworkPlan, PostOverflowError
+from .plan import POST_RECORD_BYTES, CompileError, LayerPlan, NetworkPlan, PostOverflowError
 
 __all__ = [
     "gap_weight_slots",
@@ -190,10 +191,26 @@ def network_input_slots(plan: NetworkPlan, xq_re: np.ndarray, xq_im: np.ndarray
     """The slots of the ``input`` region for the quantized network input ``[S, D, H, W]``:
     itself, or its depth (and row) copies when the first layer runs folded
     (:func:`~fcircnn.models.fold.fold_input_slots` with the layer's
-    :attr:`LayerPlan.depths` and :attr:`LayerPlan.rows`)."""
+    :attr:`LayerPlan.depths` and :attr:`LayerPlan.rows`); stored compact where the layer
+    reads it so (:attr:`LayerPlan.spread`, :func:`~fcircnn.models.fold.compact_spread_slots`).
+
+    Raises
+    ------
+    CompileError
+        If the first layer reads its input compact but the slots are not spread (quantized
+        with scales that differ between a block's bins).
+    """
     first = plan.layers[0]
     if first.folded:
-        return fold_input_slots(xq_re, xq_im, first.layer.datapath(), first.depths, first.rows)
+        xq_re, xq_im = fold_input_slots(xq_re, xq_im, first.layer.datapath(), first.depths,
+                                        first.rows)
+    if first.spread:
+        try:
+            return compact_spread_slots(xq_re, xq_im, first.core.tn, first.layer.block_size)
+        except ValueError as exc:  # input scales that differ between a block's bins
+            raise CompileError(f"layer {first.layer.name!r} reads its input compact: {exc} "
+                               "Use one input scale for every bin (granularity tensor, or "
+                               "a measured calibration).") from None
     return xq_re, xq_im
 
 

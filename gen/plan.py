@@ -43,6 +43,7 @@ from fcircnn.arch.descriptor import (
     FLAG_RESIDUAL,
     FLAG_RFFT,
     FLAG_ROWLANES,
+    FLAG_SPREAD,
     OP_CONV,
     OP_GAP,
     OP_POOL,
@@ -54,6 +55,7 @@ from fcircnn.arch.geometry import (
     MAX_POOL_WINDOW,
     MAX_TAPS,
     PAGE_BYTES,
+    SLOTS_PER_BEAT,
     CoreGeometry,
     EngineGeometry,
     engine_geometry,
@@ -185,6 +187,13 @@ class LayerPlan:
         return not self.folded and self.engine_layer.kernel != self.layer.kernel
 
     @property
+    def spread(self) -> bool:
+        """Whether the layer reads its input compact
+        (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`,
+        :meth:`~fcircnn.models.config.AcceleratorConfig.spreads_input`)."""
+        return bool(self.descriptor.flags & FLAG_SPREAD)
+
+    @property
     def depths(self) -> int:
         """Output depths per depth the engine computes: 2 with
         :data:`~fcircnn.arch.descriptor.FLAG_DFOLD`
@@ -270,7 +279,8 @@ def _strides(shape: tuple[int, int, int]) -> tuple[int, int, int]:
 
 def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = False,
              depths: int = 1, in_map: tuple[int, int, int] | None = None,
-             in_steps: tuple[int, int] = (1, 1), balanced: bool = False) -> dict:
+             in_steps: tuple[int, int] = (1, 1), balanced: bool = False,
+             spread: bool = False) -> dict:
     """The derived descriptor fields of a conv/fc/gap layer (see :mod:`.descriptor`); with
     ``fused`` (its pool runs in the drain) the output map is the pooled one and a tile step
     moves ``tile / stride`` pooled voxels; with ``depths`` output depths per depth of
@@ -280,7 +290,8 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
     whose plane and row strides a subsampled input
     (:func:`~fcircnn.models.placement.subsample_steps`) multiplies by ``in_steps``;
     ``balanced``: the tile evened out over the map's rows and columns
-    (:meth:`~fcircnn.arch.geometry.CoreGeometry.layer_tile`)."""
+    (:meth:`~fcircnn.arch.geometry.CoreGeometry.layer_tile`); ``spread``: the input is stored
+    compact (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`), one slot group per n-tile."""
     conv = layer.conv_shape
     cg = CoreGeometry.of(core, B)
     tile = cg.layer_tile(conv, balanced=balanced)
@@ -301,7 +312,7 @@ def _derived(layer: ResolvedLayer, core: CoreConfig, B: int, *, fused: bool = Fa
         "out_step": tuple(t // k * b for t, k, b in zip(tile, pool_stride, axis_out,
                                                          strict=True)),
         "weight_tile_bytes": cg.weight_tile_beats(layer.kernel_volume) * 16,
-        "in_nt_step": cg.in_groups * ins[0],
+        "in_nt_step": (1 if spread else cg.in_groups) * ins[0],
         "out_mt_step": cg.out_groups * outs[0],
     }
 
@@ -607,6 +618,10 @@ def _map_specs(acc, originals, layers, pool_pass) -> list[_MapSpec]:
     net = acc.network
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
+    compact = ""
+    if acc.spreads_input(originals[0]):  # one slot group per n-tile (FLAG_SPREAD)
+        n_tiles = -(-first.padded_in_channels // acc.core_for(originals[0]).tn)
+        in_slots, compact = n_tiles * SLOTS_PER_BEAT, ", spread compact: a group per n-tile"
     folded = (" (depth taps and row copies folded into channels)"
               if acc.folded_rows(originals[0]) > 1 else
               " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")
@@ -619,7 +634,8 @@ def _map_specs(acc, originals, layers, pool_pass) -> list[_MapSpec]:
         for source in [layer.input] + ([layer.residual] if layer.residual else []):
             readers[map_of(net, source)] = starts[i]
     specs = [_MapSpec("input", ncdhw8_size(in_slots, *first.in_shape), "input",
-                      f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}",
+                      f"input {in_slots} slots x {_fmt(first.in_shape)} NC/8DHW8{folded}"
+                      f"{compact}",
                       (0, readers.get(None, last_desc)))]
     for i, (layer, orig, separate) in enumerate(zip(layers, originals, pool_pass,
                                                     strict=True)):
@@ -682,7 +698,8 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
              | (FLAG_POOL if fused else 0) | (FLAG_DFOLD if depths > 1 else 0)
              | (FLAG_ROWLANES if acc.row_groups(orig) > 1 else 0)
              | (FLAG_RFFT if acc.rfft_of(orig) is not None else 0)
-             | (FLAG_LANE0 if orig.takes_lane0 else 0))
+             | (FLAG_LANE0 if orig.takes_lane0 else 0)
+             | (FLAG_SPREAD if acc.spreads_input(orig) else 0))
     ones, zeros = (1, 1, 1), (0, 0, 0)
     fused_pool = layer.pool if fused else Pool(ones, ones, zeros)
     conv_last = link.last_layer and pool is None
@@ -702,8 +719,9 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
     )
 
     def build(balanced: bool) -> LayerDescriptor:
-        return LayerDescriptor(**fields, **_derived(layer, core, B, fused=fused, depths=depths,
-                                                    balanced=balanced, **_subsampled(orig)))
+        return LayerDescriptor(**fields, **_derived(
+            layer, core, B, fused=fused, depths=depths, balanced=balanced,
+            spread=bool(flags & FLAG_SPREAD), **_subsampled(orig)))
 
     d = choose_layout(acc, core, geo, build)
     d.check_address_width(acc.address_width)

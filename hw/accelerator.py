@@ -22,6 +22,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LANE0,
     FLAG_LAST,
     FLAG_RFFT,
+    FLAG_SPREAD,
     OP_POOL,
     descriptor_layout,
     flags_fault,
@@ -235,12 +236,14 @@ class Accelerator(wiring.Component):
         (:func:`~fcircnn.arch.descriptor.flags_fault`), row lanes its core cannot run
         (:meth:`~fcircnn.hw.engine_walk.RowLanes.fault`), a transform of the post chain its
         core was built without (:data:`~fcircnn.arch.descriptor.FLAG_RFFT`,
-        :data:`~fcircnn.arch.descriptor.FLAG_LANE0`), or an address field
+        :data:`~fcircnn.arch.descriptor.FLAG_LANE0`, the spreading read of
+        :data:`~fcircnn.arch.descriptor.FLAG_SPREAD`), or an address field
         (:data:`~fcircnn.arch.descriptor.ADDRESS_FIELDS`, ``next_desc`` among them) past the
         ``addr_width``-bit address space, which the DMAs would otherwise take modulo it."""
         far = Cat(getattr(desc, name)[addr_width:] for name in ADDRESS_FIELDS).any()
         unbuilt = [(FLAG_RFFT if not e.geometry.rfft else 0)
-                   | (FLAG_LANE0 if not e.geometry.lane0 else 0) for e in engines]
+                   | (FLAG_LANE0 if not e.geometry.lane0 else 0)
+                   | (FLAG_SPREAD if not e.geometry.spread else 0) for e in engines]
         rows = [(desc.core == k) & (RowLanes.fault(desc, e.lanes, e.geometry.row_lanes)
                                     | (desc.flags & unbuilt[k]).bool())
                 for k, e in enumerate(engines)]

@@ -16,6 +16,7 @@ from fcircnn.arch.geometry import (
     input_buffer_geometry,
     lanes_take_rows,
     row_lane,
+    spreads,
 )
 from fcircnn.arch.ports import PortMap, input_halves, input_quarters
 
@@ -111,6 +112,12 @@ class InputBuffer(wiring.Component):
       box row ``h`` as its row ``h - u*row_step`` (``row_step``: the input rows between two
       row groups' first output rows, ``Rh * sr``), if ``>= 0``; the compute reads every lane
       at its own rows' coordinates. Both are registered like ``stride_d``.
+    * Spreading read (built ``spreadable``, used while ``spread`` is high: a descriptor with
+      :data:`~fcircnn.arch.descriptor.FLAG_SPREAD`): the tile arrives as one slot group per
+      voxel (box ``groups`` 1), slot ``j`` holding in its real part the real channel of block
+      ``j``; the compute reads every slot ``s`` of block ``j = s // (B/2)`` as that value,
+      ``x + i*x`` at ``s % (B/2) == 0`` and ``x`` (imaginary part 0) elsewhere: the slots of
+      the ``spread`` map. ``spread`` is static during a layer.
     * ``conflict`` (sticky) rises if either side breaks the handshake; never otherwise.
 
     Parameters
@@ -129,6 +136,9 @@ class InputBuffer(wiring.Component):
         ``splittable`` and a multiple of four slot groups).
     row_lanes : bool
         Build the inputs ``row_shift`` and ``row_step`` (needs ``Td`` a power of two > 1).
+    spreadable : bool
+        Build the ``spread`` input and the spreading read (needs
+        :func:`~fcircnn.arch.geometry.spreads` of ``Tn`` and ``B``).
 
     Ports
     -----
@@ -141,13 +151,14 @@ class InputBuffer(wiring.Component):
     i2, i3 : In(stream.Signature(read_beat_layout())); box2, box3 : In(input_box_layout(...));
     quarter : In(1) (only if ``quarterable``)
     row_shift : In(range(log2(Td) + 1)); row_step : In(range(Hin + 1)) (only if ``row_lanes``)
+    spread : In(1) (only if ``spreadable``)
     r_valid : Out(1); act : Out(ArrayLayout(ArrayLayout(complex int8, Tn/2), Td))
     conflict : Out(1)
     """
 
     def __init__(self, Tn: int, Td: int, Tr: int, Tc: int, *, B: int = 8, kernel=3, stride=1,
                  splittable: bool = False, quarterable: bool = False,
-                 row_lanes: bool = False):
+                 row_lanes: bool = False, spreadable: bool = False):
         with rejecting(self):
             check_tiles(Tn=Tn, Td=Td, Tr=Tr, Tc=Tc)
             check_block_size(B)
@@ -168,7 +179,13 @@ class InputBuffer(wiring.Component):
                 raise TypeError(f"row_lanes must be a bool, not {row_lanes!r}")
             if row_lanes and not lanes_take_rows(Td):
                 raise ValueError(f"row_lanes needs Td a power of two > 1, not {Td}")
+            if not isinstance(spreadable, bool):
+                raise TypeError(f"spreadable must be a bool, not {spreadable!r}")
+            if spreadable and not spreads(Tn, B):
+                raise ValueError(f"spreadable needs Tn >= 16 and Tn/B <= {SLOTS_PER_BEAT} "
+                                 f"blocks, not Tn = {Tn} at B = {B}")
         self.splittable, self.quarterable, self.row_lanes = splittable, quarterable, row_lanes
+        self.spreadable = spreadable
         self.Tn, self.Td, self.Tr, self.Tc, self.B = Tn, Td, Tr, Tc, B
         (kd, kr, kc), (sd, sr, sc) = self.kernel, self.stride
         self.groups = -(-Tn // 16)
@@ -200,6 +217,8 @@ class InputBuffer(wiring.Component):
         if row_lanes:
             members |= {"row_shift": In(range(Td.bit_length())),
                         "row_step": In(range(self.height + 1))}
+        if spreadable:
+            members["spread"] = In(1)
         super().__init__(members)
 
     @classmethod
@@ -208,11 +227,13 @@ class InputBuffer(wiring.Component):
         """The input buffer of a core's engine built for ``geometry``
         (:func:`~fcircnn.arch.geometry.input_buffer_geometry`: ``Td`` lanes of ``Kd``
         planes, or one lane of the tile's whole depth span; row lanes where the geometry has
-        them and the lanes run them, :meth:`~fcircnn.hw.engine_walk.RowLanes.enabled`)."""
+        them and the lanes run them, :meth:`~fcircnn.hw.engine_walk.RowLanes.enabled`; the
+        spreading read where it has it)."""
         ib = input_buffer_geometry(core, geometry)
         return cls(core.tn, ib.lanes, core.tr, core.tc, B=core.B, kernel=ib.kernel,
                    stride=ib.stride, splittable=splittable, quarterable=quarterable,
-                   row_lanes=RowLanes.enabled(ib.lanes, geometry.row_lanes))
+                   row_lanes=RowLanes.enabled(ib.lanes, geometry.row_lanes),
+                   spreadable=geometry.spread)
 
     @classmethod
     def from_config(cls, accelerator, core) -> InputBuffer:
@@ -429,6 +450,18 @@ class InputBuffer(wiring.Component):
                         for k in range(self.subs):
                             with m.Case(k):
                                 m.d.comb += self.act[v][s].eq(words[0][k * n + s])
+                elif self.spreadable:
+                    self._spread_read(m, self.act[v][s], words, s)
                 else:
                     m.d.comb += self.act[v][s].eq(words[s // SLOTS_PER_BEAT][s % SLOTS_PER_BEAT])
         return m
+
+    def _spread_read(self, m, act, words, s):
+        """Slot ``s`` of a lane's read: the word's own, or while ``spread`` slot ``s`` of the
+        spread block ``j = s // (B/2)``, from slot ``j`` of the lane's first group."""
+        half = self.B // 2
+        own, x = words[s // SLOTS_PER_BEAT][s % SLOTS_PER_BEAT], words[0][s // half].re
+        with m.If(self.spread):
+            m.d.comb += [act.re.eq(x), act.im.eq(x if s % half == 0 else 0)]
+        with m.Else():
+            m.d.comb += act.eq(own)

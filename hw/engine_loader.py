@@ -11,6 +11,7 @@ from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_RESIDUAL,
+    FLAG_SPREAD,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_POOL,
@@ -509,6 +510,8 @@ class EngineLoader(wiring.Component):
         # Only the input slot groups the layer has (a PE input without a loaded group reads
         # whatever its bank holds, times the zero weights of the absent channels).
         in_groups = ld.groups_n if core.tn > 16 else 1
+        if self.geometry.spread:  # FLAG_SPREAD: the n-tile's compact group
+            in_groups = Mux(d.flags & FLAG_SPREAD, 1, in_groups)
         if "weights" not in self.reads and PortMap(2).splits_inputs(core.in_groups):
             # The input loader of a core whose boxes split: a split box's lower half, the
             # first G/2 groups (the walk's groups_n is G then, arch.walk.splits_inputs).

@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_SPREAD,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
     descriptor_layout,
@@ -378,6 +379,8 @@ class LayerEngine(wiring.Component):
             m.d.comb += [inbuf.row_shift.eq(rl.shift),
                          inbuf.row_step.eq(mul_small(rl.rows, d.stride[1],
                                                      self.geometry.stride[1]))]
+        if inbuf.spreadable:
+            m.d.comb += inbuf.spread.eq((ctl.ctl.desc.flags & FLAG_SPREAD).bool())
         wiring.connect(m, wl.w_o, wbuf.i)
         if self.splits:
             wiring.connect(m, whalf.w1_o, wbuf.i1)

@@ -27,6 +27,12 @@ about ``U`` times the bytes; the PE array takes ``ceil(T*U*N / Tn) * (Kr - U + 1
 per output voxel instead of ``ceil(T*N / Tn) * Kr * Kc``: C3D conv1a with two output depths on a
 ``Tn = 64`` core, ``U = 2``: 32 channels become 64, a 1x2x3 kernel, 6 steps instead of 9.
 
+A ``spread`` input (a dense first layer's: each real channel a block of its own, its value in
+every bin) is stored *compact* where the core can (:func:`compact_spread_slots`,
+:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`): one slot group per n-tile, the real channel of
+the n-tile's block ``j`` in slot ``j``; the input buffer spreads it back as the PE array
+reads it.
+
 Input folding of an fc layer on a 1x1x1 input (:meth:`ResolvedLayer.fold_fc_input
 <fcircnn.models.config.ResolvedLayer.fold_fc_input>`): the engine reads the same bytes as a
 ``(1, 4, 4)`` map of a sixteenth of the channels, so only the weight blocks move
@@ -48,14 +54,14 @@ import math
 
 import numpy as np
 
-from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT
+from fcircnn.arch.geometry import SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, spreads
 
 from .config import ResolvedLayer
 from .quant import PostParams
 from .resolve import FC_FOLD_SHAPE
 
-__all__ = ["fold_fc_weight_slots", "fold_input_slots", "fold_post_slots", "fold_weight_slots",
-           "trim_weight_slots", "view_gap_post_slots"]
+__all__ = ["compact_spread_slots", "fold_fc_weight_slots", "fold_input_slots",
+           "fold_post_slots", "fold_weight_slots", "trim_weight_slots", "view_gap_post_slots"]
 
 
 def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
@@ -90,6 +96,47 @@ def fold_input_slots(xq_re: np.ndarray, xq_im: np.ndarray, layer: ResolvedLayer,
             part = _shifted_copies(part, 2, rows, height, 1, layer.padding[1])
         folded.append(_shifted_copies(part, 1, copies, depth, step, pd))
     return folded[0], folded[1]
+
+
+def compact_spread_slots(xq_re: np.ndarray, xq_im: np.ndarray, tn: int, B: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The compact map :data:`~fcircnn.arch.descriptor.FLAG_SPREAD` reads, from the slots
+    ``[S, ...]`` of a ``spread`` map (``S/(B/2)`` blocks): ``[n*8, ...]``, ``n`` n-tiles of
+    ``K = tn/B`` blocks (the last zero-filled); slot ``nt*8 + j`` holds the real channel of
+    block ``nt*K + j`` in its real part, every other part is zero.
+
+    Raises
+    ------
+    ValueError
+        If ``tn`` cannot read a spread map compact (:func:`~fcircnn.arch.geometry.spreads`)
+        or the slots are not spread: every bin of a block the same real value (slot 0's
+        imaginary part too), as the input buffer spreads it. Integer slots quantized with
+        scales that differ between a block's bins are not.
+    """
+    half = B // 2
+    if not spreads(tn, B):
+        raise ValueError(f"a core of Tn = {tn} at B = {B} cannot read a spread input compact")
+    re, im = np.asarray(xq_re), np.asarray(xq_im)
+    if re.shape != im.shape or re.shape[0] % half:
+        raise ValueError(f"spread slots must be two arrays [S, ...], S a multiple of {half}, "
+                         f"not {re.shape} and {im.shape}")
+    blocks = re.shape[0] // half
+    x = re[::half]
+    by_block = re.reshape(blocks, half, *re.shape[1:])
+    im_blocks = im.reshape(blocks, half, *im.shape[1:])
+    if (np.any(by_block != x[:, None]) or np.any(im_blocks[:, 0] != x)
+            or np.any(im_blocks[:, 1:] != 0)):
+        raise ValueError("the input slots are not spread (every bin of a block the same real "
+                         "value): were they quantized with scales that differ between the "
+                         "bins of a block?")
+    per_tile = tn // B
+    tiles = -(-blocks // per_tile)
+    out = np.zeros((tiles, SLOTS_PER_BEAT, *re.shape[1:]), dtype=re.dtype)
+    padded = np.zeros((tiles * per_tile, *re.shape[1:]), dtype=re.dtype)
+    padded[:blocks] = x
+    out[:, :per_tile] = padded.reshape(tiles, per_tile, *re.shape[1:])
+    out = out.reshape(tiles * SLOTS_PER_BEAT, *re.shape[1:])
+    return out, np.zeros_like(out)
 
 
 def _shifted_copies(part: np.ndarray, axis: int, copies: int, size: int, step: int, pad: int

@@ -32,7 +32,7 @@ from fcircnn.arch.ports import PortMap
 from fcircnn.arch.walk import splits_input_slots
 
 from .errors import Problem
-from .resolve import FC_FOLD_SHAPE, LANES, ResolvedLayer, fmt3
+from .resolve import FC_FOLD_SHAPE, LANES, SPREAD, ResolvedLayer, fmt3
 
 # What placement reads of the configuration (:mod:`.schema`'s ``CoreConfig``,
 # ``NetworkConfig`` and ``AcceleratorConfig`` are each one), stated here so that the policy
@@ -93,6 +93,7 @@ __all__ = [
     "rfft_of",
     "row_fold_tile_cycles",
     "row_groups",
+    "spreads_input",
     "subsample_steps",
     "trims_taps",
     "views_gap",
@@ -229,11 +230,22 @@ def row_fold_tile_cycles(acc: AcceleratorSpec, layer: ResolvedLayer, rows: int) 
     pe = len(tiles) * folded.kernel_volume * voxels
     box = core.td * ((core.tr - 1) * folded.stride[1] + folded.kernel[1]) \
         * ((core.tc - 1) * folded.stride[2] + folded.kernel[2])
+    if spreads_input(acc, layer):  # one compact slot group per n-tile
+        return max(pe, len(tiles) * box)
     beats = sum(-(-c // SLOT_GROUP_CHANNELS) for c in tiles) * box
     if PortMap(acc.axi_ports).splits_inputs(cg.in_groups) and splits_input_slots(
             channels // 2, len(tiles), cg):
         beats = -(-beats // 2)
     return max(pe, beats)
+
+
+def spreads_input(acc: AcceleratorSpec, layer: ResolvedLayer) -> bool:
+    """Whether ``layer`` reads its input compact (:data:`~fcircnn.arch.descriptor.FLAG_SPREAD`:
+    one slot group per n-tile instead of ``Tn/16``): a layer reading the ``spread`` network
+    input, on a core that can (:func:`~fcircnn.arch.geometry.spreads`). C3D's dense conv1 on
+    a ``Tn = 64`` core: 8 real channels in one 16-byte beat instead of four."""
+    return (layer.in_layout == SPREAD
+            and geometry.spreads(core_for(acc, layer).tn, acc.block_size))
 
 
 def folds_fc_input(acc: AcceleratorSpec, layer: ResolvedLayer) -> bool:

@@ -532,6 +532,10 @@ class AcceleratorConfig(_Strict):
         """The rfft step run in ``layer``'s post chain (:func:`~.placement.rfft_of`)."""
         return placement.rfft_of(self.network, layer)
 
+    def spreads_input(self, layer: ResolvedLayer) -> bool:
+        """Whether ``layer`` reads its input compact (:func:`~.placement.spreads_input`)."""
+        return placement.spreads_input(self, layer)
+
     def engine_layer(self, layer: ResolvedLayer) -> ResolvedLayer:
         """``layer`` as the engine runs it (:func:`~.placement.engine_layer`)."""
         return placement.engine_layer(self, layer)

@@ -14,12 +14,14 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_CBN,
     FLAG_DFOLD,
+    FLAG_ISPLIT,
     FLAG_LANE0,
     FLAG_LAST,
     FLAG_MINNER,
     FLAG_POOL,
     FLAG_RFFT,
     FLAG_ROWLANES,
+    FLAG_SPREAD,
     NEEDED_FLAGS,
     OP_CONV,
     OP_GAP,
@@ -147,6 +149,8 @@ def test_field_limits_name_the_field(field, value, limit):
     ({"flags": FLAG_RFFT, "op": OP_POOL}, "FLAG_RFFT is not allowed on a pool pass"),
     ({"flags": FLAG_LANE0 | FLAG_POOL}, "FLAG_LANE0 only on a conv descriptor without FLAG_POOL"),
     ({"flags": FLAG_LANE0, "op": OP_GAP}, "FLAG_LANE0 only on a conv"),
+    ({"flags": FLAG_SPREAD | FLAG_ISPLIT}, "FLAG_SPREAD needs a conv descriptor without FLAG_ISPL"),
+    ({"flags": FLAG_SPREAD, "op": OP_GAP}, "FLAG_SPREAD needs a conv descriptor"),
     ({"flags": FLAG_RFFT, "rfft_shift": 48}, "rfft_shift must be in 0..47"),
     ({"rfft_mult": (1,) + (0,) * 15}, "rfft_mult and rfft_shift must be 0 without FLAG_RFFT"),
     ({"flags": FLAG_RFFT, "rfft_mult": (0,) * 15}, "rfft_mult must be 16 integers"),
@@ -229,7 +233,8 @@ def _flag_cases():
     rng = random.Random(5)
     flags = [0, 0x1000, 0x8000, FLAG_MINNER | FLAG_POOL, FLAG_ROWLANES | FLAG_POOL,
              FLAG_ROWLANES | FLAG_DFOLD, FLAG_ROWLANES | FLAG_MINNER, FLAG_RFFT | FLAG_POOL,
-             FLAG_LANE0 | FLAG_POOL, FLAG_RFFT | FLAG_LANE0] + [1 << b for b in range(14)]
+             FLAG_LANE0 | FLAG_POOL, FLAG_RFFT | FLAG_LANE0, FLAG_SPREAD | FLAG_ISPLIT,
+             FLAG_SPREAD | FLAG_DFOLD | FLAG_RFFT] + [1 << b for b in range(15)]
     flags += [f | n for f, n in NEEDED_FLAGS.items()] + [rng.randrange(1 << 16) for _ in range(40)]
     flags += [rng.randrange(1 << 12) for _ in range(40)]
     return [(f, op, mt, nt, pw, td, tds) for f in flags for op in (OP_CONV, OP_GAP, 2)

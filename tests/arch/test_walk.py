@@ -15,6 +15,7 @@ from fcircnn.arch.descriptor import (
     FLAG_ISPLIT,
     FLAG_MINNER,
     FLAG_RESIDUAL,
+    FLAG_SPREAD,
     FLAG_WSPLIT,
     OP_POOL,
     reuses_inputs,
@@ -206,6 +207,21 @@ def test_a_quartered_input_box_is_its_four_quarters_of_slot_groups():
             assert part == box._replace(addr=box.addr + g * box.stride_g, groups=1)
     with pytest.raises(ValueError, match="cannot be quartered"):
         list(conv_reads(desc, dataclasses.replace(core, tn=32)))
+
+
+def test_a_spread_input_box_is_one_slot_group_per_n_tile():
+    # The paper's dense conv1 on its shipped core: 36 blocks of one real channel in five
+    # n-tiles of 8; each box one slot group, the n-tiles' groups a plane of the map apart.
+    acc = load_config(builtin_path("spectral_c3d_zcu102"))
+    desc = plan_network(acc).layers[0].descriptor
+    core = CoreGeometry.of(acc.cores[0], acc.block_size)
+    assert desc.flags & FLAG_SPREAD and not desc.flags & FLAG_ISPLIT
+    assert (desc.n_tiles, input_groups(desc, core)) == (5, (1,) * 5)
+    assert desc.in_nt_step == desc.in_stride[0] and not splits_inputs(desc, core)
+    boxes = [box for kind, box in conv_reads(desc, core) if kind == "input"]
+    assert {box.groups for box in boxes} == {1}
+    assert [b.addr - boxes[0].addr for b in boxes[:5]] == [k * desc.in_stride[0]
+                                                            for k in range(5)]
 
 
 @pytest.mark.parametrize(("desc", "core", "fused"), CONV)

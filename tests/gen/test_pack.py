@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fcircnn.arch.descriptor import FLAG_WQUARTER, FLAG_WSPLIT, weight_parts
-from fcircnn.gen.pack import gap_weight_slots, pack_weight_image
+from fcircnn.gen.pack import gap_weight_slots, network_input_slots, pack_weight_image
 from fcircnn.models import spectral
 from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
 
@@ -60,3 +60,28 @@ def test_a_gap_read_as_planes_of_a_channel_tile_is_the_voxel_sum(B, channels, tn
     got = [a.reshape(tn // 16, 8, k).transpose(0, 2, 1).reshape(S, 1, 1, 1) for a in sums]
     np.testing.assert_array_equal(got[0], re.sum(axis=(1, 2, 3), keepdims=True))
     np.testing.assert_array_equal(got[1], im.sum(axis=(1, 2, 3), keepdims=True))
+
+
+def test_a_compact_input_refuses_slots_that_are_not_spread():
+    """The scaled paper network reads its spread input compact; slots quantized with scales
+    that differ between a block's bins cannot be stored so, and the compiler says why
+    instead of writing an input the hardware would spread wrongly."""
+    from fcircnn.gen.plan import CompileError, plan_network
+    from fcircnn.models.config import builtin_path, load_config
+    from fcircnn.models.scale import scale_accelerator
+
+    acc = scale_accelerator(load_config(builtin_path("spectral_c3d_zcu102")), 16)
+    plan = plan_network(acc)
+    assert plan.layers[0].spread
+    first = acc.network.resolved[0]
+    slots = (first.in_slots, *first.in_shape)
+    re, im = np.zeros(slots, np.int64), np.zeros(slots, np.int64)
+    re[::4], im[::4] = 5, 5  # slot 0 of each block: x + i*x
+    re[1::4] = 5
+    re[2::4] = 5
+    re[3::4] = 6  # bin 3 of every block another value
+    with pytest.raises(CompileError, match=r"conv1.*not spread.*one input scale"):
+        network_input_slots(plan, re, im)
+    re[3::4] = 5
+    c_re, c_im = network_input_slots(plan, re, im)
+    assert c_re.shape[0] == 8 * plan.layers[0].descriptor.n_tiles and not c_im.any()

@@ -14,6 +14,8 @@ over both ports with ``FLAG_WSPLIT``, and a failing read on ``m_axi1``) run in
 ``test_accelerator_fused_pool.py``.
 """
 
+from pathlib import Path
+
 import pytest
 from conftest import compile_saved
 
@@ -23,6 +25,7 @@ from fcircnn.arch.descriptor import (
     FLAG_IQUARTER,
     FLAG_ISPLIT,
     FLAG_ROWLANES,
+    FLAG_SPREAD,
     flags_fault,
 )
 from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR
@@ -210,7 +213,8 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
         tmp_path, small_accelerator):
     # The rule the sequencer's DISPATCH applies (Accelerator._refused), on the small core (one
     # lane: no row lanes) and the rows test core (four lanes, row lanes built): FLAG_ROWLANES
-    # only where the tile depth is 4 / R for R = 2 or 4; a core that does not exist, always;
+    # only where the tile depth is 4 / R for R = 2 or 4; FLAG_SPREAD only on a core built
+    # with the spreading read, never with FLAG_ISPLIT; a core that does not exist, always;
     # an address past the address space, always.
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
@@ -226,7 +230,11 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
     for writer, folder in ((small_accelerator, "small"), (write_rows_accelerator, "rows")):
         acc = load_accelerator(writer(tmp_path / folder))
         engines.append(LayerEngine.from_config(acc, acc.cores[0]))
-    assert [e.lanes for e in engines] == [1, 4] and engines[1].geometry.row_lanes
+    # and a core built with the spreading read (FLAG_SPREAD): the time-domain test core's
+    acc = load_accelerator(Path(__file__).parent / "configs" / "time_domain_acc.yaml")
+    engines.append(LayerEngine.from_config(acc, acc.cores[0]))
+    assert [e.lanes for e in engines] == [1, 4, 2] and engines[1].geometry.row_lanes
+    assert engines[2].geometry.spread and not engines[0].geometry.spread
     m = Module()
     desc = Signal(descriptor_layout())
     refused = Signal()
@@ -235,7 +243,8 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
     cases = [((0, 0, 2), False), ((0, FLAG_ROWLANES, 2), True), ((0, FLAG_ROWLANES, 1), True),
              ((1, 0, 4), False), ((1, FLAG_ROWLANES, 2), False), ((1, FLAG_ROWLANES, 1), False),
              ((1, FLAG_ROWLANES, 4), True), ((1, FLAG_ROWLANES, 3), True),
-             ((2, 0, 2), True)]
+             ((0, FLAG_SPREAD, 2), True), ((2, FLAG_SPREAD, 2), False),
+             ((2, FLAG_SPREAD | FLAG_ISPLIT, 2), True), ((3, 0, 2), True)]
 
     async def bench(ctx):
         ctx.set(desc.m_tiles, 1)

@@ -16,7 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcircnn.arch.descriptor import FLAG_DFOLD, FLAG_LANE0, FLAG_POOL, FLAG_RFFT, OP_GAP
+from fcircnn.arch.descriptor import (
+    FLAG_DFOLD,
+    FLAG_LANE0,
+    FLAG_POOL,
+    FLAG_RFFT,
+    FLAG_SPREAD,
+    OP_GAP,
+)
 from fcircnn.arch.geometry import engine_geometry
 from fcircnn.arch.transforms import RFFT_SLOTS
 from fcircnn.cli import main
@@ -50,6 +57,9 @@ def test_the_domain_steps_run_in_the_passes_around_them(acc, image):
     # spread: a block (four slots) per real input channel; its four depth copies for two
     # output depths (FLAG_DFOLD) in six input tiles of Tn = 16
     assert stem.in_slots == 4 * 3 * 4 and stem.flags & FLAG_DFOLD and stem.n_tiles == 6
+    # stored compact (FLAG_SPREAD): one slot group (16 bytes) per n-tile and voxel
+    assert stem.flags & FLAG_SPREAD and stem.in_nt_step == stem.in_stride[0]
+    assert image.plan.region("input").size == 6 * 16 * int(np.prod(stem.in_shape))
     assert fc.flags & FLAG_LANE0 and fc.out_slots == 10 * 4  # a block per class
     assert passes["avgpool"].descriptor.op == OP_GAP
     regions = {r.name for r in image.plan.regions}
@@ -58,7 +68,7 @@ def test_the_domain_steps_run_in_the_passes_around_them(acc, image):
     assert passes["conv2"].descriptor.in_base == stem.out_base
     assert passes["avgpool"].descriptor.in_base == passes["conv3"].descriptor.out_base
     geo = engine_geometry(acc, acc.cores[0])
-    assert geo.rfft and geo.lane0
+    assert geo.rfft and geo.lane0 and geo.spread
 
 
 def test_the_rfft_requantization_is_in_the_stem_descriptor(acc, image):
@@ -84,7 +94,7 @@ def test_a_plain_accelerator_has_no_time_domain_stages():
     acc = load_accelerator(ACC.parent / "two_core.yaml")
     for core in acc.cores:
         geo = engine_geometry(acc, core)
-        assert not geo.rfft and not geo.lane0
+        assert not geo.rfft and not geo.lane0 and not geo.spread
     assert not any(d.flags & (FLAG_RFFT | FLAG_LANE0) for d in plan_network(acc).descriptors)
 
 

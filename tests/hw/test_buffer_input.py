@@ -30,8 +30,9 @@ def padded_box(rng, slots, shape, box):
     return parts, beats
 
 
-def run_buffer(dut, tiles, reads, *, stall_reads=False):
-    """Load ``tiles`` (lists of beats with their box), then read ``reads[t]`` from tile ``t``.
+def run_buffer(dut, tiles, reads, *, stall_reads=False, config=None):
+    """Load ``tiles`` (lists of beats with their box), then read ``reads[t]`` from tile ``t``
+    (``config``: inputs set before the first beat, ``[(signal, value), ...]``).
 
     Returns the act values read per tile and the cycles at which tile loads completed.
     """
@@ -39,6 +40,8 @@ def run_buffer(dut, tiles, reads, *, stall_reads=False):
     events = {"loaded": [], "conflict": 0}
 
     async def loader(ctx):
+        for signal, value in config or ():
+            ctx.set(signal, value)
         for box, beats in tiles:
             ctx.set(dut.box, box)
             for k, beat in enumerate(beats):
@@ -329,6 +332,35 @@ def test_small_tn_selects_sub_group():
     check_tile(buf, parts, got[0], coords, sub=1)
 
 
+@pytest.mark.parametrize(("Tn", "B", "spread"), [
+    (64, 8, 1), (64, 8, 0), (32, 4, 1), (16, 8, 1), (128, 16, 1)])
+def test_spreading_read_gives_the_spread_slots_of_the_compact_group(Tn, B, spread):
+    """FLAG_SPREAD: one compact group per voxel, slot j the real channel of block j; every
+    slot of block j reads x + i*x (its first) or x. Without ``spread`` the same buffer reads
+    its Tn/16 groups as ever."""
+    rng = np.random.default_rng(Tn + B)
+    buf = InputBuffer(Tn, 2, 3, 2, B=B, kernel=3, stride=1, spreadable=True)
+    box = [conv_input_range(0, n, 3, 1, 1) for n in (2, 3, 2)]
+    slots = 8 if spread else Tn // 2
+    parts, beats = padded_box(rng, slots, (5, 6, 4), box)
+    cfg = {"groups": 1 if spread else buf.groups, "d": box[0][1], "h": box[1][1],
+           "w": box[2][1]}
+    reads, coords = conv_reads(buf, (2, 3, 2))
+    got, ev = run_buffer(buf, [(cfg, beats)], [[(a, 0) for a in reads]],
+                         config=[(buf.spread, spread)])
+    assert not ev["conflict"]
+    if not spread:
+        check_tile(buf, parts, got[0], coords)
+        return
+    half = B // 2
+    for value, (a, h, w) in zip(got[0], coords, strict=True):
+        for v in range(buf.Td):
+            for s in range(Tn // 2):
+                x = parts[0][s // half, v + a, h, w]
+                slot = value[v][s]
+                assert (slot.re, slot.im) == (x, x if s % half == 0 else 0), (v, s, a, h, w)
+
+
 def test_conflict_flag_on_read_without_tile():
     buf = InputBuffer(16, 1, 1, 1, kernel=1)
 
@@ -369,6 +401,9 @@ def test_sizes_from_config():
     ({"B": 6}, ValueError, "B must be one of"),
     ({"kernel": (3, 3)}, ValueError, "kernel must have three"),
     ({"stride": 0}, ValueError, "stride must be in"),
+    ({"Tn": 128, "spreadable": True}, ValueError, "spreadable needs Tn >= 16 and Tn/B <= 8"),
+    ({"Tn": 8, "spreadable": True}, ValueError, "spreadable needs"),
+    ({"spreadable": 1}, TypeError, "spreadable must be a bool"),
 ])
 def test_bad_parameters(kwargs, exc, match):
     args = {"Tn": 16, "Td": 2, "Tr": 2, "Tc": 2} | kwargs

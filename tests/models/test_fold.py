@@ -21,6 +21,7 @@ from fcircnn.models.config import (
     load_network,
 )
 from fcircnn.models.fold import (
+    compact_spread_slots,
     fold_fc_weight_slots,
     fold_input_slots,
     fold_post_slots,
@@ -29,7 +30,9 @@ from fcircnn.models.fold import (
 )
 from fcircnn.models.layout import pack_ncdhw8, unpack_ncdhw8
 from fcircnn.models.quant import PostParams
+from fcircnn.models.resolve import SPREAD
 from fcircnn.models.spectral import conv3d_slots_int
+from fcircnn.models.timedomain import to_layout
 
 
 def _conv_layer(kernel, stride, padding, in_shape, channels=3):
@@ -258,6 +261,64 @@ def test_which_first_layers_fold_row_copies():
     # ResNet-18's 7x7x7 conv1: 56 channels already fill Tn = 64 (49 steps either way)
     r18 = _accelerator("r3d18_zcu102_best")
     assert r18.folded_rows(r18.network.resolved[0]) == 1
+
+
+def test_a_spread_stem_reads_its_input_compact_and_takes_three_row_copies():
+    """The paper's dense conv1 on the shipped Tn = 64 core reads the spread input compact
+    (FLAG_SPREAD: 8 real channels in one slot group), so three row copies (15 PE steps per
+    two output depths instead of 18) no longer cost the DDR reads that made them slower; a
+    core whose n-tile holds more than 8 blocks cannot (and its copies would not pay)."""
+    acc = _accelerator("spectral_c3d_zcu102")
+    conv1, conv2 = acc.network.resolved[:2]
+    assert conv1.in_layout == SPREAD and acc.spreads_input(conv1)
+    assert not acc.spreads_input(conv2)
+    assert acc.folded_rows(conv1) == 3
+    wide = _accelerator("spectral_c3d_zcu102", core_tn=128, core_tm=128)
+    assert not wide.spreads_input(wide.network.resolved[0])
+    assert wide.folded_rows(wide.network.resolved[0]) == 1
+
+
+@pytest.mark.parametrize(("tn", "B", "blocks"), [(64, 8, 36), (32, 4, 5), (16, 8, 3),
+                                                 (128, 16, 9)])
+def test_compact_spread_slots_hold_each_blocks_value_in_its_n_tiles_group(tn, B, blocks):
+    """Slot ``nt*8 + j`` of the compact map is the value of block ``nt*tn/B + j`` (real part;
+    the rest zero); spreading each slot back into its block, as the input buffer reads it,
+    gives the spread slots again, on random and extreme values."""
+    rng = np.random.default_rng(tn + B)
+    x = rng.integers(-127, 128, (blocks, 2, 3, 3))
+    x[0, 0] = 127
+    x[-1, -1] = -127
+    spread = to_layout(x, SPREAD, B)
+    re, im = spread.real.astype(np.int64), spread.imag.astype(np.int64)
+    c_re, c_im = compact_spread_slots(re, im, tn, B)
+    per_tile, half = tn // B, B // 2
+    tiles = -(-blocks // per_tile)
+    assert c_re.shape == (tiles * 8, 2, 3, 3) and not c_im.any()
+    for b in range(tiles * per_tile):
+        nt, j = divmod(b, per_tile)
+        expected = x[b] if b < blocks else 0
+        np.testing.assert_array_equal(c_re[nt * 8 + j], expected)
+    assert not c_re.reshape(tiles, 8, -1)[:, per_tile:].any()
+    # the buffer's spreading read: slot s of n-tile nt is block s // (B/2)'s value
+    back = np.stack([c_re[(s // half) // per_tile * 8 + (s // half) % per_tile]
+                     for s in range(blocks * half)])
+    np.testing.assert_array_equal(back, re)
+    np.testing.assert_array_equal(np.where(np.arange(blocks * half)[:, None, None, None]
+                                           % half == 0, back, 0), im)
+
+
+def test_compact_spread_slots_refuse_what_the_buffer_cannot_spread():
+    x = np.arange(2 * 8).reshape(2, 8)
+    spread = to_layout(x, SPREAD, 8)
+    re, im = spread.real.astype(np.int64), spread.imag.astype(np.int64)
+    bins = re.copy()
+    bins[1] += 1  # slot 1 of block 0 quantized with another scale than its slot 0
+    with pytest.raises(ValueError, match="not spread"):
+        compact_spread_slots(bins, im, 64, 8)
+    with pytest.raises(ValueError, match="cannot read a spread input compact"):
+        compact_spread_slots(re, im, 128, 8)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        compact_spread_slots(re[:3], im[:3], 64, 8)
 
 
 def test_a_first_layer_without_depth_taps_does_not_fold(tmp_path):
