@@ -333,7 +333,8 @@ def test_small_tn_selects_sub_group():
 
 
 @pytest.mark.parametrize(("Tn", "B", "spread"), [
-    (64, 8, 1), (64, 8, 0), (32, 4, 1), (16, 8, 1), (128, 16, 1)])
+    (64, 8, 1), (64, 8, 0), (32, 4, 1), (16, 8, 1),
+    pytest.param(128, 16, 1, marks=pytest.mark.slow)])  # suite budget: 16 s
 def test_spreading_read_gives_the_spread_slots_of_the_compact_group(Tn, B, spread):
     """FLAG_SPREAD: one compact group per voxel, slot j the real channel of block j; every
     slot of block j reads x + i*x (its first) or x. Without ``spread`` the same buffer reads
