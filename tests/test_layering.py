@@ -17,6 +17,8 @@ cycle). The test reads the sources with :mod:`ast`, so it sees imports inside fu
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -93,10 +95,18 @@ def _graph() -> dict[str, list[tuple[str, bool]]]:
     return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
 
 
+#: The package's facade: ``fcircnn.predict`` is the runtime's, imported on first use by the
+#: package's ``__getattr__`` (never when ``fcircnn`` itself is imported:
+#: :func:`test_importing_the_package_imports_no_layer_above_it`).
+FACADE = {("fcircnn", "fcircnn.runtime.predict")}
+
+
 def test_no_module_imports_a_higher_layer():
     upward = []
     for name, imports in _graph().items():
         for target, _ in imports:
+            if (name, target) in FACADE:
+                continue
             if RANKS[_layer(target)] > RANKS[_layer(name)]:
                 upward.append(f"{name} ({_layer(name)}) imports {target} ({_layer(target)})")
     assert not upward, "lower layers import higher ones:\n" + "\n".join(sorted(set(upward)))
@@ -208,3 +218,12 @@ def test_hardware_functions_are_short_enough_to_read_at_once():
                     long.append(f"hw/{path.name}:{node.lineno} {node.name}: {lines} lines")
     assert not long, "split these into components:\n" + "\n".join(long)
     assert any(root.glob("engine_*.py"))  # the checker reads the hardware
+
+
+def test_importing_the_package_imports_no_layer_above_it(tmp_path):
+    """The facade's import runs on first use of ``fcircnn.predict`` only: ``import fcircnn``
+    (which the board's Python and every layer do) loads nothing of the layers above."""
+    code = ("import sys, fcircnn; loaded = [m for m in sys.modules if m.startswith('fcircnn.')]; "
+            "print(loaded); assert not loaded, loaded; "
+            "from fcircnn.runtime.predict import predict; assert fcircnn.predict is predict")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)

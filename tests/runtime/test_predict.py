@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+import fcircnn
 from fcircnn import simulate as sim
 from fcircnn.cli import main
 from fcircnn.gen import compiler
@@ -204,14 +205,14 @@ def test_calibrate_then_run_with_the_stored_scales(acc, tmp_path, capsys):
 
 def test_predict_takes_files_as_the_command_line_does(acc, tmp_path):
     """An accelerator file (or built-in name), a clips file and a weights file, loaded and
-    checked as `fcircnn run` loads them."""
+    checked as `fcircnn run` loads them; ``fcircnn.predict`` is the same function."""
     from fcircnn.models.config import ConfigError
     from fcircnn.models.files import ArrayFileError
 
     clips = _clips(acc, 2, 12)
     np.save(tmp_path / "clips.npy", clips)
     random_weights(acc.network, 3).save(str(tmp_path / "w.npz"))
-    by_path = predict(str(acc.path), tmp_path / "clips.npy", weights=tmp_path / "w.npz")
+    by_path = fcircnn.predict(str(acc.path), tmp_path / "clips.npy", weights=tmp_path / "w.npz")
     by_object = predict(acc, clips, weights=random_weights(acc.network, 3))
     np.testing.assert_array_equal(by_path.scores, by_object.scores)
     with pytest.raises(ConfigError, match="a network file, not an accelerator file"):
