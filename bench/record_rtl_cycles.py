@@ -9,7 +9,8 @@ latency) through :mod:`fcircnn.sim.tb_accelerator` on Verilator, exactly as
 test to check the file is current.
 
 Usage: ``python bench/record_rtl_cycles.py [--case NAME ...] [-o FILE]``; re-run it whenever
-the engine changes cycle counts (the slow test says so).
+the engine changes cycle counts (the slow test says so). ``--table`` prints the model against
+the recording (``bench/README.md``, "Performance model against the RTL") without simulating.
 """
 
 from __future__ import annotations
@@ -186,12 +187,43 @@ def record_case(case: Case, *, simulator: str = "verilator") -> dict:
     }
 
 
+def model_table(recording: Path = DEFAULT_OUT) -> str:
+    """The performance model against every recorded case, as a markdown table (no
+    simulation): per case its layers, the RTL's and the model's cycles, the largest error of
+    a layer and how many layers the model gives to the cycle."""
+    from fcircnn.gen.perf_model import MemoryModel
+    from fcircnn.gen.perf_network import model_network
+
+    by_name = {c.name: c for c in CASES}
+    rows = ["| case | layers | RTL cycles (layers) | model | largest layer error | layers exact |",
+            "|---|---:|---:|---:|---|---:|"]
+    for rec in json.loads(recording.read_text())["cases"]:
+        case = by_name[rec["name"]]
+        with tempfile.TemporaryDirectory() as tmp:
+            acc = load_case(case, Path(tmp))
+        perf = model_network(acc, memory=MemoryModel(burst_latency=case.latency))
+        pairs = [(la.name, la.cycles, x["cycles"]) for la, x in
+                 zip(perf.layers, rec["layers"], strict=True)]
+        name, model, rtl = max(pairs, key=lambda p: abs(p[1] - p[2]) / p[2])
+        exact = sum(m == r for _, m, r in pairs)
+        rows.append(f"| `{rec['name']}` | {len(pairs)} | {sum(r for _, _, r in pairs):,} | "
+                    f"{sum(m for _, m, _ in pairs):,} | {name} {(model - rtl) / rtl:+.2%} | "
+                    f"{exact} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=[c.name for c in CASES],
                         help="cases to record (default: all); others keep their old record")
     parser.add_argument("-o", "--output", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--table", action="store_true",
+                        help="print the performance model against the recording as a markdown "
+                             "table (bench/README.md) instead of simulating")
     args = parser.parse_args(argv)
+    if args.table:
+        print(model_table(args.output))
+        return 0
     os.environ.setdefault("FCIRCNN_BUILD_DIR", str(ROOT / "build"))
     old = {}
     if args.output.exists():
