@@ -78,7 +78,8 @@ def rtl_stream(beats, *, p_valid, p_ready, seed, layout=LAYOUT, max_cycles=200_0
 
 
 @pytest.mark.parametrize(("p_valid", "p_ready"), [
-    (0.5, 0.5), (0.9, 0.2), (0.2, 0.9), (1.0, 0.5), (0.6, 1.0), (1.0, 0.05),
+    (0.5, 0.5), (0.9, 0.2), (0.2, 0.9), (1.0, 0.5), (0.6, 1.0),
+    pytest.param(1.0, 0.05, marks=pytest.mark.slow),  # suite budget: 20 s, (0.9, 0.2) stays
 ])
 def test_random_backpressure_keeps_every_beat_in_order(p_valid, p_ready):
     rng = random.Random(f"{p_valid}-{p_ready}")
