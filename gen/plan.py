@@ -486,7 +486,7 @@ def plan_network(acc: AcceleratorConfig, *, base: int = 0, geometry=None,
     cycles = alloc.add("cycles", n_desc * CYCLE_BYTES, "cycles",
                        f"{n_desc} cycle entries (uint64 cycles, uint32 PE-busy, uint32 "
                        "DMA-stall)")
-    specs = _map_specs(acc, originals, layers, pool_pass)
+    specs = _map_specs(acc, originals, layers, pool_pass, tables[0][3])
     maps, per_layer = _map_regions(alloc, specs, layers, tables, reuse_maps)
     for layer in net.resolved:  # the domain steps' maps: where their outputs are
         if layer.transform:
@@ -608,20 +608,21 @@ class _MapSpec:
         return _round_up(max(self.size, 1), ALIGN)
 
 
-def _map_specs(acc, originals, layers, pool_pass) -> list[_MapSpec]:
+def _map_specs(acc, originals, layers, pool_pass, first_n_tiles) -> list[_MapSpec]:
     """The input map and every layer's maps (the conv output before a pool pass, the output),
     in layer order, with their live ranges in descriptor indices: a map is written by its
     pass (the input by the host, before descriptor 0) and read by the passes whose ``input``
     or ``residual`` it holds (:func:`~fcircnn.models.placement.map_of`: a domain step reads
     its pass's map), a conv map by its pool pass; the network's output, and a map no pass
-    reads, stay live to the last descriptor."""
+    reads, stay live to the last descriptor. ``first_n_tiles``: the first layer's n-tiles
+    (:func:`_table_regions`), one slot group each where it reads its input compact."""
     net = acc.network
     first = layers[0]
     in_slots = _slots(first.padded_in_channels)
     compact = ""
     if acc.spreads_input(originals[0]):  # one slot group per n-tile (FLAG_SPREAD)
-        n_tiles = -(-first.padded_in_channels // acc.core_for(originals[0]).tn)
-        in_slots, compact = n_tiles * SLOTS_PER_BEAT, ", spread compact: a group per n-tile"
+        in_slots = first_n_tiles * SLOTS_PER_BEAT
+        compact = ", spread compact: a group per n-tile"
     folded = (" (depth taps and row copies folded into channels)"
               if acc.folded_rows(originals[0]) > 1 else
               " (depth taps folded into channels)" if acc.folds_input(originals[0]) else "")

@@ -132,9 +132,8 @@ def compact_spread_slots(xq_re: np.ndarray, xq_im: np.ndarray, tn: int, B: int
     per_tile = tn // B
     tiles = -(-blocks // per_tile)
     out = np.zeros((tiles, SLOTS_PER_BEAT, *re.shape[1:]), dtype=re.dtype)
-    padded = np.zeros((tiles * per_tile, *re.shape[1:]), dtype=re.dtype)
-    padded[:blocks] = x
-    out[:, :per_tile] = padded.reshape(tiles, per_tile, *re.shape[1:])
+    block = np.arange(blocks)
+    out[block // per_tile, block % per_tile] = x
     out = out.reshape(tiles * SLOTS_PER_BEAT, *re.shape[1:])
     return out, np.zeros_like(out)
 
