@@ -67,8 +67,23 @@ offset  bytes  field             contents
                                  position ``k`` and part ``p`` at index ``p*8 + k`` (int16,
                                  two's complement); 0 otherwise
 0xF4    1      ``rfft_shift``    with :data:`FLAG_RFFT`: its rounding shift, 0..47
-0xF5    11     (reserved)        0
+0xF5    1      (reserved)        0
+0xF6    2x5    ``*_pages``       the stream regions: ``in_pages``, ``out_pages``,
+                                 ``res_pages``, ``weight_pages``, ``post_pages``, each the
+                                 4 KiB pages of the region its stream may touch, from the
+                                 page of its ``*_base`` on (:data:`STREAM_REGIONS`); 0 for a
+                                 stream the op does not use
 ======  =====  ================  ===========================================================
+
+**Stream regions.** Each DMA stream of a descriptor (:data:`STREAM_REGIONS`: the input, the
+output, the residual, the weights and the post records) may touch only the pages from the page
+of its ``*_base`` to that page plus ``*_pages - 1``; the compiler writes the region of the map
+or table the stream belongs to. The hardware refuses a descriptor whose op uses a stream
+(:func:`used_regions`) with no region (``*_pages = 0``: bad descriptor) before any transfer,
+and checks every burst of the stream, before it is issued, against its region narrowed to the
+memory window of its direction (:mod:`fcircnn.arch.registers`): a burst outside is not issued
+(error 2 or 6). A descriptor therefore moves bytes only inside its own regions, whatever its
+tile counts, strides and steps say.
 
 The fields from 0x80 on are *derived*: the compiler computes them from the others and the core
 (:func:`fcircnn.gen.plan.plan_network`), so the engine needs no multiplier or divider for
@@ -95,6 +110,8 @@ import operator
 import struct
 from dataclasses import astuple, dataclass, fields
 from typing import TYPE_CHECKING
+
+from .geometry import PAGE_BITS
 
 if TYPE_CHECKING:
     from amaranth.lib import data
@@ -124,6 +141,9 @@ __all__ = [
     "OP_CONV",
     "OP_GAP",
     "OP_POOL",
+    "READ_REGIONS",
+    "STREAM_REGIONS",
+    "WRITE_REGIONS",
     "LayerDescriptor",
     "balances_tiles",
     "carried_axes",
@@ -131,12 +151,16 @@ __all__ = [
     "field_layout",
     "field_offset",
     "flags_fault",
+    "region_code",
+    "region_fault",
+    "region_pages",
     "reuses_inputs",
     "row_groups_of",
     "row_lanes_fault",
     "spread_fault",
     "stored_map",
     "transform_fault",
+    "used_regions",
     "weight_parts",
 ]
 
@@ -300,6 +324,48 @@ def spread_fault(flags, op):
 
 
 #: Flags that are never set without another: ``{flag: the flag it needs}``.
+#: A descriptor's DMA streams, each with a region: fields ``<name>_base`` and
+#: ``<name>_pages`` (input map, output map, residual map, weight image, post records).
+STREAM_REGIONS: tuple[str, ...] = ("in", "out", "res", "weight", "post")
+#: The streams the read engines carry and the one the write engines carry, in the order of
+#: their region codes in a DMA command (:func:`region_code`); code 0 is the memory window
+#: alone (the sequencer's descriptor fetch and cycle-entry write).
+READ_REGIONS: tuple[str, ...] = ("in", "res", "weight", "post")
+WRITE_REGIONS: tuple[str, ...] = ("out",)
+
+
+def region_code(name: str) -> int:
+    """The region code of stream ``name`` in a DMA command of its direction: 1 + its index
+    in :data:`READ_REGIONS` or :data:`WRITE_REGIONS` (``KeyError`` for no stream)."""
+    for streams in (READ_REGIONS, WRITE_REGIONS):
+        if name in streams:
+            return 1 + streams.index(name)
+    raise KeyError(name)
+
+
+def used_regions(op, flags) -> dict:
+    """Whether an op with ``flags`` uses each stream of :data:`STREAM_REGIONS`: the input and
+    output always, the residual with :data:`FLAG_RESIDUAL`, the weights and the post records
+    on anything but a pool pass. Works on integers and on Amaranth values."""
+    return {"in": True, "out": True, "res": (flags & FLAG_RESIDUAL) != 0,
+            "weight": op != OP_POOL, "post": op != OP_POOL}
+
+
+def region_fault(desc):
+    """Whether descriptor ``desc`` (a :class:`LayerDescriptor` or a
+    :func:`descriptor_layout` value) gives a stream its op uses no region (``*_pages = 0``):
+    the hardware refuses it before any transfer."""
+    used = used_regions(desc.op, desc.flags)
+    return functools.reduce(operator.or_, [used[name] & (getattr(desc, f"{name}_pages") == 0)
+                                           for name in STREAM_REGIONS])
+
+
+def region_pages(base: int, end: int) -> int:
+    """The ``*_pages`` of a region ``[base, end)`` (``end > base``): its pages from the page of
+    ``base`` to the page of its last byte."""
+    return ((end - 1) >> PAGE_BITS) - (base >> PAGE_BITS) + 1
+
+
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
 
@@ -384,7 +450,12 @@ _FIELDS: tuple[tuple[str, str, int], ...] = (
     ("out_mt_step", "I", 1),
     ("rfft_mult", "H", 16),
     ("rfft_shift", "B", 1),
-    ("_reserved4", "11x", 0),
+    ("_reserved4", "1x", 0),
+    ("in_pages", "H", 1),
+    ("out_pages", "H", 1),
+    ("res_pages", "H", 1),
+    ("weight_pages", "H", 1),
+    ("post_pages", "H", 1),
 )
 _BITS = {"B": 8, "H": 16, "I": 32, "Q": 64}
 
@@ -399,6 +470,9 @@ _STRUCT = struct.Struct(_FORMAT)
 _OFFSETS = {name: struct.calcsize(_format(_FIELDS[:k])) for k, (name, _, _) in enumerate(_FIELDS)
             if not name.startswith("_")}
 assert _STRUCT.size == DESCRIPTOR_BYTES
+#: The reserved byte ranges ``[start, end)``, which must be 0.
+_RESERVED = tuple((struct.calcsize(_format(_FIELDS[:k])), struct.calcsize(_format(_FIELDS[:k + 1])))
+                  for k, (name, _, _) in enumerate(_FIELDS) if name.startswith("_"))
 
 #: The descriptor's byte-address fields: each must fit the accelerator's address width (the
 #: hardware refuses the descriptor otherwise, :data:`~fcircnn.arch.registers.ERROR_BAD_DESCRIPTOR`).
@@ -477,6 +551,11 @@ class LayerDescriptor:
     out_mt_step: int = 0
     rfft_mult: tuple[int, ...] = (0,) * 16
     rfft_shift: int = 0
+    in_pages: int = 0
+    out_pages: int = 0
+    res_pages: int = 0
+    weight_pages: int = 0
+    post_pages: int = 0
 
     def __post_init__(self) -> None:
         for name, code, count in _FIELDS:
@@ -580,10 +659,10 @@ class LayerDescriptor:
         raw = bytes(raw)
         if len(raw) != DESCRIPTOR_BYTES:
             raise ValueError(f"a descriptor is {DESCRIPTOR_BYTES} bytes, not {len(raw)}")
-        reserved = ((0x31, 0x38), (0x78, 0x80), (0x83, 0x84), (0x8A, 0x8C), (0xF5, 0x100))
-        if any(any(raw[a:b]) for a, b in reserved):
-            raise ValueError("reserved descriptor bytes (0x31..0x37, 0x78..0x7F, 0x83, "
-                             "0x8A..0x8B, 0xF5..0xFF) must be 0")
+        if any(any(raw[a:b]) for a, b in _RESERVED):
+            spans = ", ".join(f"{a:#04X}" if b == a + 1 else f"{a:#04X}..{b - 1:#04X}"
+                              for a, b in _RESERVED).replace("0X", "0x")
+            raise ValueError(f"reserved descriptor bytes ({spans}) must be 0")
         flat = iter(_STRUCT.unpack(raw))
         kwargs = {}
         for name, _, count in _FIELDS:

@@ -55,6 +55,16 @@ window check. A burst outside is not issued: the engine stops with the DMA's err
 address space (bring-up); a driver programs them from the buffers it allocated before every
 start (:class:`fcircnn.runtime.driver.Driver`).
 
+**Stream regions.** Inside the windows, each burst a layer's engine issues must also lie in
+the region its descriptor grants that stream (the input, output and residual maps, the weights
+and the post records: the ``*_base`` and ``*_pages`` fields of
+:mod:`fcircnn.arch.descriptor`), which the compiler sets to the map or table the stream
+belongs to. A burst outside its region is refused like one outside the window (code 2 or 6,
+its address); a descriptor whose op uses a stream with no region is refused before any
+transfer (code 8). So a descriptor whose tile counts, strides or steps are corrupt moves no
+byte outside its own maps and tables; only a descriptor whose bases and page counts are
+corrupt together can reach the rest of the image, and nothing reaches past the windows.
+
 **Abort.** Writing 1 to CTRL.abort while the engine runs fails the running layer and closes
 both windows for the rest of the run (as any failure of a layer does): no DMA and not the
 sequencer issues another burst, on any port. Bursts already issued complete, as AXI requires
@@ -89,8 +99,9 @@ CONTROL_ADDR_WIDTH = 12
 #: Default design identifier: ASCII "FCIR".
 IDENT = 0x46434952
 #: Default register-map version (major << 16 | minor): 1.1 added the memory windows, 1.2 the
-#: abort.
-VERSION = 0x0001_0002
+#: abort, 1.3 the descriptors' stream regions (an image of this version gives every stream a
+#: region; an older engine ignores them).
+VERSION = 0x0001_0003
 #: The memory windows are whole pages of ``2**WINDOW_PAGE_BITS`` bytes (4 KiB, the AXI
 #: boundary no burst crosses: :data:`~fcircnn.arch.geometry.PAGE_BITS`).
 WINDOW_PAGE_BITS = PAGE_BITS
@@ -189,17 +200,20 @@ def window_pages(base: int, limit: int) -> tuple[int, int]:
 #: errors (direction 0 read, 1 write), and the engine's own codes from 8 on.
 ERROR_CODES: dict[int, str] = {
     1: "DMA read: bad command (unaligned address or stride, empty box)",
-    2: "DMA read: outside the read window (or past the address space)",
+    2: ("DMA read: outside the read window or its stream's region (or past the address "
+        "space)"),
     3: "DMA read: bus error (SLVERR/DECERR)",
     5: "DMA write: bad command (unaligned address or stride, empty box)",
-    6: "DMA write: outside the write window (or past the address space)",
+    6: ("DMA write: outside the write window or the output's region (or past the address "
+        "space)"),
     7: "DMA write: bus error (SLVERR/DECERR)",
-    8: ("bad descriptor: unknown op or core index, flags that do not go together, or an "
-        "address past the address space"),
+    8: ("bad descriptor: unknown op or core index, flags that do not go together, an "
+        "address past the address space, or a stream its op uses without a region"),
     9: "aborted by the host (CTRL.abort)",
 }
 ERROR_BAD_DESCRIPTOR = 8
-#: ERROR_CODE of a read, and of a write, the DMA refused to issue outside its window.
+#: ERROR_CODE of a read, and of a write, the DMA refused to issue outside its window or its
+#: stream's region.
 ERROR_READ_WINDOW, ERROR_WRITE_WINDOW = 2, 6
 #: ERROR_CODE of a run the host stopped with CTRL.abort.
 ERROR_ABORTED = 9

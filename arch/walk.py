@@ -45,9 +45,25 @@ from .descriptor import (
 from .geometry import BEAT_BYTES, SLOT_GROUP_CHANNELS, SLOTS_PER_BEAT, CoreGeometry, box_span
 from .ports import WEIGHT_PART_KINDS, input_halves, input_quarters
 
-__all__ = ["AxisTile", "Box", "Tile", "axis_tiles", "conv_passes", "conv_reads", "conv_tiles",
-           "conv_writes", "halved_axes", "input_groups", "m_tile_slots", "pool_boxes",
-           "quarters_inputs", "splits_input_slots", "splits_inputs"]
+__all__ = [
+    "READ_KIND_STREAMS",
+    "AxisTile",
+    "Box",
+    "Tile",
+    "axis_tiles",
+    "conv_passes",
+    "conv_reads",
+    "conv_tiles",
+    "conv_writes",
+    "halved_axes",
+    "input_groups",
+    "m_tile_slots",
+    "pool_boxes",
+    "quarters_inputs",
+    "splits_input_slots",
+    "splits_inputs",
+    "stream_boxes",
+]
 
 
 class Box(NamedTuple):
@@ -66,6 +82,16 @@ class Box(NamedTuple):
     len: tuple[int, int, int]
     post: tuple[int, int, int]
     last_lanes: int = SLOTS_PER_BEAT
+
+    def byte_range(self) -> tuple[int, int] | None:
+        """``[first, end)`` of the bytes the box moves (its in-map voxels; padding moves
+        none), or ``None`` if it moves none. The walker's addresses only grow from ``addr``,
+        so this is every burst's."""
+        if min(self.len) == 0:
+            return None
+        last = ((self.groups - 1) * self.stride_g + (self.len[0] - 1) * self.stride_d
+                + (self.len[1] - 1) * self.stride_h + self.len[2] * BEAT_BYTES)
+        return self.addr, self.addr + last
 
     @classmethod
     def block(cls, addr: int, nbytes: int) -> Box:
@@ -311,3 +337,28 @@ def pool_boxes(desc: LayerDescriptor) -> Iterator[tuple[Box, Box]]:
                    desc.in_shape, (0, 0, 0)),
                Box(desc.out_base + g * desc.out_stride[0], *desc.out_stride, 1, (0, 0, 0),
                    desc.out_shape, (0, 0, 0), last))
+
+
+#: The stream (:data:`~fcircnn.arch.descriptor.STREAM_REGIONS`) of each read kind of
+#: :func:`conv_reads`.
+READ_KIND_STREAMS = {"params": "post", "residual": "res", "input": "in", "input_half": "in",
+                     "input_quarter1": "in", "input_quarter3": "in", "weights": "weight",
+                     "weight_half": "weight", "weight_quarter1": "weight",
+                     "weight_quarter3": "weight"}
+
+
+def stream_boxes(desc: LayerDescriptor, core: CoreGeometry, *, fused_pool: bool = False
+                 ) -> Iterator[tuple[str, Box]]:
+    """Every box descriptor ``desc`` moves, each with its stream: the reads of
+    :func:`conv_reads` (:data:`READ_KIND_STREAMS`) then the writes of :func:`conv_writes`
+    (``"out"``) of a conv or gap, the read (``"in"``) and write (``"out"``) boxes of a pool
+    pass (:func:`pool_boxes`)."""
+    if desc.op == OP_POOL:
+        for read, write in pool_boxes(desc):
+            yield "in", read
+            yield "out", write
+        return
+    for kind, box in conv_reads(desc, core):
+        yield READ_KIND_STREAMS[kind], box
+    for box in conv_writes(desc, core, fused_pool=fused_pool):
+        yield "out", box

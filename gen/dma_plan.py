@@ -199,8 +199,10 @@ class BoxDescriptor:
                                (self.groups, self.d.total, self.h.total, self.w.total))
 
     def fields(self) -> dict:
-        """Payload of :func:`fcircnn.hw.axi_dma_box.box_layout` (for ``runner.pack``)."""
+        """Payload of :func:`fcircnn.hw.axi_dma_box.box_layout` (for ``runner.pack``), in
+        region 0 (the memory window alone)."""
         out = {
+            "region": 0,
             "addr": self.addr,
             "stride_g": self.stride_g,
             "stride_d": self.stride_d,

@@ -586,13 +586,14 @@ def component_models(acc: Any, geometry: Sequence[EngineGeometry] | None = None
 
 
 def _shared_features(acc: Any) -> dict[str, dict[str, float]]:
-    shared = {"dma": {"one": 1, "addr": acc.address_width}}
+    shared = {"dma": {"one": 1, "addr": acc.address_width, "regions": 1}}
     more = acc.axi_ports - 1  # the further ports' DMAs, alike
     if more:
-        shared["dma1"] = {"one": more, "addr": more * acc.address_width}
+        shared["dma1"] = {"one": more, "addr": more * acc.address_width, "regions": more}
     return shared | {
         "regfile": {"one": 1},
-        "sequencer": {"one": 1, "cores": len(acc.cores), "addr": acc.address_width},
+        "sequencer": {"one": 1, "cores": len(acc.cores), "addr": acc.address_width,
+                      "regions": 1},
     }
 
 
@@ -705,16 +706,31 @@ HALF_LOADER_LOGIC: Mapping[str, float] = {"lut": 604, "ff": 211}
 SPREAD_READ_LOGIC: Mapping[str, float] = {"lut": 0.984, "ff": 0}
 
 
+#: What the descriptors' stream regions (:data:`~fcircnn.arch.descriptor.STREAM_REGIONS`)
+#: add, by component: in the ``sequencer`` the five region windows (each from its base and
+#: page count, narrowed to its memory window, registered: ``Accelerator._regions``), in each
+#: port's DMA the command's region code and the window multiplexer of its read walker (four
+#: regions) and write walker (one). Yosys 0.70 native, out of context, 40-bit addresses: the
+#: region windows alone 1,040 LUT and 280 FF; ``AxiDma(40, read_commands=2)`` 3,250 LUT and
+#: 1,474 FF, with ``read_regions=4, write_regions=1`` 3,326 and 1,480.
+REGION_CHECK_LOGIC: Mapping[str, Mapping[str, float]] = {
+    "sequencer": {"lut": 1040, "ff": 280},
+    "dma": {"lut": 76, "ff": 6},
+    "dma1": {"lut": 76, "ff": 6},
+}
+
+
 def _component_coefficients(name: str) -> Mapping[str, Mapping[str, float]]:
     """A component's fitted coefficients; the second port's DMA's, until fitted, the DMA's; a
     feature the fit does not have yet, its out-of-context Yosys cost (:func:`_measured_costs`:
     :data:`WEIGHT_SPLIT_LOGIC`, :data:`WEIGHT_QUARTER_LOGIC`, :data:`INPUT_SPLIT_LOGIC`,
     :data:`INPUT_QUARTER_LOGIC`, :data:`PSUM_POOL_LOGIC`, :data:`HALF_LOADER_LOGIC`,
-    :data:`TRANSFORM_STAGE_LOGIC`, :data:`NARROW_CBN_LOGIC`, :data:`SPREAD_READ_LOGIC`)."""
+    :data:`TRANSFORM_STAGE_LOGIC`, :data:`NARROW_CBN_LOGIC`, :data:`SPREAD_READ_LOGIC`,
+    :data:`REGION_CHECK_LOGIC`)."""
     coeffs = _coefficients()
-    if name == "dma1" and name not in coeffs:
-        return {res: dict(v) for res, v in coeffs["dma"].items()}
-    out = {res: dict(v) for res, v in coeffs.get(name, {"lut": {}, "ff": {}}).items()}
+    fitted = coeffs["dma"] if name == "dma1" and name not in coeffs else coeffs.get(
+        name, {"lut": {}, "ff": {}})
+    out = {res: dict(v) for res, v in fitted.items()}
     for feature, cost in _measured_costs(name).items():
         if feature not in out["lut"]:
             for res in out:
@@ -739,6 +755,8 @@ def _measured_costs(name: str) -> dict[str, Mapping[str, float]]:
         costs["narrow_cbn"] = NARROW_CBN_LOGIC
     if name == "input_buffer":
         costs["spread_bits"] = SPREAD_READ_LOGIC
+    if name in REGION_CHECK_LOGIC:
+        costs["regions"] = REGION_CHECK_LOGIC[name]
     return costs
 
 

@@ -48,6 +48,7 @@ from fcircnn.arch.descriptor import (
     OP_GAP,
     OP_POOL,
     LayerDescriptor,
+    region_pages,
 )
 from fcircnn.arch.geometry import (
     MAX_KERNEL,
@@ -676,6 +677,15 @@ def _map_regions(alloc, specs, layers, tables, reuse):
     return maps, per_layer
 
 
+def _pages(*, inp, out, res=None, weight=None, post=None) -> dict[str, int]:
+    """The ``*_pages`` fields of a descriptor whose streams touch these regions (``inp`` the
+    input map's; ``None``: a stream it does not use), each the region's pages from its base
+    (:func:`~fcircnn.arch.descriptor.region_pages`)."""
+    regions = {"in": inp, "out": out, "res": res, "weight": weight, "post": post}
+    return {f"{name}_pages": 0 if r is None else region_pages(r.base, r.base + max(r.size, 1))
+            for name, r in regions.items()}
+
+
 def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, separate, geo):
     """Layer ``i``'s descriptors: its conv/fc/gap descriptor (``layer``, as the engine runs
     it; with its port splits, :func:`port_split`, on the core's tile or, where
@@ -717,6 +727,9 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
         res_base=0 if layer.residual is None else maps[layer.residual].base,
         weight_base=own.weights.base, post_base=own.post.base, weight_bytes=own.weights.size,
         m_tiles=own.m_tiles, n_tiles=own.n_tiles, **link.fields(0, conv_last),
+        **_pages(inp=maps[layer.input], out=own.conv or own.output,
+                 res=None if layer.residual is None else maps[layer.residual],
+                 weight=own.weights, post=own.post),
     )
 
     def build(balanced: bool) -> LayerDescriptor:
@@ -739,6 +752,7 @@ def _layer_descriptors(acc, i, layer, orig, core, core_index, own, maps, link, s
         out_base=own.output.base, res_base=0, weight_base=0, post_base=0, weight_bytes=0,
         m_tiles=1, n_tiles=1, **link.fields(1, link.last_layer),
         in_stride=_strides(orig.conv_shape), out_stride=_strides(orig.out_shape),
+        **_pages(inp=own.conv, out=own.output),
     )
     pd.check_address_width(acc.address_width)
     return (d, pd)

@@ -24,8 +24,11 @@ from fcircnn.arch.descriptor import (
     FLAG_RFFT,
     FLAG_SPREAD,
     OP_POOL,
+    READ_REGIONS,
+    WRITE_REGIONS,
     descriptor_layout,
     flags_fault,
+    region_fault,
 )
 from fcircnn.arch.geometry import BEAT_BYTES
 from fcircnn.arch.ip import CONTROL_BUS, TOP_NAME
@@ -181,7 +184,9 @@ class Accelerator(wiring.Component):
                   regs.s_axi_control)]
         dmas = []
         for k, name in enumerate(self.ports.managers):
-            m.submodules[f"dma{k or ''}"] = dma = AxiDma(aw, read_commands=self.commands)
+            m.submodules[f"dma{k or ''}"] = dma = AxiDma(
+                aw, read_commands=self.commands, read_regions=len(READ_REGIONS),
+                write_regions=len(WRITE_REGIONS))
             dmas.append(dma)
             buses.append((name, AXI4Signature(addr_width=aw), dma.m_axi))
         for prefix, signature, inner in buses:
@@ -191,13 +196,39 @@ class Accelerator(wiring.Component):
                 drives_out = (member.flow == Out) != (prefix == CONTROL_BUS)
                 m.d.comb += ours.eq(theirs) if drives_out else theirs.eq(ours)
         m.d.comb += self.interrupt.eq(regs.interrupt)
+        windows = {}
         for direction, (base, limit) in WINDOWS.items():
-            window = self._window(m, getattr(regs, base.lower()), getattr(regs, limit.lower()),
-                                  closed)
+            windows[direction] = window = self._window(
+                m, getattr(regs, base.lower()), getattr(regs, limit.lower()), closed)
             for dma in dmas:
                 port = {"read": "rd_window", "write": "wr_window"}[direction]
                 m.d.comb += getattr(dma, port).eq(window)
-        return regs, dmas
+        return regs, dmas, windows
+
+    def _regions(self, m, desc, dmas, windows, closed):
+        """The running descriptor's stream regions (:data:`~fcircnn.arch.descriptor.
+        STREAM_REGIONS`) as the DMAs' region windows: the pages from its ``*_base``'s to
+        ``*_pages`` on, narrowed to the memory window of its direction, registered (the
+        descriptor is static while it runs); none while ``closed`` or for ``*_pages = 0``."""
+        aw = self.addr_width
+        pw = aw - WINDOW_PAGE_BITS
+        last = (1 << pw) - 1
+        for direction, streams in (("read", READ_REGIONS), ("write", WRITE_REGIONS)):
+            win = windows[direction]
+            for k, name in enumerate(streams):
+                base, pages = getattr(desc, f"{name}_base"), getattr(desc, f"{name}_pages")
+                lo = base[WINDOW_PAGE_BITS:aw]
+                span = Signal.like(pages, name=f"{name}_span")  # pages - 1
+                m.d.comb += span.eq(pages - 1)
+                top = lo + span  # pw + 1 bits: past the address space in its top bit
+                hi = Mux(top[pw:].any(), last, top[:pw])
+                region = Signal(window_layout(aw), init=open_window(aw), name=f"{name}_region")
+                empty = closed | (pages == 0) | base[aw:].any()
+                m.d.sync += [region.lo.eq(Mux(empty, last, Mux(lo > win.lo, lo, win.lo))),
+                             region.hi.eq(Mux(empty, 0, Mux(hi < win.hi, hi, win.hi)))]
+                port = {"read": "rd_regions", "write": "wr_regions"}[direction]
+                for dma in dmas:
+                    m.d.comb += getattr(dma, port)[k].eq(region)
 
     def _window(self, m, base, limit, closed):
         """A window's pages from its 64-bit BASE and LIMIT registers, registered (they are
@@ -239,7 +270,8 @@ class Accelerator(wiring.Component):
         :data:`~fcircnn.arch.descriptor.FLAG_LANE0`, the spreading read of
         :data:`~fcircnn.arch.descriptor.FLAG_SPREAD`), or an address field
         (:data:`~fcircnn.arch.descriptor.ADDRESS_FIELDS`, ``next_desc`` among them) past the
-        ``addr_width``-bit address space, which the DMAs would otherwise take modulo it."""
+        ``addr_width``-bit address space, which the DMAs would otherwise take modulo it, or a
+        stream its op uses without a region (:func:`~fcircnn.arch.descriptor.region_fault`)."""
         far = Cat(getattr(desc, name)[addr_width:] for name in ADDRESS_FIELDS).any()
         unbuilt = [(FLAG_RFFT if not e.geometry.rfft else 0)
                    | (FLAG_LANE0 if not e.geometry.lane0 else 0)
@@ -250,7 +282,7 @@ class Accelerator(wiring.Component):
         return ((desc.core >= len(engines)) | (desc.op > OP_POOL)
                 | flags_fault(desc.flags, desc.op, desc.m_tiles, desc.n_tiles,
                               desc.pool_window, desc.tile[0], desc.tiles[0])
-                | Cat(*rows).any() | far)
+                | Cat(*rows).any() | far | region_fault(desc))
 
     def elaborate(self, platform):
         m = Module()
@@ -260,7 +292,7 @@ class Accelerator(wiring.Component):
 
         aborting = Signal()  # CTRL.abort during this run
         failing = Signal()  # the active engine failed: no new burst
-        regs, dmas = self._ports(m, aborting | failing)
+        regs, dmas, windows = self._ports(m, aborting | failing)
         dma = dmas[0]
         with m.If(regs.abort):
             m.d.sync += aborting.eq(1)
@@ -273,6 +305,7 @@ class Accelerator(wiring.Component):
         n = len(engines)
 
         desc = Signal(descriptor_layout())
+        self._regions(m, desc, dmas, windows, aborting | failing)
         ptr = Signal(64)
         active = Signal(range(max(n, 2)))
         cycles = Signal(64)

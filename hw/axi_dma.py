@@ -11,7 +11,15 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi4 import AXI4Signature
-from .axi_dma_box import box_layout, check_addr_width, open_window, status_layout, window_layout
+from .axi_dma_box import (
+    box_layout,
+    check_addr_width,
+    check_regions,
+    open_window,
+    region_windows_layout,
+    status_layout,
+    window_layout,
+)
 from .axi_dma_read import AxiDmaRead, check_commands, check_outstanding, read_beat_layout
 from .axi_dma_write import AxiDmaWrite, write_beat_layout
 from .common import rejecting
@@ -38,6 +46,9 @@ class AxiDma(wiring.Component):
     read_commands : int
         The read engine's command queue, 1..8 (:class:`~fcircnn.hw.axi_dma_read.AxiDmaRead`
         ``commands``).
+    read_regions, write_regions : int
+        Region windows of the read and of the write engine
+        (:class:`~fcircnn.hw.axi_dma_box.BoxWalker` ``regions``), 0 by default.
 
     Ports
     -----
@@ -46,12 +57,17 @@ class AxiDma(wiring.Component):
     m_axi : Out(AXI4Signature(addr_width=addr_width))
     rd_window, wr_window : In(window_layout(addr_width))
         The memory windows of the read and of the write engine (every page when unconnected).
+    rd_regions, wr_regions : In(region_windows_layout(addr_width, ...))
+        Their region windows, only where ``read_regions`` or ``write_regions`` is non-zero.
     """
 
     def __init__(self, addr_width: int = 40, *, read_outstanding: int = 8,
-                 write_outstanding: int = 8, read_commands: int = 1):
+                 write_outstanding: int = 8, read_commands: int = 1, read_regions: int = 0,
+                 write_regions: int = 0):
         with rejecting(self):
             check_addr_width(addr_width)
+            check_regions(read_regions)
+            check_regions(write_regions)
             check_outstanding("read_outstanding", read_outstanding)
             check_outstanding("write_outstanding", write_outstanding)
             check_commands("read_commands", read_commands)
@@ -59,7 +75,11 @@ class AxiDma(wiring.Component):
         self.read_commands = read_commands
         self.read_outstanding = read_outstanding
         self.write_outstanding = write_outstanding
-        super().__init__({
+        self.read_regions, self.write_regions = read_regions, write_regions
+        regions = {f"{side}_regions": In(region_windows_layout(addr_width, n),
+                                         init=[open_window(addr_width)] * n)
+                   for side, n in (("rd", read_regions), ("wr", write_regions)) if n}
+        super().__init__(regions | {
             "rd_cmd": In(stream.Signature(box_layout(addr_width))),
             "rd_data": Out(stream.Signature(read_beat_layout())),
             "rd_status": Out(stream.Signature(status_layout(addr_width))),
@@ -82,8 +102,14 @@ class AxiDma(wiring.Component):
         m = Module()
         aw = self.addr_width
         m.submodules.rd = rd = AxiDmaRead(aw, outstanding=self.read_outstanding,
-                                          commands=self.read_commands)
-        m.submodules.wr = wr = AxiDmaWrite(aw, outstanding=self.write_outstanding)
+                                          commands=self.read_commands,
+                                          regions=self.read_regions)
+        m.submodules.wr = wr = AxiDmaWrite(aw, outstanding=self.write_outstanding,
+                                           regions=self.write_regions)
+        if self.read_regions:
+            m.d.comb += rd.regions.eq(self.rd_regions)
+        if self.write_regions:
+            m.d.comb += wr.regions.eq(self.wr_regions)
         wiring.connect(m, wiring.flipped(self.rd_cmd), rd.cmd)
         wiring.connect(m, rd.o, wiring.flipped(self.rd_data))
         wiring.connect(m, rd.status, wiring.flipped(self.rd_status))

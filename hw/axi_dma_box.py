@@ -13,6 +13,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from fcircnn.arch.descriptor import READ_REGIONS, WRITE_REGIONS
 from fcircnn.arch.geometry import BEAT_BYTES
 from fcircnn.arch.registers import WINDOW_PAGE_BITS
 
@@ -21,20 +22,24 @@ from .common import rejecting
 __all__ = [
     "BEAT_BYTES",
     "COUNT_WIDTH",
+    "REGION_CODE_WIDTH",
     "BoxWalker",
     "Status",
     "box_layout",
     "check_addr_width",
+    "check_regions",
     "linear_box",
     "open_window",
+    "region_windows_layout",
     "segment_layout",
     "status_layout",
     "window_layout",
 ]
 
-#: Bytes per 128-bit beat.
 #: Width of the count fields of a box.
 COUNT_WIDTH = 16
+#: Width of a box's region code (:func:`~fcircnn.arch.descriptor.region_code`).
+REGION_CODE_WIDTH = max(len(READ_REGIONS), len(WRITE_REGIONS)).bit_length()
 
 
 class Status(enum.Enum, shape=2):
@@ -59,6 +64,21 @@ def window_layout(addr_width: int) -> data.StructLayout:
                               "hi": addr_width - WINDOW_PAGE_BITS})
 
 
+def region_windows_layout(addr_width: int, regions: int) -> data.ArrayLayout:
+    """The region windows of a walker with ``regions`` of them (:class:`BoxWalker`)."""
+    return data.ArrayLayout(window_layout(addr_width), regions)
+
+
+def check_regions(regions) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``regions`` is a walker's count of region
+    windows: an integer in ``0..2**REGION_CODE_WIDTH - 1``."""
+    top = (1 << REGION_CODE_WIDTH) - 1
+    if not isinstance(regions, int) or isinstance(regions, bool):
+        raise TypeError(f"regions must be an integer, not {regions!r}")
+    if not 0 <= regions <= top:
+        raise ValueError(f"regions must be in 0..{top}, not {regions}")
+
+
 def open_window(addr_width: int) -> dict:
     """The initial value of a :func:`window_layout` port: every page (the window of a DMA
     whose window is not connected)."""
@@ -73,12 +93,13 @@ def check_addr_width(addr_width) -> None:
         raise ValueError(f"addr_width must be in 32..64, not {addr_width}")
 
 
-def linear_box(box, addr, beats) -> list:
+def linear_box(box, addr, beats, region=0) -> list:
     """Statements making ``box`` (a :func:`box_layout` signal) one row of ``beats`` contiguous
-    beats at ``addr``: the hardware's :meth:`fcircnn.arch.walk.Box.block`."""
+    beats at ``addr`` in region ``region``: the hardware's :meth:`fcircnn.arch.walk.Box.block`."""
     return [box.eq(0), box.addr.eq(addr), box.stride_g.eq(BEAT_BYTES),
             box.stride_d.eq(BEAT_BYTES), box.stride_h.eq(BEAT_BYTES), box.groups.eq(1),
-            box.d_len.eq(1), box.h_len.eq(1), box.w_len.eq(beats), box.last_lanes.eq(8)]
+            box.d_len.eq(1), box.h_len.eq(1), box.w_len.eq(beats), box.last_lanes.eq(8),
+            box.region.eq(region)]
 
 
 def box_layout(addr_width: int) -> data.StructLayout:
@@ -93,6 +114,8 @@ def box_layout(addr_width: int) -> data.StructLayout:
     d_pre, d_len, d_post, h_pre, h_len, h_post, w_pre, w_len, w_post : per-axis padding before,
         voxels inside the map, padding after; every axis needs ``pre + len + post >= 1``
     last_lanes : slots written in the last group, 1..8 (writes; ``WSTRB``)
+    region : the descriptor's stream region the box lies in: 0 the memory window alone, ``k``
+        the walker's ``regions[k - 1]`` (:func:`~fcircnn.arch.descriptor.region_code`)
     """
     fields = {
         "addr": addr_width,
@@ -105,6 +128,7 @@ def box_layout(addr_width: int) -> data.StructLayout:
         for part in ("pre", "len", "post"):
             fields[f"{axis}_{part}"] = COUNT_WIDTH
     fields["last_lanes"] = 4
+    fields["region"] = REGION_CODE_WIDTH
     return data.StructLayout(fields)
 
 
@@ -194,7 +218,13 @@ class BoxWalker(wiring.Component):
       page below ``lo`` or above ``hi``; a burst never crosses a page) or one that would pass
       ``2**addr_width`` ends the box with ``status = OVERFLOW`` instead; its ``addr`` holds the
       low ``addr_width`` bits of the burst's address. Nothing from there on is issued.
-      ``window`` must be static while a command runs; unconnected it is every page.
+      ``window`` must be static while a command runs (but for closing it); unconnected it is
+      every page.
+    * With ``regions > 0`` a command's ``region`` code ``k`` (1..``regions``) replaces
+      ``window`` with ``regions[k - 1]`` (the stream's region, narrowed to the memory window,
+      :class:`~fcircnn.hw.accelerator.Accelerator`) for that command's bursts; code 0, or a
+      code past ``regions``, keeps ``window``. The code is taken in every idle cycle; the
+      windows themselves are used as they are (a window that closes stops the next burst).
     * ``abort`` (level) ends a box early with a zero-beat ``last`` segment.
     * Timing: the ``seg`` outputs are a few gates of registers and ``abort`` (no arithmetic),
       and what the walker computes for its next segment (the next burst's length, the next
@@ -207,6 +237,8 @@ class BoxWalker(wiring.Component):
     ----------
     addr_width : int
         32..64.
+    regions : int
+        Region windows besides ``window``, 0..``2**REGION_CODE_WIDTH - 1``.
 
     Ports
     -----
@@ -214,18 +246,42 @@ class BoxWalker(wiring.Component):
     seg : Out(stream.Signature(segment_layout(addr_width)))
     abort : In(1)
     window : In(window_layout(addr_width))
+    regions : In(data.ArrayLayout(window_layout(addr_width), regions))
+        Only with ``regions > 0``; every page when unconnected.
     """
 
-    def __init__(self, addr_width: int = 40):
+    def __init__(self, addr_width: int = 40, *, regions: int = 0):
         with rejecting(self):
             check_addr_width(addr_width)
+            check_regions(regions)
         self.addr_width = addr_width
-        super().__init__({
+        self.region_count = regions
+        members = {
             "cmd": In(stream.Signature(box_layout(addr_width))),
             "seg": Out(stream.Signature(segment_layout(addr_width))),
             "abort": In(1),
             "window": In(window_layout(addr_width), init=open_window(addr_width)),
-        })
+        }
+        if regions:
+            members["regions"] = In(region_windows_layout(addr_width, regions),
+                                    init=[open_window(addr_width)] * regions)
+        super().__init__(members)
+
+    def _window_in_force(self, m, idle):
+        """The window of the command being walked (see the contract): ``window`` itself
+        without regions, else the one the command's code (taken in every idle cycle)
+        chooses."""
+        if not self.region_count:
+            return self.window
+        code = Signal(REGION_CODE_WIDTH)
+        with m.If(idle):
+            m.d.sync += code.eq(self.cmd.payload.region)
+        choice = self.window
+        for k in range(self.region_count):
+            choice = Mux(code == k + 1, self.regions[k], choice)
+        win = Signal(window_layout(self.addr_width))
+        m.d.comb += win.eq(choice)
+        return win
 
     def elaborate(self, platform):
         m = Module()
@@ -250,7 +306,8 @@ class BoxWalker(wiring.Component):
         # burst, which starts on the next page, from cur (registers: no compare on seg).
         page = slice(WINDOW_PAGE_BITS, aw)
         cur_ok = Signal()
-        win = self.window
+        idle = Signal()
+        win = self._window_in_force(m, idle)
         rem = Signal(COUNT_WIDTH)
         n = Signal(9)
         row_end = Signal()
@@ -307,7 +364,7 @@ class BoxWalker(wiring.Component):
             with m.State("START"):
                 m.next = "IDLE"
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
+                m.d.comb += [self.cmd.ready.eq(1), idle.eq(1)]
                 c = self.cmd.payload
                 # Taken in every idle cycle, whether or not cmd.valid (these registers are only
                 # read once a command is accepted): cmd.valid only reaches the state register.

@@ -13,7 +13,9 @@ from .axi_dma_box import (
     Status,
     box_layout,
     check_addr_width,
+    check_regions,
     open_window,
+    region_windows_layout,
     status_layout,
     window_layout,
 )
@@ -145,15 +147,21 @@ class AxiDmaRead(wiring.Component):
     window : In(window_layout(addr_width))
         The memory window every burst must lie in (:class:`~fcircnn.hw.axi_dma_box.BoxWalker`;
         a burst outside ends the command with ``OVERFLOW``); every page when unconnected.
+    regions : In(region_windows_layout(addr_width, regions))
+        Only with ``regions > 0``: the windows a command's region code chooses
+        (:class:`~fcircnn.hw.axi_dma_box.BoxWalker`).
     """
 
-    def __init__(self, addr_width: int = 40, *, outstanding: int = 8, commands: int = 1):
+    def __init__(self, addr_width: int = 40, *, outstanding: int = 8, commands: int = 1,
+                 regions: int = 0):
         with rejecting(self):
             check_addr_width(addr_width)
+            check_regions(regions)
             check_outstanding("outstanding", outstanding)
             check_commands("commands", commands)
         self.addr_width = addr_width
         self.outstanding = outstanding
+        self.region_count = regions
         self.commands = commands
         super().__init__({
             "cmd": In(stream.Signature(box_layout(addr_width))),
@@ -162,13 +170,16 @@ class AxiDmaRead(wiring.Component):
             "m_axi": Out(AXI4ReadSignature(addr_width=addr_width)),
             "busy": Out(1),
             "window": In(window_layout(addr_width), init=open_window(addr_width)),
-        })
+        } | ({"regions": In(region_windows_layout(addr_width, regions),
+                            init=[open_window(addr_width)] * regions)} if regions else {}))
 
     def elaborate(self, platform):
         m = Module()
         aw = self.addr_width
-        m.submodules.walker = walker = BoxWalker(aw)
+        m.submodules.walker = walker = BoxWalker(aw, regions=self.region_count)
         m.d.comb += walker.window.eq(self.window)
+        if self.region_count:
+            m.d.comb += walker.regions.eq(self.regions)
         # ``one``: beats <= 1, ``nil``: beats == 0 (an abort marker), for BeatCounter.
         entry = data.StructLayout({
             "addr": aw, "beats": COUNT_WIDTH + 2, "burst": 1, "last": 1, "status": Status,

@@ -15,6 +15,7 @@ from fcircnn.arch.descriptor import (
     FLAG_WQUARTER,
     FLAG_WSPLIT,
     OP_POOL,
+    region_code,
 )
 from fcircnn.arch.geometry import SLOTS_PER_BEAT, CoreGeometry, EngineGeometry
 from fcircnn.arch.ports import (
@@ -230,10 +231,15 @@ class EngineLoader(wiring.Component):
         with m.If(ctl.start):
             ld.reset(ctl.new_desc)
         rd_box = Signal(box_layout(self.addr_width))
-        m.d.comb += self.rd_cmd.payload.eq(rd_box)
         # ``dest``: the transfer being decided and commanded; ``route``: where the beats on
         # rd_data go (the same with one transfer at a time, else the oldest in flight's).
         dest, route = Signal(range(_DESTS)), Signal(range(_DESTS))
+        m.d.comb += self.rd_cmd.payload.eq(rd_box)
+        # The command's region is its destination's stream's.
+        with m.Switch(dest):
+            for dest_, stream_ in _DEST_STREAM.items():
+                with m.Case(dest_):
+                    m.d.comb += self.rd_cmd.payload.region.eq(region_code(stream_))
         flight = _InFlight(m, self) if self.commands > 1 else None
         m.d.comb += route.eq(dest if flight is None else flight.route)
         # 0 params, 1 residual, 2 input (or its lower half or first quarter), 3 weights (or
@@ -779,6 +785,11 @@ class _InFlight:
 (_DEST_NONE, _DEST_PARAM, _DEST_RES, _DEST_IN, _DEST_W, _DEST_W1, _DEST_IN1, _DEST_W2,
  _DEST_W3, _DEST_IN2, _DEST_IN3) = range(11)
 _DESTS = 11
+#: The descriptor stream each destination's reads belong to (their region,
+#: :func:`~fcircnn.arch.descriptor.region_code`).
+_DEST_STREAM = {_DEST_PARAM: "post", _DEST_RES: "res", _DEST_IN: "in", _DEST_IN1: "in",
+                _DEST_IN2: "in", _DEST_IN3: "in", _DEST_W: "weight", _DEST_W1: "weight",
+                _DEST_W2: "weight", _DEST_W3: "weight"}
 
 #: The split read kinds' sinks: the loader's stream and the destination of their beats.
 _PART_SINKS = {"weight_half": ("w1_o", _DEST_W1), "weights": ("w_o", _DEST_W),

@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import OP_POOL
+from fcircnn.arch.descriptor import OP_POOL, region_code
 from fcircnn.arch.geometry import SLOTS_PER_BEAT
 from fcircnn.arch.ports import AXI_PORTS
 
@@ -228,6 +228,7 @@ class EnginePoolPass(wiring.Component):
                 box_out.groups.eq(1), box_out.d_len.eq(d.out_shape[0]),
                 box_out.h_len.eq(d.out_shape[1]), box_out.w_len.eq(d.out_shape[2]),
                 box_out.last_lanes.eq(Mux(last, d.out_slots - ((group + k) << 3), 8)),
+                box_in.region.eq(region_code("in")), box_out.region.eq(region_code("out")),
             ]
             boxes.append((box_in, box_out))
         return boxes

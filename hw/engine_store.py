@@ -7,7 +7,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.descriptor import FLAG_DFOLD, OP_POOL
+from fcircnn.arch.descriptor import FLAG_DFOLD, OP_POOL, region_code
 from fcircnn.arch.geometry import SLOTS_PER_BEAT, CoreGeometry, EngineGeometry
 
 from .axi_dma_box import Status, box_layout, check_addr_width, status_layout
@@ -75,7 +75,8 @@ class EngineStore(wiring.Component):
         wr_box = Signal(box_layout(self.addr_width))
         out_box = Signal(box_layout(self.addr_width))
         st.out_box(out_box, d.out_base, write=True, halved=halved)
-        m.d.comb += self.wr_cmd.payload.eq(wr_box)
+        m.d.comb += [self.wr_cmd.payload.eq(wr_box),
+                     self.wr_cmd.payload.region.eq(region_code("out"))]
         st_data = Signal()
         with m.If(st_data & ctl.failed):
             # After a failure the datapath may never produce the box's beats: the write DMA

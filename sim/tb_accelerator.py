@@ -38,7 +38,8 @@ Parameters (:func:`fcircnn.sim.runner.tb_params`)
     that :meth:`~fcircnn.runtime.driver.Driver.run` raises ``DriverTimeout`` whose message says the
     engine was aborted and is idle (``"timeout_run"`` in the results file: the message).
 ``fuzz`` (optional ``{"runs": int, "seed": int, "timeout_cycles": int, "address_width":
-int, "only": [int, ...]}``)
+int, "only": [int, ...], "replay": [{"index": int, "field": str, "value": int or list},
+...]}``)
     Before the last run, ``runs`` runs of the image each corrupted by
     :func:`fcircnn.sim.fuzz.corrupt` (seeded), through
     :meth:`~fcircnn.runtime.driver.Driver.run` with
@@ -46,16 +47,19 @@ int, "only": [int, ...]}``)
     the run. Every run must end (done, an error, or aborted after the timeout; an abort that
     does not stop the engine ends the campaign as ``"hung"``) and the memory model must see no
     access outside the windows. ``only``: run just these indices of the seeded sequence (to
-    replay a run). ``"fuzz"`` in the results file: the counts by outcome and error code, the
+    replay a run); ``replay``: after them, runs each with one field of one descriptor set
+    (a damage found earlier, given field by field). ``"fuzz"`` in the results file: the
+    counts by outcome and error code, the
     accesses outside the windows, and one line per run.
 ``far_desc_ptr`` (optional int, the accelerator's address width ``A``)
     Before the last run, a start with DESC_PTR ``2**A`` above the image's list: the test
     asserts it ends in ``error`` with code 2 and that DESC_PTR in ERROR_ADDR, nothing fetched
     (``"far_desc_ptr_run"`` in the results file).
-``moved`` (optional ``{"index": int, "field": str, "value": int, "code": int, "lo": int,
-"hi": int}``)
-    First run with the address field ``field`` of descriptor ``index`` set to ``value`` (so
-    that some of what it reads or writes leaves the image's windows): the test asserts it ends
+``moved`` (optional ``{"index": int, "field": str, "value": int or list, "code": int, "lo":
+int, "hi": int}``)
+    First run with the field ``field`` of descriptor ``index`` set to ``value`` (an address
+    moved so that some of what it reads or writes leaves the image's windows, or a stride,
+    step or ``*_pages`` that walks a stream out of its region): the test asserts it ends
     in ``error`` with ERROR_CODE ``code`` and ERROR_ADDR in ``[lo, hi)``, or with ``code`` 0
     (moved to the very edge of a window) that it ends ``done``, and in both that nothing was
     issued outside the windows (``"fault_run"`` in the results file); then the image run
@@ -229,9 +233,9 @@ class _NarrowDriver(Driver):
         await super().set_windows(tuple(windows["read"]), tuple(windows["write"]))
 
 
-def _with_field(image: CompiledImage, index: int, field: str, value: int) -> bytes:
-    """``image``'s bytes with the address field ``field`` of descriptor ``index`` set to
-    ``value`` (a legal address: the descriptor still unpacks)."""
+def _with_field(image: CompiledImage, index: int, field: str, value) -> bytes:
+    """``image``'s bytes with the field ``field`` of descriptor ``index`` set to ``value``
+    (a legal value: the descriptor still unpacks)."""
     at = image.desc_ptr - image.base + index * DESCRIPTOR_BYTES
     data = bytearray(image.data)
     d = LayerDescriptor.unpack(bytes(data[at:at + DESCRIPTOR_BYTES]))
@@ -240,16 +244,18 @@ def _with_field(image: CompiledImage, index: int, field: str, value: int) -> byt
 
 
 async def _moved_run(dut, driver, backend, image, progress, timeout_s, poll, moved):
-    """A run with one address field of one descriptor moved so that part of what it reads or
-    writes lies outside its window (the image's own windows programmed): an error with
-    ``moved["code"]`` at an address in ``[moved["lo"], moved["hi"])``, the bytes only the
-    port under test reaches, or (code 0: moved to the window's very edge) no error; nothing
-    issued outside."""
-    index, field, value = int(moved["index"]), str(moved["field"]), int(moved["value"])
+    """A run with one field of one descriptor changed so that part of what it reads or
+    writes lies outside its window or its stream's region (the image's own windows
+    programmed): an error with ``moved["code"]`` at an address in ``[moved["lo"],
+    moved["hi"])`` (the bytes only the port under test reaches, or the pages past the
+    region), or (code 0: moved to the window's very edge) no error; nothing issued outside
+    the windows."""
+    index, field, value = int(moved["index"]), str(moved["field"]), moved["value"]
+    value = tuple(map(int, value)) if isinstance(value, list) else int(value)
     driver.damaged = _with_field(image, index, field, value)
     doc = await _run(driver, backend, image, progress, timeout_s, poll)
     driver.damaged = None
-    what = f"descriptor {index} with {field} = {value:#x}"
+    what = f"descriptor {index} with {field} = {value}"
     assert not doc["outside_window"], f"accesses outside the window: {doc['outside_window']}"
     if not int(moved["code"]):  # at the window's very edge: runs to its end (wrong data)
         assert doc["status"] == "done", f"{what}: expected no error, got {_describe(doc)}"
@@ -346,14 +352,12 @@ async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str
     outcomes: dict[str, int] = {}
     log, outside = [], 0
     only = set(params.get("only", ()))  # replay these runs of the seeded sequence alone
-    for run in range(int(params["runs"])):
-        bad = corrupt(placed.data, placed.base, placed.desc_ptr, len(placed.descriptors),
-                      int(params.get("address_width", 40)), rng)
-        if only and run not in only:
-            continue
+
+    async def one(name: str, kind: str, detail: str, data: bytes) -> str:
+        nonlocal outside
         seen, t0 = len(backend.outside_window), backend.cycles()
         try:
-            driver.damaged = bad.data
+            driver.damaged = data
             report = await driver.run(placed, timeout_s, abort_timeout_s=timeout_s)
         except DriverTimeout as exc:  # aborted; its status None: the abort did not stop it
             message, status = str(exc), exc.status
@@ -366,10 +370,24 @@ async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str
         new = backend.outside_window[seen:]
         outside += len(new)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        log.append(f"{run} {bad.kind} ({bad.detail}): {outcome}, {backend.cycles() - t0} "
+        log.append(f"{name} {kind} ({detail}): {outcome}, {backend.cycles() - t0} "
                    f"cycles; {message}" + (f"; OUTSIDE {new}" if new else ""))
         dut._log.info("fuzz %s", log[-1])
-        if outcome == "hung":
+        return outcome
+
+    for run in range(int(params["runs"])):
+        bad = corrupt(placed.data, placed.base, placed.desc_ptr, len(placed.descriptors),
+                      int(params.get("address_width", 40)), rng)
+        if only and run not in only:
+            continue
+        if await one(str(run), bad.kind, bad.detail, bad.data) == "hung":
+            break
+    for k, entry in enumerate(params.get("replay", ())):  # damage given field by field
+        value = entry["value"]
+        value = tuple(map(int, value)) if isinstance(value, list) else int(value)
+        data = _with_field(placed, int(entry["index"]), str(entry["field"]), value)
+        detail = f"descriptor {entry['index']}: {entry['field']} = {value}"
+        if await one(f"replay {k}", "field", detail, data) == "hung":
             break
     driver.damaged = None  # the runs after the campaign load the image itself
     return {"runs": len(log), "outcomes": dict(sorted(outcomes.items())),

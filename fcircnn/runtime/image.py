@@ -43,10 +43,11 @@ import numpy as np
 
 from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
-    FLAG_RESIDUAL,
-    OP_POOL,
+    STREAM_REGIONS,
     LayerDescriptor,
+    region_pages,
     stored_map,
+    used_regions,
 )
 from fcircnn.arch.geometry import PAGE_BYTES
 from fcircnn.models.layout import ncdhw8_size, unpack_ncdhw8
@@ -356,9 +357,11 @@ class CompiledImage:
         0 at the end), its output map in a ``conv`` or ``output`` region, its cycles entry in
         the ``cycles`` region, and each address it reads from in a region of the kind that
         field reads (:data:`_FIELD_KINDS`), each map it reads or writes live at its index
-        (where the map says); no descriptor, weight or post region inside the
-        write window. Reads are checked by their first address: the extent a descriptor's
-        tiles read is the hardware's business (its window)."""
+        (where the map says), each stream's region (``*_pages``) non-empty and inside the
+        region its base lies in (0 pages for a stream its op does not use); no descriptor,
+        weight or post region inside the write window. Reads are checked by their first
+        address and their regions: the extent a descriptor's tiles read is the hardware's
+        business (it refuses any burst outside its stream's region and window)."""
         ordered = sorted(self.regions, key=lambda r: (r.base, r.end))
         for r in ordered:
             self._check_range(r.base, r.size, str(r))
@@ -398,14 +401,25 @@ class CompiledImage:
             if getattr(d, name) != want:
                 raise ImageError(f"{what}: {name} is {getattr(d, name):#x} in the image, "
                                  f"{want:#x} in its memory map")
-        self._region_of(info.out_base, info.out_bytes, ("conv", "output"), f"{what} output map",
-                        k)
+        out = self._region_of(info.out_base, info.out_bytes, ("conv", "output"),
+                              f"{what} output map", k)
         self._region_of(info.cycles_addr, CYCLES_ENTRY_BYTES, ("cycles",),
                         f"{what} cycles entry")
-        reads = ["in_base"] + (["res_base"] if d.flags & FLAG_RESIDUAL else [])
-        reads += [] if d.op == OP_POOL else ["weight_base", "post_base"]
-        for name in reads:
-            self._region_of(getattr(d, name), 1, _FIELD_KINDS[name], f"{what} {name}", k)
+        used = used_regions(d.op, d.flags)
+        for name in STREAM_REGIONS:
+            field, pages = f"{name}_base", getattr(d, f"{name}_pages")
+            if not used[name]:
+                if pages:
+                    raise ImageError(f"{what}: {name}_pages is {pages}, for a stream its op "
+                                     "does not use (it must be 0)")
+                continue
+            base = getattr(d, field)
+            r = out if name == "out" else self._region_of(base, 1, _FIELD_KINDS[field],
+                                                          f"{what} {field}", k)
+            room = region_pages(base, r.end)
+            if not 1 <= pages <= room:
+                raise ImageError(f"{what}: {name}_pages is {pages}; its stream's region from "
+                                 f"{field} = {base:#x} must be 1..{room} pages, inside {r}")
 
     def _region_of(self, addr: int, size: int, kinds: Sequence[str], what: str,
                    at: int | None = None) -> RegionInfo:
@@ -470,15 +484,12 @@ class CompiledImage:
         for k in range(len(self.descriptors)):
             at = self.desc_ptr - self.base + k * DESCRIPTOR_BYTES
             d = LayerDescriptor.unpack(bytes(data[at:at + DESCRIPTOR_BYTES]))
-            moved = {"in_base": d.in_base + delta, "out_base": d.out_base + delta,
-                     "cycles_addr": d.cycles_addr + delta}
+            used = used_regions(d.op, d.flags)
+            moved = {f"{name}_base": getattr(d, f"{name}_base") + delta
+                     for name in STREAM_REGIONS if used[name]}
+            moved["cycles_addr"] = d.cycles_addr + delta
             if d.next_desc:
                 moved["next_desc"] = d.next_desc + delta
-            if d.flags & FLAG_RESIDUAL:
-                moved["res_base"] = d.res_base + delta
-            if d.op != OP_POOL:
-                moved["weight_base"] = d.weight_base + delta
-                moved["post_base"] = d.post_base + delta
             data[at:at + DESCRIPTOR_BYTES] = dataclasses.replace(d, **moved).pack()
         infos = tuple(dataclasses.replace(d, out_base=d.out_base + delta,
                                           cycles_addr=d.cycles_addr + delta)

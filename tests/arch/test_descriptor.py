@@ -19,6 +19,7 @@ from fcircnn.arch.descriptor import (
     FLAG_LAST,
     FLAG_MINNER,
     FLAG_POOL,
+    FLAG_RESIDUAL,
     FLAG_RFFT,
     FLAG_ROWLANES,
     FLAG_SPREAD,
@@ -26,12 +27,16 @@ from fcircnn.arch.descriptor import (
     OP_CONV,
     OP_GAP,
     OP_POOL,
+    STREAM_REGIONS,
     LayerDescriptor,
     balances_tiles,
     descriptor_layout,
     field_offset,
     flags_fault,
+    region_code,
+    region_fault,
     stored_map,
+    used_regions,
 )
 
 _VEC = ("in_shape", "conv_shape", "out_shape", "kernel", "stride", "padding", "pool_window",
@@ -170,14 +175,39 @@ def test_the_rfft_fields_round_trip_at_their_offsets():
     assert field_offset("rfft_mult") == 0xD4 and field_offset("rfft_shift") == 0xF4
     assert [int.from_bytes(raw[0xD4 + 2 * k:0xD6 + 2 * k], "little") for k in range(16)] == \
         list(mult)
-    assert raw[0xF4] == 47 and not any(raw[0xF5:])
+    assert raw[0xF4] == 47 and not any(raw[0xF5:])  # no stream regions in this example
     assert LayerDescriptor.unpack(raw) == d
     lane0 = _example(flags=FLAG_LANE0, pool_window=(1, 1, 1), pool_stride=(1, 1, 1))
     assert LayerDescriptor.unpack(lane0.pack()) == lane0
     bad = bytearray(raw)
     bad[0xF5] = 1
-    with pytest.raises(ValueError, match=r"0xF5\.\.0xFF"):
+    with pytest.raises(ValueError, match=r"0x8A\.\.0x8B, 0xF5\)"):
         LayerDescriptor.unpack(bytes(bad))
+
+
+def test_the_stream_regions_sit_after_rfft_shift_and_round_trip():
+    pages = {"in_pages": 1, "out_pages": 0x1234, "res_pages": 3, "weight_pages": 0xFFFF,
+             "post_pages": 5}
+    d = _example(**pages)
+    raw = d.pack()
+    for k, (name, value) in enumerate(pages.items()):
+        assert field_offset(name) == 0xF6 + 2 * k
+        assert int.from_bytes(raw[0xF6 + 2 * k:0xF8 + 2 * k], "little") == value
+    assert LayerDescriptor.unpack(raw) == d
+    with pytest.raises(ValueError, match="in_pages = 65536 does not fit"):
+        _example(in_pages=1 << 16)
+
+
+def test_a_used_stream_without_region_is_a_fault_and_an_unused_one_is_not():
+    whole = {f"{name}_pages": 1 for name in STREAM_REGIONS}
+    assert not region_fault(_example(**whole))
+    for name in STREAM_REGIONS:
+        d = _example(**(whole | {f"{name}_pages": 0}))
+        assert region_fault(d) == bool(used_regions(d.op, d.flags)[name]), name
+    pool = _example(op=OP_POOL, flags=FLAG_POOL, in_pages=1, out_pages=1)
+    assert not region_fault(pool)  # a pool pass reads no weights, posts or residual
+    assert used_regions(OP_CONV, FLAG_RESIDUAL)["res"]
+    assert region_code("in") == 1 and region_code("out") == 1 and region_code("post") == 4
 
 
 def test_minner_on_one_n_tile_and_two_m_tiles():
@@ -201,7 +231,7 @@ def test_unpack_rejects_bad_bytes():
     with pytest.raises(ValueError, match="reserved"):
         LayerDescriptor.unpack(bytes(raw))
     raw[0x7F] = 0
-    raw[0xFF] = 1
+    raw[0xF5] = 1
     with pytest.raises(ValueError, match="reserved"):
         LayerDescriptor.unpack(bytes(raw))
 

@@ -195,6 +195,8 @@ class Dma:
         self.rng, self.stall, self.fail_at, self.fail_status = rng, stall, fail_at, fail_status
         self.beat = beat
         self.boxes: list[Box] = []
+        #: Per command, its region code (``box_layout.region``).
+        self.regions: list[int] = []
 
     async def run(self, ctx) -> None:
         rng = self.rng
@@ -208,6 +210,7 @@ class Dma:
             box = box_of(payload)
             n = len(self.boxes)
             self.boxes.append(box)
+            self.regions.append(int(payload.region))
             if self.data is not None:
                 await self._deliver(ctx, n, box)
             if self.sink is not None:
@@ -242,6 +245,7 @@ class Dma:
                     box = box_of(payload)
                     queue.append((len(self.boxes), box))
                     self.boxes.append(box)
+                    self.regions.append(int(payload.region))
                     pending[0] += 1
                     self.max_pending = max(self.max_pending, pending[0])
 

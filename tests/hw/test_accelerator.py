@@ -24,11 +24,22 @@ from fcircnn.arch.descriptor import (
     DESCRIPTOR_BYTES,
     FLAG_IQUARTER,
     FLAG_ISPLIT,
+    FLAG_POOL,
+    FLAG_RESIDUAL,
     FLAG_ROWLANES,
     FLAG_SPREAD,
+    OP_POOL,
+    STREAM_REGIONS,
     flags_fault,
+    used_regions,
 )
-from fcircnn.arch.registers import ERROR_ABORTED, ERROR_BAD_DESCRIPTOR
+from fcircnn.arch.geometry import PAGE_BYTES
+from fcircnn.arch.registers import (
+    ERROR_ABORTED,
+    ERROR_BAD_DESCRIPTOR,
+    ERROR_READ_WINDOW,
+    ERROR_WRITE_WINDOW,
+)
 
 #: One worker runs this module (its Verilator build and shared runs): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_small")
@@ -179,11 +190,21 @@ def test_corrupted_images_end_and_stay_inside_the_windows(compiled, run_image, p
 
 @pytest.mark.slow
 def test_the_hangs_the_fuzzing_campaign_found_are_aborted(compiled, run_image, plain):
-    """Runs 21 and 266 of ``bench/bench_fuzz.py --case small`` (seed 1; the image of this
-    module's fixture): a conv's and a pool pass's write box larger than what its datapath
-    produces. Both hung for good; both are now aborted after the driver's timeout."""
+    """The two hangs the first campaigns found (bench/README.md, "Corrupted images"), each a
+    write box larger than what its datapath produces, which waits for beats that never come
+    (inside its region: the region check does not see it). Run 21 of ``bench/bench_fuzz.py
+    --case small`` (seed 1: flipped bits of c3's descriptor, 16,386 m-tiles and a far input
+    step); and a pool pass's output height of 260 instead of 4 (a write box 65 times the
+    pooled read; run 266 of the second campaign, whose draws the descriptor's region fields
+    have since moved), replayed as that field. Both hung for good; both are now aborted after
+    the driver's timeout."""
+    k, pool = next((k, d) for k, d in enumerate(compiled[1].plan.descriptors)
+                   if d.op == OP_POOL)
+    assert pool.out_shape[1] == 4
+    tall = [pool.out_shape[0], 260, pool.out_shape[2]]
     doc = run_image(compiled[0], compiled[2], "fuzz-hangs", backpressure=0.1, seed=1,
-                    fuzz={"runs": 267, "seed": 1, "only": [21, 266],
+                    fuzz={"runs": 22, "seed": 1, "only": [21],
+                          "replay": [{"index": k, "field": "out_shape", "value": tall}],
                           "timeout_cycles": 2 * 12_843,  # the recorded clean run's, as there
                           "address_width": compiled[0].address_width})
     assert doc["fuzz"]["outcomes"] == {"aborted": 2}, doc["fuzz"]["log"]
@@ -205,6 +226,65 @@ def test_a_descriptor_whose_flags_do_not_go_together_is_refused_then_restarts(co
     assert fault["status"] == "error" and fault["interrupt"]
     assert (fault["error_code"], fault["error_addr"]) == (ERROR_BAD_DESCRIPTOR,
                                                           image.desc_ptr + DESCRIPTOR_BYTES)
+    assert [la["finished"] for la in fault["layers"][:2]] == [True, False]
+    _check(doc, image)
+
+
+def _region_probe(image, probe):
+    """Descriptor fields changed so that one stream leaves its region while staying inside
+    the image's windows: ``(descriptor, field, value, error code, error address range)`` on
+    the small image (its maps one after another, the first layer's input five pages, each
+    later map one, the write window from the cycles entries to the end)."""
+    plan = image.plan
+    (_, top), _ = plan.windows
+    d0, d1 = plan.descriptors[:2]
+    assert (d0.in_pages, d0.out_pages, d1.in_pages) == (5, 1, 1) and d0.tiles[0] == 2
+    assert d1.in_base == d0.out_base and d0.out_step[0] < PAGE_BYTES
+    far = (d0.out_step[0] + PAGE_BYTES, *d0.out_step[1:])
+    return {
+        # the first layer's input one page short: its reads of the fifth page
+        "input-pages": (0, "in_pages", 4, ERROR_READ_WINDOW,
+                        (d0.in_base + 4 * PAGE_BYTES, d0.in_base + 5 * PAGE_BYTES)),
+        # a depth-tile step a page too long: the second depth tile's writes land in the maps
+        # after its own
+        "output-step": (0, "out_step", list(far), ERROR_WRITE_WINDOW,
+                        (d0.out_base + PAGE_BYTES, top + 1)),
+        # the same on c2's input (c1's map): its second depth tile reads the maps after it
+        "input-step": (1, "in_step", [d1.in_step[0] + PAGE_BYTES, *d1.in_step[1:]],
+                       ERROR_READ_WINDOW, (d1.in_base + PAGE_BYTES, top + 1)),
+    }[probe]
+
+
+@pytest.mark.parametrize("probe", [
+    "input-pages",
+    pytest.param("output-step", marks=pytest.mark.slow),
+    pytest.param("input-step", marks=pytest.mark.slow),
+])
+def test_a_stream_leaving_its_region_is_refused_at_that_burst_then_restarts(
+        compiled, run_image, probe):
+    """Issue 46's descriptor regions: a corrupted page count or tile step walks a stream out
+    of the region the compiler gave it, into another map inside the windows; the first burst
+    outside the region is not issued, the run ends with the direction's code at that burst's
+    address, nothing leaves the windows, and the unchanged image then runs bit-exact."""
+    acc, image, root = compiled
+    index, field, value, code, (lo, hi) = _region_probe(image, probe)
+    moved = {"index": index, "field": field, "value": value, "code": code, "lo": lo, "hi": hi}
+    doc = run_image(acc, root, f"region-{probe}", moved=moved, backpressure=0.2, seed=67)
+    fault = doc["fault_run"]  # its code and address: checked by the testbench
+    assert fault["status"] == "error" and fault["error_code"] == code
+    assert [la["finished"] for la in fault["layers"][:index + 1]] == [True] * index + [False]
+    _check(doc, image)
+
+
+def test_a_stream_without_a_region_is_refused_before_any_transfer(compiled, run_image):
+    """A descriptor whose op reads weights with ``weight_pages = 0`` is refused at DISPATCH
+    (ERROR_BAD_DESCRIPTOR at its address), before it moves a byte; the list then runs."""
+    acc, image, root = compiled
+    at = image.desc_ptr + DESCRIPTOR_BYTES
+    moved = {"index": 1, "field": "weight_pages", "value": 0, "code": ERROR_BAD_DESCRIPTOR,
+             "lo": at, "hi": at + 1}
+    doc = run_image(acc, root, "region-none", moved=moved)
+    fault = doc["fault_run"]
     assert [la["finished"] for la in fault["layers"][:2]] == [True, False]
     _check(doc, image)
 
@@ -251,6 +331,8 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
         ctx.set(desc.n_tiles, 1)
         ctx.set(desc.pool_window, [1, 1, 1])
         ctx.set(desc.tiles, [1, 2, 2])
+        for name in STREAM_REGIONS:
+            ctx.set(getattr(desc, f"{name}_pages"), 1)
         for (core, flags, depth), expected in cases:
             ctx.set(desc.core, core)
             ctx.set(desc.flags, flags)
@@ -266,6 +348,16 @@ def test_the_sequencer_refuses_row_lanes_a_core_cannot_run_and_far_addresses(
                 ctx.set(getattr(desc, name), value)
                 assert ctx.get(refused) == expected, (name, hex(value))
             ctx.set(getattr(desc, name), 0)
+        # A stream its op uses without a region (0 pages): refused; one it does not use
+        # (the residual without FLAG_RESIDUAL, the weights and posts of a pool pass): not.
+        for op, flags in ((0, 0), (0, FLAG_RESIDUAL), (OP_POOL, FLAG_POOL)):
+            ctx.set(desc.op, op)
+            ctx.set(desc.flags, flags)
+            used = used_regions(op, flags)
+            for name in STREAM_REGIONS:
+                ctx.set(getattr(desc, f"{name}_pages"), 0)
+                assert ctx.get(refused) == bool(used[name]), (op, hex(flags), name)
+                ctx.set(getattr(desc, f"{name}_pages"), 1)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -110,21 +110,25 @@ def full(fields):
 
 
 def run_walker(cmds, *, aw=40, seed=0, ready_p=0.7, gap=3, abort_after=None, max_cycles=60_000,
-               windows=None):
+               windows=None, regions=None):
     """Feed ``cmds`` (field dicts) to a BoxWalker under random back-pressure.
 
     Returns (segments per command, accept cycle per command, (cycle, segment) handshakes).
     ``abort_after`` = (command index, segments) raises ``abort`` once that many segments of
     that command were taken, until its last segment. ``windows``: per command its (first,
-    last) page, set while the walker is idle (every page if ``None``).
+    last) page, set while the walker is idle (every page if ``None``). ``regions``: the
+    walker's region windows, (first, last) pages, set once (a walker without if ``None``).
     """
-    dut = BoxWalker(aw)
+    dut = BoxWalker(aw, regions=len(regions or ()))
     rng = random.Random(seed)
     accepted, taken = [], []
     state = {"done": False, "abort": False}
 
     async def producer(ctx):
         cycle = 0
+        for k, (lo, hi) in enumerate(regions or ()):
+            ctx.set(dut.regions[k].lo, lo)
+            ctx.set(dut.regions[k].hi, hi)
         for i, c in enumerate(cmds):
             for _ in range(rng.randrange(gap + 1)):
                 await ctx.tick()
@@ -347,6 +351,51 @@ def test_a_burst_at_the_window_limits_is_issued():
     assert got[1] == [seg(0, 5 * PAGE - 0x40, 0, 1, 1, Status.OVERFLOW)]
     assert got[2] == [seg(1, 5 * PAGE - 0x40, 4, 0, 1),
                       seg(0, 5 * PAGE, 0, 1, 1, Status.OVERFLOW)]
+
+
+@pytest.mark.parametrize(("aw", "seed"), [(40, 7), (32, 8)])
+def test_a_command_s_region_code_chooses_its_window(aw, seed):
+    """A walker with four region windows: each command's code picks ``window`` (0) or
+    ``regions[code - 1]``; random boxes with random codes and windows around, on or off their
+    pages, under back-pressure, give the reference's segments for the window chosen; a code
+    past the regions keeps ``window``."""
+    rng = random.Random(seed)
+    top = (1 << (aw - 12)) - 1
+    cmds = [random_raw_box(rng, aw) for _ in range(30)]
+    spans = []
+    for c in cmds:
+        pages = [a // PAGE for a in expand(ref_segments(c, aw)) if a is not None]
+        spans.append((min(pages), max(pages)) if pages else (1, 1))
+    regions = []
+    for k in range(4):  # each region on (or one page off) one of the first commands' pages
+        first, last = spans[k]
+        regions.append([(first, last), (first + 1, last), (first, last - 1),
+                        (max(0, first - 2), last + 3)][k])
+    windows = [(0, top)] * len(cmds)
+    for i, c in enumerate(cmds):
+        c["region"] = i % 6  # 5: past the four regions
+        if 4 <= i and c["region"] in (1, 2, 3, 4):  # start where its region's box starts
+            c["addr"] = cmds[c["region"] - 1]["addr"]
+        if i % 7 == 3:
+            windows[i] = (spans[i][0] + 1, top)  # window 0 excludes its first page
+    got, _, _ = run_walker(cmds, aw=aw, seed=seed, windows=windows, regions=regions)
+    refused = 0
+    for c, w, segments in zip(cmds, windows, got, strict=True):
+        chosen = regions[c["region"] - 1] if c["region"] in (1, 2, 3, 4) else w
+        assert segments == ref_segments(c, aw, chosen), (c, chosen)
+        refused += segments[-1][0] == Status.OVERFLOW
+    assert 3 <= refused < len(cmds)  # both outcomes exercised
+
+
+def test_region_counts_are_checked():
+    from fcircnn.hw.common import never_elaborated
+
+    walker = BoxWalker(40, regions=7)
+    never_elaborated(walker)
+    assert walker.region_count == 7
+    for bad, exc in ((8, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)):
+        with pytest.raises(exc, match="regions"):
+            BoxWalker(40, regions=bad)
 
 
 BAD = [("addr", 0x108), ("stride_g", 0x11), ("stride_d", 0x8), ("stride_h", 0x14),

@@ -27,6 +27,7 @@ from fcircnn.arch.descriptor import (
     FLAG_RESIDUAL,
     FLAG_WQUARTER,
     FLAG_WSPLIT,
+    region_code,
 )
 from fcircnn.arch.ports import (
     ALL_READS,
@@ -40,7 +41,7 @@ from fcircnn.arch.ports import (
     WEIGHT_READS,
     PortMap,
 )
-from fcircnn.arch.walk import conv_reads, quarters_inputs, splits_inputs
+from fcircnn.arch.walk import READ_KIND_STREAMS, conv_reads, quarters_inputs, splits_inputs
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.buffer_input import input_box_layout
 from fcircnn.hw.engine_loader import EngineLoader
@@ -140,6 +141,9 @@ def run(case, *, reads=ALL_READS, seed=0, stall=0.3, fail_at=None,
     sim.add_testbench(bench)
     sim.run()
     kinds = {kind for kind, _ in conv_reads(case.desc, case.core) if kind in reads}
+    # every read carries its stream's region code (the DMA checks it against the region)
+    stream_of = {box: READ_KIND_STREAMS[kind] for kind, box in conv_reads(case.desc, case.core)}
+    assert [region_code(stream_of[box]) for box in dma.boxes] == dma.regions
     if commands > 1 and len(dma.boxes) > 4 * commands and len(kinds) > 1:
         # the queue was used: several reads in flight at some point (at most one per buffer)
         assert 2 <= dma.max_pending <= commands

@@ -16,6 +16,7 @@ from amaranth.hdl import Value
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, pool_cases, reports, start
 
+from fcircnn.arch.descriptor import region_code
 from fcircnn.arch.walk import pool_boxes
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.engine_pool import EnginePoolPass
@@ -159,6 +160,9 @@ def _check_lanes(pairs, rds, wrs, data, lanes):
         mine = list(range(k, len(pairs), lanes))
         assert rds[k].boxes == [pairs[g][0] for g in mine]
         assert wrs[k].boxes == [pairs[g][1] for g in mine]
+        # in the input's and the output's regions (the DMAs check them)
+        assert set(rds[k].regions) <= {region_code("in")}
+        assert set(wrs[k].regions) <= {region_code("out")}
         for g, beats in zip(mine, wrs[k].written, strict=True):
             assert beats == [data[g, b] for b in range(box_beats(pairs[g][1]))]
 

@@ -12,6 +12,7 @@ import pytest
 from amaranth.sim import Simulator
 from engine_bench import AW, Dma, box_beats, conv_cases, minner_cases, reports, start
 
+from fcircnn.arch.descriptor import region_code
 from fcircnn.arch.walk import conv_writes
 from fcircnn.hw.axi_dma_box import Status
 from fcircnn.hw.engine_store import EngineStore
@@ -68,6 +69,7 @@ def test_the_store_writes_what_the_walk_writes_with_the_buffers_beats(case):
     writes, dma, fails, done, idle = run(case, seed=zlib.crc32(case.name.encode()))
     assert idle and not fails and done == [1]
     assert dma.boxes == writes
+    assert set(dma.regions) == {region_code("out")}  # the DMA checks it against the region
     for n, beats in enumerate(dma.written):
         assert beats == [(n << 16) | k for k in range(box_beats(writes[n]))]
 
