@@ -474,7 +474,9 @@ def read_progress(path: Path) -> tuple[int, int] | None:
 
 
 class _Poller(threading.Thread):
-    """Calls ``progress(done, total)`` from the progress file every ``interval`` seconds."""
+    """Calls ``progress(done, total)`` from the progress file every ``interval`` seconds; the
+    first time the file shows progress, ``progress(0, total)`` first: the simulation's pass
+    starts there (within ``interval`` of its start), not before the build."""
 
     def __init__(self, path: Path, progress: Callable[[int, int], None],
                  interval: float = 0.5) -> None:
@@ -485,6 +487,8 @@ class _Poller(threading.Thread):
 
     def poll(self) -> None:
         state = read_progress(self.path)
+        if state is not None and self.last is None and state[0] > 0:
+            self.progress(0, state[1])
         if state is not None and (state != self.last or state[0] < state[1]):
             self.progress(*state)
             self.last = state

@@ -239,10 +239,10 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
     """
     path = where
     expected = weight_arrays(net)
-    calibration = read_calibration(net, data, path)
-    data = {k: v for k, v in data.items() if not k.startswith(CALIBRATION_PREFIX)}
-    _refuse_bn_without_cbn(net, data, path)
-    unknown = sorted(set(data) - set(expected))
+    arrays = {k: v for k, v in data.items() if not k.startswith(CALIBRATION_PREFIX)}
+    # The weights first: another network's file is named as such, not by its calibration.
+    _refuse_bn_without_cbn(net, arrays, path)
+    unknown = sorted(set(arrays) - set(expected))
     if unknown:
         dense = [r.name for r in net.resolved if r.dense]
         raise ArrayFileError(
@@ -254,6 +254,8 @@ def check_weights(net: NetworkConfig, data: Mapping[str, np.ndarray],
                f"layers {', '.join(dense)}" if dense else "")
             + " and optionally <layer>.bn_gain with <layer>.bn_offset for those with CBN"
             + (" or BN" if dense else "") + f", and a calibration ({CALIBRATION_PREFIX}...)")
+    calibration = read_calibration(net, data, path)
+    data = arrays
     layers = {}
     for layer in net.resolved:
         if not layer.weighted:

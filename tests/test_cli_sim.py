@@ -3,6 +3,7 @@ without a simulator (the RTL run is replaced by fakes writing canned results), a
 end-to-end run on the two-core test accelerator (its table and exit code)."""
 
 import importlib.machinery
+import io
 import json
 import subprocess
 import sys
@@ -404,6 +405,29 @@ def test_read_progress(tmp_path):
     assert sim.read_progress(path) == (2, 5)
     path.write_text("garbage\n")
     assert sim.read_progress(path) is None
+
+
+def test_a_pass_first_seen_finished_starts_when_it_is_seen(tmp_path):
+    """A simulation over before the first poll (three descriptors after a long Verilator
+    build) starts its pass where the poller first sees it: `sim` printed the build's minutes
+    as the pass's time."""
+    from fcircnn.cli.common import _Progress
+
+    path, calls = tmp_path / "p", []
+    poller = sim._Poller(path, lambda done, total: calls.append((done, total)))
+    poller.poll()
+    assert calls == []  # no file yet: the build
+    path.write_text("3 3\n")
+    poller.poll()
+    poller.poll()
+    assert calls == [(0, 3), (3, 3)]
+    out = io.StringIO()
+    bar = _Progress(out, unit="descriptors")
+    bar.start = bar.pass_start = bar.last = bar.start - 200  # a 200 s build before the pass
+    for done, total in calls:
+        bar("sim", done, total)
+    seconds = float(out.getvalue().split(" in ")[1].split(" s")[0])
+    assert out.getvalue().startswith("  sim    pass done: 3 descriptors") and seconds < 1
 
 
 def test_parse_layers():

@@ -150,6 +150,18 @@ def test_load_weights_names_bad_arrays(tmp_path):
         load_weights(net, str(tmp_path / "missing.npz"))
 
 
+def test_another_network_s_calibrated_weights_are_named_by_their_layers(tmp_path):
+    """A calibrated weights file of another network is refused for its weights (the arrays of
+    layers the network lacks), not for its calibration's layer names."""
+    net = _tiny_network(tmp_path)
+    weights, _ = calibrate(net, weights=random_weights(net, 0), x=random_input(net, 0))
+    weights.save(tmp_path / "w.npz")
+    other = load_network(builtin_path("c3d"))
+    with pytest.raises(ValueError, match=r"unknown array\(s\) .*'c1\.generators'.* for "
+                                         r"network c3d"):
+        load_weights(other, str(tmp_path / "w.npz"))
+
+
 def test_class_scores_need_a_1x1x1_output(tmp_path):
     net = _tiny_network(tmp_path)  # ends in a gap: 12 scores
     assert class_scores_problem(net) is None  # ends in an fc of 12 outputs
