@@ -49,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 0
     print(f"wrote {args.output}: the weights{' (CBN calibrated)' if args.weights is None else ''}"
           f" with fixed int8 scales ({weights.calibration.describe()}); run, compile and deploy "
-          "--weights use them for every clip")
+          "--weights use them for every clip", file=sys.stderr)
     return 0
 
 

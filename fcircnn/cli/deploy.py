@@ -92,7 +92,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                           "board_commands": [f"pip install --no-deps {WHEEL}",
                                              "sudo -E python3 run.py"]}))
     else:
-        print(f"wrote {', '.join(result.files)} in {result.folder}")
+        print(f"wrote {', '.join(result.files)} in {result.folder}", file=sys.stderr)
     if not result.overlay:
         print(f"note: no overlay yet: {result.folder}/BITSTREAM.md says how to make "
               "fcircnn_accel.bit and .hwh and bring them in (--vivado)", file=sys.stderr)
