@@ -546,3 +546,16 @@ def test_project_and_calibrate_json(tiny, tmp_path, capsys):
     assert doc["calibration"]["out_scales"].keys() == stored.out_scales.keys()
     for name, scale in stored.out_scales.items():
         np.testing.assert_array_equal(doc["calibration"]["out_scales"][name], scale)
+
+
+@pytest.mark.parametrize("command", ["generate", "deploy"])
+def test_a_non_empty_folder_is_refused_in_the_same_words_before_any_work(command, tmp_path,
+                                                                         capsys):
+    """``generate`` and ``deploy`` refuse a non-empty ``-o`` without ``--force`` alike, with
+    one ``error:`` line and nothing printed before it."""
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main([command, "c3d_zcu102", "-o", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err == (f"error: -o {tmp_path}: the folder is not empty (--force writes "
+                               "into it, replacing files of the same names)\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]

@@ -140,6 +140,15 @@ def _output_dir(path: str | os.PathLike[str] | None, flag: str) -> None:
         raise UserError(f"{flag} {path}: {why}")
 
 
+def _fresh_folder(path: str | os.PathLike[str], flag: str, force: bool) -> None:
+    """Refuse, before any work, a non-empty output folder without ``--force`` (the same words
+    on every command that writes a folder)."""
+    folder = Path(path)
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise UserError(f"{flag} {path}: the folder is not empty (--force writes into it, "
+                        "replacing files of the same names)")
+
+
 def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether the paths ``a`` and ``b`` name one file (links resolved; existing or not)."""
     try:

@@ -12,6 +12,7 @@ from .common import (
     _accelerator,
     _check_memory,
     _folder_outputs,
+    _fresh_folder,
     _load_array,
     _load_calibration,
     _output_dir,
@@ -42,8 +43,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     )
 
     _output_dir(args.output, "-o")
-    if Path(args.output).is_dir() and any(Path(args.output).iterdir()) and not args.force:
-        raise UserError(f"-o {args.output}: the folder is not empty (--force writes into it)")
+    _fresh_folder(args.output, "-o", args.force)
     _folder_outputs("-o", args.output, OUTPUT_FILES)
     if args.vivado is not None and not Path(args.vivado).is_dir():
         raise UserError(f"--vivado {args.vivado}: no such folder (the Vivado build's "

@@ -12,6 +12,7 @@ from .common import (
     _distinct_outputs,
     _Elapsed,
     _folder_outputs,
+    _fresh_folder,
     _input_files,
     _needs,
     _output_dir,
@@ -24,6 +25,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     _needs("hw", "fcircnn generate (Verilog from the Amaranth hardware)")
     _output_dir(args.output, "-o")
+    _fresh_folder(args.output, "-o", args.force)
     outputs = _folder_outputs("-o", args.output, OUTPUT_FILES)
     acc = _accelerator(args.config)
     _distinct_outputs(outputs, _input_files(args, "config", acc.network))
