@@ -323,7 +323,6 @@ def spread_fault(flags, op):
     return ((flags & FLAG_SPREAD) != 0) & ((op != OP_CONV) | ((flags & FLAG_ISPLIT) != 0))
 
 
-#: Flags that are never set without another: ``{flag: the flag it needs}``.
 #: A descriptor's DMA streams, each with a region: fields ``<name>_base`` and
 #: ``<name>_pages`` (input map, output map, residual map, weight image, post records).
 STREAM_REGIONS: tuple[str, ...] = ("in", "out", "res", "weight", "post")
@@ -366,6 +365,7 @@ def region_pages(base: int, end: int) -> int:
     return ((end - 1) >> PAGE_BITS) - (base >> PAGE_BITS) + 1
 
 
+#: Flags that are never set without another: ``{flag: the flag it needs}``.
 NEEDED_FLAGS = {FLAG_WQUARTER: FLAG_WSPLIT, FLAG_IQUARTER: FLAG_ISPLIT}
 
 

@@ -233,6 +233,13 @@ class _NarrowDriver(Driver):
         await super().set_windows(tuple(windows["read"]), tuple(windows["write"]))
 
 
+def _field_value(entry: dict[str, Any]):
+    """The ``value`` of a ``moved`` or ``replay`` entry: an integer, or a vector field's
+    integers (JSON gives a list)."""
+    value = entry["value"]
+    return tuple(map(int, value)) if isinstance(value, list) else int(value)
+
+
 def _with_field(image: CompiledImage, index: int, field: str, value) -> bytes:
     """``image``'s bytes with the field ``field`` of descriptor ``index`` set to ``value``
     (a legal value: the descriptor still unpacks)."""
@@ -250,8 +257,7 @@ async def _moved_run(dut, driver, backend, image, progress, timeout_s, poll, mov
     moved["hi"])`` (the bytes only the port under test reaches, or the pages past the
     region), or (code 0: moved to the window's very edge) no error; nothing issued outside
     the windows."""
-    index, field, value = int(moved["index"]), str(moved["field"]), moved["value"]
-    value = tuple(map(int, value)) if isinstance(value, list) else int(value)
+    index, field, value = int(moved["index"]), str(moved["field"]), _field_value(moved)
     driver.damaged = _with_field(image, index, field, value)
     doc = await _run(driver, backend, image, progress, timeout_s, poll)
     driver.damaged = None
@@ -383,8 +389,7 @@ async def _fuzz(dut, driver, backend, image, params: dict[str, Any]) -> dict[str
         if await one(str(run), bad.kind, bad.detail, bad.data) == "hung":
             break
     for k, entry in enumerate(params.get("replay", ())):  # damage given field by field
-        value = entry["value"]
-        value = tuple(map(int, value)) if isinstance(value, list) else int(value)
+        value = _field_value(entry)
         data = _with_field(placed, int(entry["index"]), str(entry["field"]), value)
         detail = f"descriptor {entry['index']}: {entry['field']} = {value}"
         if await one(f"replay {k}", "field", detail, data) == "hung":
