@@ -56,7 +56,10 @@ class EnginePoolPass(wiring.Component):
       Failures in the same cycle report one: writes before reads, lower lanes first. After
       ``ctl.failed`` (another walker's failure, or an abort) every lane's write box is
       completed with junk beats too (the top level refuses its next burst), so a write box
-      that wants more beats than the read box gives never waits for ever.
+      that wants more beats than the read box gives never waits for ever. Once a lane's
+      write status is in, its CMaxPool's further voxels are dropped, so a read box that gives
+      more than the write box takes (a damaged descriptor's) drains its reads and the step
+      ends. The engine's reset between descriptors empties CMaxPool.
 
     Parameters
     ----------
@@ -233,10 +236,13 @@ class EnginePoolPass(wiring.Component):
             boxes.append((box_in, box_out))
         return boxes
 
-    def _datapath(self, m, on, read_failed, wr_ok):
+    def _datapath(self, m, on, read_failed, wr_ok, wr_done):
         """Each lane's read beats (or, after its read failed or the layer failed, junk beats
         until its write box is complete: a damaged descriptor's write box may want more beats
-        than its read box gives) into its CMaxPool, and its output into its write."""
+        than its read box gives) into its CMaxPool, and its output into its write; once its
+        write status is in (``wr_done``), its pooled voxels are dropped: a damaged
+        descriptor's read box may give more than its write box takes, and the reads in flight
+        must drain for the step (or an abort) to end."""
         lanes = self._lanes()
         beat = data.View(data.ArrayLayout(data.StructLayout(
             {"re": signed(8), "im": signed(8)}), SLOTS_PER_BEAT), lanes[0].rd_data.payload.data)
@@ -254,9 +260,9 @@ class EnginePoolPass(wiring.Component):
                 pool_i.valid.eq(on[k] & (port.rd_data.valid
                                          | ((read_failed[k] | self.ctl.failed) & ~wr_ok[k]))),
                 port.rd_data.ready.eq(pool_i.ready),
-                port.wr_data.valid.eq(on[k] & pool_o.valid),
+                port.wr_data.valid.eq(on[k] & pool_o.valid & ~wr_done[k]),
                 port.wr_data.payload.data.eq(pool_o.payload),
-                pool_o.ready.eq(port.wr_data.ready),
+                pool_o.ready.eq(port.wr_data.ready | wr_done[k]),
             ]
 
     def _steps(self, m, ctl, group, groups, advance):
@@ -313,6 +319,7 @@ class EnginePoolPass(wiring.Component):
         rd_ok = [Signal(name=f"rd_ok{k}") for k in range(n)]  # command, then status, taken
         wr_ok = [Signal(name=f"wr_ok{k}") for k in range(n)]
         read_failed = [Signal(name=f"read_failed{k}") for k in range(n)]
+        wr_done = [Signal(name=f"wr_done{k}") for k in range(n)]  # write status in, this step
         failed = Signal()  # a status of this step failed
         # Lane k runs in this step unless its group is past the last one.
         on = [Signal(name=f"on{k}") for k in range(n)]
@@ -323,7 +330,7 @@ class EnginePoolPass(wiring.Component):
         lanes = self._lanes()
         with m.If(pool_mode):
             self._pool_config(m, d)
-            self._datapath(m, on, read_failed, wr_ok)
+            self._datapath(m, on, read_failed, wr_ok, wr_done)
         # Every transfer of the step: (stream, taken flag, lane on).
         cmds = [(p.rd_cmd, rd_ok[k], on[k]) for k, p in enumerate(lanes)] + \
                [(p.wr_cmd, wr_ok[k], on[k]) for k, p in enumerate(lanes)]
@@ -356,10 +363,14 @@ class EnginePoolPass(wiring.Component):
                     m.d.comb += st.ready.eq(lane_on & ~ok)
                     with m.If(st.valid & lane_on & ~ok):
                         m.d.sync += ok.eq(1)
+                for k, port in enumerate(lanes):
+                    with m.If(port.wr_status.valid & on[k] & ~wr_ok[k]):
+                        m.d.sync += wr_done[k].eq(1)
                 with m.If(bad):
                     m.d.sync += failed.eq(1)
                 with m.If(_all(ok | st.valid | ~lane_on for st, ok, lane_on in stats)):
                     m.d.sync += [ok.eq(0) for _, ok, _ in stats]
+                    m.d.sync += [w.eq(0) for w in wr_done]
                     if advance is not None:
                         m.d.comb += advance.eq(1)
                     m.d.sync += [group.eq(group + n),

@@ -197,17 +197,23 @@ def test_the_hangs_the_fuzzing_campaign_found_are_aborted(compiled, run_image, p
     step); and a pool pass's output height of 260 instead of 4 (a write box 65 times the
     pooled read; run 266 of the second campaign, whose draws the descriptor's region fields
     have since moved), replayed as that field. Both hung for good; both are now aborted after
-    the driver's timeout."""
+    the driver's timeout. And the opposite of the second, found by the four-port campaign of
+    2026-12-07: a pool pass's input depth of 26,839 instead of 2, whose pooled voxels
+    outnumber its write box (their surplus used to stall its reads for good); now dropped,
+    its reads run on to the end of its input's region, where they are refused (error 2)."""
     k, pool = next((k, d) for k, d in enumerate(compiled[1].plan.descriptors)
                    if d.op == OP_POOL)
     assert pool.out_shape[1] == 4
     tall = [pool.out_shape[0], 260, pool.out_shape[2]]
+    deep = [26_839, *pool.in_shape[1:]]
     doc = run_image(compiled[0], compiled[2], "fuzz-hangs", backpressure=0.1, seed=1,
                     fuzz={"runs": 22, "seed": 1, "only": [21],
-                          "replay": [{"index": k, "field": "out_shape", "value": tall}],
+                          "replay": [{"index": k, "field": "out_shape", "value": tall},
+                                     {"index": k, "field": "in_shape", "value": deep}],
                           "timeout_cycles": 2 * 12_843,  # the recorded clean run's, as there
                           "address_width": compiled[0].address_width})
-    assert doc["fuzz"]["outcomes"] == {"aborted": 2}, doc["fuzz"]["log"]
+    assert doc["fuzz"]["outcomes"] == {"aborted": 2, "error 2": 1}, doc["fuzz"]["log"]
+    assert doc["fuzz"]["outside_window"] == 0
     _check(doc, compiled[1])
 
 

@@ -78,3 +78,25 @@ def test_four_pool_lanes_are_bit_exact_under_backpressure(tmp_path, run_image):
     pools = [d for lp in image.plan.layers for d in lp.descriptors if d.op == OP_POOL]
     assert pools and max(-(-d.in_slots // 8) for d in pools) == 3  # 3 groups on 4 lanes
     check_run(run_image(acc, root, "lanes", backpressure=0.3, latency=4, seed=37), image)
+
+
+@pytest.mark.slow  # the four-lane build of the test above, and a run of the damaged pool pass
+def test_a_pool_pass_pooling_more_than_its_write_box_ends_on_every_lane(tmp_path, run_image):
+    """The hang the four-port fuzzing campaign found (bench/README.md, "Corrupted images"): a
+    pool pass whose input depth was damaged to 26,839 pools far more voxels than its write
+    boxes take. Each lane drops its surplus once its write box is done, so its reads drain
+    and run on to the end of the input's region, where they are refused (error 2); nothing
+    is moved outside the windows and the clean image then runs bit-exact."""
+    acc, image, root = compile_saved(
+        tmp_path, lambda f: write_small_accelerator(f, tn=32, tm=32, net=POOL_LANES_NET,
+                                                    axi_ports=4), 31)
+    k, pool = next((k, d) for k, d in enumerate(image.plan.descriptors) if d.op == OP_POOL)
+    deep = [26_839, *pool.in_shape[1:]]
+    doc = run_image(acc, root, "lanes-deep", backpressure=0.1, seed=5,
+                    fuzz={"runs": 0, "replay": [{"index": k, "field": "in_shape",
+                                                 "value": deep}],
+                          "timeout_cycles": 4 * 4_868,  # the recorded clean run's, twice
+                          "address_width": acc.address_width})
+    assert doc["fuzz"]["outcomes"] == {"error 2": 1}, doc["fuzz"]["log"]
+    assert doc["fuzz"]["outside_window"] == 0
+    check_run(doc, image)

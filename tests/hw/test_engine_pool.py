@@ -33,10 +33,11 @@ def slots_of(data: int) -> list[dict]:
     return out
 
 
-def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
+def run(case, *, seed=0, stall=0.3, fail=None, lanes=1, surplus=0):
     """Run a pool descriptor on ``lanes`` lanes; each lane's CMaxPool (lane 0: the post chain)
-    is a FIFO model that keeps the first beats of each map (as many as the pooled map has) and
-    drops the rest. ``fail``: ``("read" | "write", group, status)``. Returns the (read, write)
+    is a FIFO model that keeps the first beats of each map (as many as the pooled map has, and
+    ``surplus`` more: a damaged descriptor's pooling that makes more than its write box takes)
+    and drops the rest. ``fail``: ``("read" | "write", group, status)``. Returns the (read, write)
     box pairs, per lane its read and write DMA models, the beats read (by ``(group, beat)``),
     the failure reports, ``done`` pulses and the configurations seen."""
     dut = EnginePoolPass(addr_width=AW, max_size=SIZE, lanes=lanes)
@@ -94,7 +95,7 @@ def run(case, *, seed=0, stall=0.3, fail=None, lanes=1):
                                       for s in range(8))
                     else:
                         slot = [{"re": int(ip[s].re), "im": int(ip[s].im)} for s in range(8)]
-                    if b < n_out:
+                    if b < n_out + surplus:
                         fifo.append(slot)
                     b += 1
                     if b == n_in:
@@ -186,6 +187,26 @@ def test_four_lanes_with_fewer_groups_than_lanes():
     assert not fails and done == [1]
     assert rds[3].boxes == [] and wrs[3].boxes == []
     _check_lanes(pairs, rds, wrs, data, 4)
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_pooled_voxels_past_the_write_box_are_dropped(lanes):
+    """A damaged descriptor whose pooling makes every read beat a voxel (a read box larger than
+    its pooled write box): each write box takes its first beats, the rest are dropped once its
+    status is in, the reads drain and the pass ends (it used to stall its reads for ever).
+    Later steps' maps may start with the previous step's surplus, still in its region."""
+    case = max(pool_cases(), key=lambda c: c.desc.in_slots)
+    case = replace(case, desc=three_groups(case))
+    pairs, rds, wrs, data, fails, done, (_, _, active) = run(case, seed=17, lanes=lanes,
+                                                             surplus=1 << 20)
+    assert box_beats(pairs[0][0]) > 4 * box_beats(pairs[0][1]) + 4  # more than the FIFO holds
+    assert not fails and done == [1] and not active
+    for k in range(lanes):
+        mine = list(range(k, len(pairs), lanes))
+        assert rds[k].boxes == [pairs[g][0] for g in mine]
+        assert wrs[k].boxes == [pairs[g][1] for g in mine]
+        if mine:  # the first step's maps are exact: the first beats of the group's read
+            assert wrs[k].written[0] == [data[k, b] for b in range(box_beats(pairs[k][1]))]
 
 
 def test_the_pool_pass_refuses_other_lane_counts():
