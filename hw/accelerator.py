@@ -209,7 +209,9 @@ class Accelerator(wiring.Component):
         """The running descriptor's stream regions (:data:`~fcircnn.arch.descriptor.
         STREAM_REGIONS`) as the DMAs' region windows: the pages from its ``*_base``'s to
         ``*_pages`` on, narrowed to the memory window of its direction, registered (the
-        descriptor is static while it runs); none while ``closed`` or for ``*_pages = 0``."""
+        descriptor is static while it runs); none while ``closed`` or for ``*_pages = 0``. A
+        base past the address space gives a meaningless region, but the sequencer refuses such
+        a descriptor before it starts (:meth:`_refused`)."""
         aw = self.addr_width
         pw = aw - WINDOW_PAGE_BITS
         last = (1 << pw) - 1
@@ -223,7 +225,7 @@ class Accelerator(wiring.Component):
                 top = lo + span  # pw + 1 bits: past the address space in its top bit
                 hi = Mux(top[pw:].any(), last, top[:pw])
                 region = Signal(window_layout(aw), init=open_window(aw), name=f"{name}_region")
-                empty = closed | (pages == 0) | base[aw:].any()
+                empty = closed | (pages == 0)
                 m.d.sync += [region.lo.eq(Mux(empty, last, Mux(lo > win.lo, lo, win.lo))),
                              region.hi.eq(Mux(empty, 0, Mux(hi < win.hi, hi, win.hi)))]
                 port = {"read": "rd_regions", "write": "wr_regions"}[direction]

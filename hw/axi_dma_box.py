@@ -93,13 +93,13 @@ def check_addr_width(addr_width) -> None:
         raise ValueError(f"addr_width must be in 32..64, not {addr_width}")
 
 
-def linear_box(box, addr, beats, region=0) -> list:
+def linear_box(box, addr, beats) -> list:
     """Statements making ``box`` (a :func:`box_layout` signal) one row of ``beats`` contiguous
-    beats at ``addr`` in region ``region``: the hardware's :meth:`fcircnn.arch.walk.Box.block`."""
+    beats at ``addr``, in region 0 (the memory window alone) unless a later statement sets its
+    ``region``: the hardware's :meth:`fcircnn.arch.walk.Box.block`."""
     return [box.eq(0), box.addr.eq(addr), box.stride_g.eq(BEAT_BYTES),
             box.stride_d.eq(BEAT_BYTES), box.stride_h.eq(BEAT_BYTES), box.groups.eq(1),
-            box.d_len.eq(1), box.h_len.eq(1), box.w_len.eq(beats), box.last_lanes.eq(8),
-            box.region.eq(region)]
+            box.d_len.eq(1), box.h_len.eq(1), box.w_len.eq(beats), box.last_lanes.eq(8)]
 
 
 def box_layout(addr_width: int) -> data.StructLayout:

@@ -26,6 +26,7 @@ from conftest import (
 from engine_bench import check_run, weight_bytes
 
 from fcircnn.arch.descriptor import FLAG_ISPLIT, FLAG_WSPLIT, OP_POOL
+from fcircnn.arch.registers import ERROR_WRITE_WINDOW
 
 #: One worker runs this module (its Verilator builds): see pyproject.toml.
 pytestmark = pytest.mark.xdist_group("accelerator_ports")
@@ -99,4 +100,29 @@ def test_a_pool_pass_pooling_more_than_its_write_box_ends_on_every_lane(tmp_path
                           "address_width": acc.address_width})
     assert doc["fuzz"]["outcomes"] == {"error 2": 1}, doc["fuzz"]["log"]
     assert doc["fuzz"]["outside_window"] == 0
+    check_run(doc, image)
+
+
+@pytest.mark.slow  # the four-lane build of the tests above
+def test_a_pool_lane_s_write_past_the_window_is_refused_on_its_port(tmp_path, run_image):
+    """Issue 46's window test on a write port other than 0: the pool pass moves its three slot
+    groups on lanes 0, 1 and 2 at once, each writing on its own port. Its output base moved so
+    that only lane 2's pooled map (port 2's writes) crosses the top of the write window: that
+    burst is refused (error 6 at an address among port 2's bytes), nothing is written outside
+    the windows, and the next start runs bit-exact."""
+    acc, image, root = compile_saved(
+        tmp_path, lambda f: write_small_accelerator(f, tn=32, tm=32, net=POOL_LANES_NET,
+                                                    axi_ports=4), 31)
+    k, pool = next((k, d) for k, d in enumerate(image.plan.descriptors) if d.op == OP_POOL)
+    _, (_, whi) = image.plan.windows
+    box = 16 * pool.out_shape[0] * pool.out_shape[1] * pool.out_shape[2]  # one group's map
+    group = pool.out_stride[0]
+    assert group >= box and box >= 32
+    half = box // 32 * 16  # whole beats
+    base = whi + 1 - 2 * group - half  # lane 1's map ends inside, lane 2's crosses the top
+    assert base + group + box <= whi + 1 < base + 2 * group + box
+    moved = dict(index=k, field="out_base", value=base, code=ERROR_WRITE_WINDOW, lo=whi + 1,
+                 hi=base + 2 * group + box)
+    doc = run_image(acc, root, "lane2-write-hi", moved=moved, backpressure=0.2, seed=61)
+    assert doc["fault_run"]["status"] == "error"
     check_run(doc, image)
