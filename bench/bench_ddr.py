@@ -3,19 +3,21 @@ region against laid out by liveness (``compile --reuse-maps``).
 
 Usage::
 
-    python bench/bench_ddr.py [NAME ...] [--markdown]
+    python bench/bench_ddr.py [NAME ...] [--markdown | --readme]
 
 Per accelerator (default: c3d_zcu102, r3d18_zcu102, spectral_c3d_zcu102): the bytes of the
 feature maps each in its own region, by liveness, and the bound no layout can beat (the maps
 live during the busiest descriptor, whole pages), and the whole image both ways. Plans only
 (:func:`fcircnn.gen.plan.plan_network`): no weights, no calibration; a second or two each.
-``--markdown`` prints the table of bench/README.md.
+``--markdown`` prints the table of bench/README.md, ``--readme`` writes it there (block
+``ddr``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+
+from readme import generated_by, markdown_table, replace_block
 
 from fcircnn.gen.plan import ALIGN, plan_network
 from fcircnn.models.config import builtin_path, load_accelerator
@@ -42,17 +44,21 @@ def footprint(name: str) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", default=list(DEFAULT))
-    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="print the Markdown table")
+    parser.add_argument("--readme", action="store_true", help="write it into bench/README.md")
     args = parser.parse_args()
     rows = [footprint(name) for name in args.names]
-    if args.markdown:
-        print(f"Command: `python bench/bench_ddr.py --markdown` ({datetime.date.today()}).\n")
-        print("| accelerator | maps, each its own | by liveness | bound (busiest descriptor) "
-              "| image, each its own | image, by liveness |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for r in rows:
-            print(f"| `{r['name']}` | {r['separate']:,} | {r['reused']:,} | {r['bound']:,} "
-                  f"({r['busiest']}) | {r['image_separate']:,} | {r['image_reused']:,} |")
+    if args.markdown or args.readme:
+        table = markdown_table(
+            ["accelerator", "maps, each its own", "by liveness", "bound (busiest descriptor)",
+             "image, each its own", "image, by liveness"],
+            [[f"`{r['name']}`", f"{r['separate']:,}", f"{r['reused']:,}",
+              f"{r['bound']:,} ({r['busiest']})", f"{r['image_separate']:,}",
+              f"{r['image_reused']:,}"] for r in rows])
+        text = f"{table}\n\n{generated_by(what='bytes, from the plans')}"
+        print(text)
+        if args.readme:
+            replace_block("ddr", text)
         return
     for r in rows:
         print(f"{r['name']}: maps {r['separate']:,} -> {r['reused']:,} bytes "

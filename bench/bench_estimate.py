@@ -27,7 +27,6 @@ import datetime
 import gzip
 import hashlib
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from readme import generated_by, replace_block
 
 from fcircnn.gen.estimate import calibration_accelerator, calibration_geometry
 
@@ -377,20 +377,23 @@ def cmd_table(args) -> int:
         name += " (native Yosys)" if name in native else ""
         lines.append(f"| {name} | {cores} | {b} | {de} | {dy} | {be:g} | {by:g} | {berr:+.1f}% | "
                      f"{le} | {ly} | {lerr:+.1f}% | {fe} | {fy} | {ferr:+.1f}% | {lv} | {s} |")
-    print("\n".join(lines))
     from fcircnn.gen.estimate import estimate_resources
     from fcircnn.models.config import builtin_path, load_accelerator
 
+    lines.append("")
     for name in ("c3d_zcu102", "r3d18_zcu102"):
         acc = load_accelerator(builtin_path(name))
         start, n = time.perf_counter(), 200
         for _ in range(n):
             estimate_resources(acc)
-        print(f"\nestimate_resources({name}): {1e3 * (time.perf_counter() - start) / n:.2f} ms "
-              "per call", end="")
-    print()
-    print("\n| point | LUT levels | CARRY4 on it | deepest end points (levels) |")
-    print("|---|---:|---:|---|")
+        lines.append(f"estimate_resources({name}): {1e3 * (time.perf_counter() - start) / n:.2f}"
+                     " ms per call.")
+    when = generated_by(["bench_estimate.py", "table", *(["--readme"] * args.readme)],
+                        what=f"Yosys runs as recorded in `gen/calibration.json` "
+                             f"({data.get('yosys', '')})")
+    estimate = "\n".join([*lines, "", when])
+    lines = ["| point | LUT levels | CARRY4 on it | deepest end points (levels) |",
+             "|---|---:|---:|---|"]
     for point in data["points"]:
         if "levels" in point:
             groups: dict[str, int] = {}
@@ -399,11 +402,12 @@ def cmd_table(args) -> int:
                 key = ".".join(net[:-1] if len(net) >= 3 else net)
                 groups[key] = max(groups.get(key, 0), n)
             ends = "; ".join(f"`{k}` {n}" for k, n in list(groups.items())[:5])
-            print(f"| {point['name']} | {point['levels']} | {point['carries']} | {ends} |")
+            lines.append(f"| {point['name']} | {point['levels']} | {point['carries']} | {ends} |")
+    levels = "\n".join([*lines, "", when])
+    print(f"{estimate}\n\n{levels}")
     if args.readme:
-        print(f"\nMachine: {platform.processor() or platform.machine()}, "
-              f"Python {platform.python_version()}, {data.get('yosys', '')}; "
-              f"{datetime.date.today().isoformat()}")
+        replace_block("estimate", estimate)
+        replace_block("levels", levels)
     return 0
 
 
@@ -418,7 +422,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("fit", help="refit LUT/FF coefficients")
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("table", help="estimate vs Yosys")
-    p.add_argument("--readme", action="store_true")
+    p.add_argument("--readme", action="store_true",
+                   help="write both tables into bench/README.md (blocks estimate and levels)")
     p.set_defaults(func=cmd_table)
     args = parser.parse_args(argv)
     return args.func(args)

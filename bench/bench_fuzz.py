@@ -12,9 +12,11 @@ The memory model flags every access outside the windows. Then the clean image ru
 
 Prints, per case, the runs by outcome (done, each error code, aborted after the timeout, hung:
 an abort that did not stop the engine) and the accesses outside the windows, which must be 0,
-as a Markdown table for ``bench/README.md``; ``--log FILE`` writes every run's line.
+as a Markdown table, one per case; ``--readme`` writes each into its block of
+``bench/README.md`` (``fuzz-CASE``); ``--log FILE`` writes every run's line.
 
-Usage: ``python bench/bench_fuzz.py [--case small kinds_4ports_q2] [--runs 300] [--seed 1]``
+Usage: ``python bench/bench_fuzz.py [--case small kinds_4ports_q2] [--runs 300] [--seed 1]
+[--readme]``
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from readme import generated_by, markdown_table, replace_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,6 +89,21 @@ def _clean_cycles(rec, name: str) -> int:
     return next(c["total_cycles"] for c in cases if c["name"] == name)
 
 
+#: The outcomes every table shows, in order (others found are added after them).
+OUTCOMES = ("done", "error 1", "error 2", "error 5", "error 6", "error 8", "aborted", "hung")
+
+
+def table(doc: dict) -> str:
+    """One case's campaign as a Markdown table: runs by outcome, accesses outside the
+    windows, the clean run after it, the wall time."""
+    codes = [*OUTCOMES, *sorted(set(doc["outcomes"]) - set(OUTCOMES))]
+    head = ["case", "runs", *codes, "accesses outside the windows", "last run (clean)",
+            "wall"]
+    row = [doc["case"], doc["runs"], *(doc["outcomes"].get(k, 0) for k in codes),
+           doc["outside_window"], doc["final_run"], f"{doc['wall_seconds']:,} s"]
+    return markdown_table(head, [row], "lr" + "r" * len(codes) + "rlr")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", default=["small", "kinds_4ports_q2"])
@@ -93,17 +112,17 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout-factor", type=float, default=2.0)
     parser.add_argument("--backpressure", type=float, default=0.1)
     parser.add_argument("--log", type=Path)
+    parser.add_argument("--readme", action="store_true",
+                        help="write each case's table into its block of bench/README.md")
     args = parser.parse_args(argv)
     os.environ.setdefault("FCIRCNN_BUILD_DIR", str(ROOT / "build"))
     docs = [fuzz_case(name, args.runs, args.seed, args.timeout_factor, args.backpressure)
             for name in args.case]
-    codes = sorted({k for d in docs for k in d["outcomes"]})
-    print("| case | runs | " + " | ".join(codes) + " | outside the windows | final run | wall |")
-    print("|---|---:|" + "---:|" * len(codes) + "---:|---|---:|")
     for d in docs:
-        print(f"| {d['case']} | {d['runs']} | "
-              + " | ".join(str(d["outcomes"].get(k, 0)) for k in codes)
-              + f" | {d['outside_window']} | {d['final_run']} | {d['wall_seconds']} s |")
+        text = f"{table(d)}\n\n{generated_by([sys.argv[0], *(argv or sys.argv[1:])])}"
+        print(text + "\n")
+        if args.readme:
+            replace_block(f"fuzz-{d['case']}", text)
     if args.log:
         args.log.write_text("\n".join(f"{d['case']}: {line}" for d in docs
                                       for line in d["log"]) + "\n")

@@ -2,11 +2,12 @@
 
 Usage::
 
-    python bench/bench_golden.py [c3d] [r3d18] [--repeat 3] [--seed 0]
+    python bench/bench_golden.py [c3d] [r3d18] [--repeat 3] [--seed 0] [--readme]
 
 Prints, per network and mode, the best of ``--repeat`` runs (seconds), the slot-domain work
 (GFLOP of real multiply-adds as executed: every complex slot MAC is 4 real MACs) and the
-achieved GFLOP/s, followed by the machine description. Targets (issue 2): the ``int`` and the
+achieved GFLOP/s as a Markdown table, with the machine and its load; ``--readme`` writes it
+into ``bench/README.md`` (block ``golden``). Targets (issue 2): the ``int`` and the
 ``slots`` pass of full C3D at 3x16x112x112 under 30 s on a 2-core machine (aim: 10 s).
 """
 
@@ -18,6 +19,7 @@ import platform
 import subprocess
 
 import numpy as np
+from readme import generated_by, markdown_table, replace_block
 
 from fcircnn.models.config import builtin_path, load_network
 from fcircnn.models.network import random_input, random_weights, run_network
@@ -40,14 +42,23 @@ def _machine() -> str:
             f"NumPy {np.__version__} ({blas})")
 
 
+#: The networks' names in the table.
+TITLES = {"c3d": "C3D", "r3d18": "3D ResNet-18"}
+#: Each mode as the table describes it.
+MODES = {"float": "float (dense time domain)", "slots": "slots (float)",
+         "int": "int (bit-exact contract)"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("networks", nargs="*", default=["c3d", "r3d18"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--readme", action="store_true",
+                        help="write the table into bench/README.md")
     args = parser.parse_args()
-    print(f"machine: {_machine()}")
-    print(f"{'network':<8} {'mode':<6} {'best s':>8} {'GFLOP':>8} {'GFLOP/s':>8}")
+    load = os.getloadavg()[0]
+    rows = []
     for name in args.networks:
         net = load_network(builtin_path(name))
         weights = random_weights(net, args.seed)
@@ -61,8 +72,16 @@ def main() -> None:
         dense_flop = result.total_dense_ops
         for mode in ("float", "slots", "int"):
             flop = dense_flop if mode == "float" else slot_flop
-            print(f"{name:<8} {mode:<6} {best[mode]:8.2f} {flop / 1e9:8.1f} "
-                  f"{flop / 1e9 / best[mode]:8.1f}")
+            rows.append([TITLES.get(name, name), MODES[mode], f"{best[mode]:.2f}",
+                         f"{flop / 1e9:.1f}", f"{flop / 1e9 / best[mode]:.1f}"])
+    table = markdown_table(["network", "mode", "best s", "work GFLOP", "GFLOP/s"], rows,
+                           "llrrr")
+    what = (f"{_machine()}, load average {load:.1f} at the start (a load above the cores "
+            "makes the seconds upper bounds)")
+    text = f"{table}\n\n{generated_by(what=what)}"
+    print(text)
+    if args.readme:
+        replace_block("golden", text)
 
 
 if __name__ == "__main__":

@@ -22,20 +22,21 @@ training split from ``seed``, the held-out test split from ``seed + 1000``); the
   sim``, cocotb, 20% random AXI back-pressure): every layer of every clip must be bit-exact
   against the golden contract and every RTL class the golden int class (must be 100%).
 
-Prints a Markdown table (and the machine) for ``bench/README.md``. Seeded; one thread.
+Prints a Markdown table (and the machine); ``--readme`` writes it into ``bench/README.md``
+(block ``motion``). Seeded; one thread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from readme import generated_by, replace_block
 
 from fcircnn.models.config import load_accelerator, load_network
 from fcircnn.runtime.predict import predict
@@ -144,11 +145,10 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     dense = DenseNetwork(load_network_text(motion_network_yaml(4)))
     dense_weights = _params(dense, "conv.weight")
-    print(f"\n{len(CLASSES)} classes, {len(train[1])} training / {len(test[1])} test clips "
-          f"(3x8x16x16), {args.epochs} epochs + {args.qat_epochs} QAT, seed {args.seed}; "
-          f"chance {100 / len(CLASSES):.1f}%; torch {torch.__version__}, "
-          f"{platform.python_version()}, 1 thread\n")
-    print(table(rows, dense_weights))
+    setup = (f"{len(CLASSES)} classes, {len(train[1])} training / {len(test[1])} test clips "
+             f"(3x8x16x16), {args.epochs} epochs + {args.qat_epochs} QAT, seed {args.seed}; "
+             f"chance {100 / len(CLASSES):.1f}%; torch {torch.__version__}, 1 thread")
+    publish("motion", table(rows, dense_weights), setup, args)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
@@ -160,6 +160,17 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json")
+    parser.add_argument("--readme", action="store_true",
+                        help="write the table into bench/README.md")
+
+
+def publish(block: str, text: str, setup: str, args: argparse.Namespace) -> None:
+    """Print the table with the line naming its command, date and set-up; with ``--readme``
+    write it into its block of bench/README.md."""
+    text = f"{text}\n\n{generated_by(what=setup)}"
+    print(text)
+    if args.readme:
+        replace_block(block, text)
 
 
 def motion_split(args: argparse.Namespace):

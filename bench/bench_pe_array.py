@@ -10,8 +10,8 @@ For the paper's C3D core by default (Tn=32, Tm=64, B=8, Td=1): times
 :func:`fcircnn.gen.synth.synthesize` (DSP48E2/LUT/FF/CARRY, Yosys upper bounds) and runs the
 ``throughput`` cocotb test of :mod:`fcircnn.sim.tb_pe_array` (continuous beats, always-ready
 output; cycles per wall-clock second of the cocotb loop, test bench overhead included) on each
-simulator. With ``--readme`` the figures replace the section "## Datapath (issue 3)" of
-``bench/README.md`` (other sections are left alone).
+simulator. With ``--readme`` the figures replace the block ``datapath`` of
+``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -19,40 +19,38 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from readme import generated_by, replace_block
 
 from fcircnn.gen.synth import synthesize
 from fcircnn.hw.common import never_elaborated
 from fcircnn.hw.pe_array import PEArray
 from fcircnn.sim.runner import find_simulator, run_cocotb, to_verilog
 
-README = Path(__file__).resolve().parent / "README.md"
-SECTION = "## Datapath (issue 3)"
-
 
 def _machine() -> str:
+    """The machine in a line: CPU, cores, load average now (call it at the start)."""
     nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    head = [ln for ln in lscpu.splitlines()[:10]]
+    info = dict(ln.split(":", 1) for ln in lscpu.splitlines() if ":" in ln)
+    cpu = (f"{info.get('Model name', '?').strip()} (family {info.get('CPU family', '?').strip()},"
+           f" model {info.get('Model', '?').strip()})")
     load = os.getloadavg()
     shared = (
         " (other jobs shared the machine, so times are upper bounds and rates lower bounds)"
         if load[0] >= 1.0 else ""
     )
-    return (
-        f"nproc {nproc}; load average {load[0]:.1f} at the start{shared}; Python "
-        f"{sys.version.split()[0]}\n\n```\n" + "\n".join(head) + "\n```"
-    )
+    return f"{cpu}, {nproc} cores; load average {load[0]:.1f} at the start{shared}"
 
 
 def bench(args) -> dict:
-    result: dict = {"config": {"Tn": args.tn, "Tm": args.tm, "B": args.block, "Td": args.td}}
+    result: dict = {"config": {"Tn": args.tn, "Tm": args.tm, "B": args.block, "Td": args.td},
+                    "machine": _machine()}
     dut = PEArray(args.tn, args.tm, args.block, args.td)
     result["pairs"], result["dsp_expected"] = dut.pairs, dut.dsp_count
 
@@ -97,11 +95,6 @@ def bench(args) -> dict:
 def _markdown(result: dict, argv: list[str]) -> str:
     c = result["config"]
     lines = [
-        SECTION,
-        "",
-        f"Command: `python bench/bench_pe_array.py {' '.join(argv)}`".rstrip() + " "
-        f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC).",
-        "",
         (
             f"PE array Tn={c['Tn']}, Tm={c['Tm']}, B={c['B']}, Td={c['Td']} (the paper's C3D "
             f"core when 32/64/8/1): {result['pairs']} multiplier pairs."
@@ -142,20 +135,9 @@ def _markdown(result: dict, argv: list[str]) -> str:
             "\"build + run\" includes the simulator build when it was not cached."
         ),
         "",
-        "Machine: " + _machine(),
-        "",
+        generated_by(["bench_pe_array.py", *argv], what=result["machine"]),
     ]
     return "\n".join(lines)
-
-
-def _write_readme(text: str) -> None:
-    old = README.read_text() if README.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(old):
-        new = pattern.sub(lambda _m: text + "\n", old)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    README.write_text(new.rstrip("\n") + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,8 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     result = bench(args)
     print(json.dumps(result, indent=1))
     if args.readme:
-        _write_readme(_markdown(result, argv))
-        print(f"updated {README}")
+        replace_block("datapath", _markdown(result, argv))
 
 
 if __name__ == "__main__":

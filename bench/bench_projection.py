@@ -21,21 +21,21 @@ Per block size ``B``, what a user with a trained dense model gets at each step:
    accuracy of the last (:func:`~fcircnn.torch.training.golden_int_classes`);
 5. for comparison, the block-circulant model trained from scratch ``--epochs``.
 
-Prints a Markdown table and the machine for ``bench/README.md``. Seeded; one thread.
+Prints a Markdown table and the machine; ``--readme`` writes it into ``bench/README.md``
+(block ``projection``). Seeded; one thread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from bench_motion import add_data_arguments, load_network_text, motion_split
+from bench_motion import add_data_arguments, load_network_text, motion_split, publish
 
 from fcircnn.models.config import load_network
 from fcircnn.models.project import load_dense, project_network
@@ -95,7 +95,8 @@ def run_block(B: int, dense_state: dict[str, np.ndarray], train, test,
 
 def table(rows: list[dict], dense_acc: float, args: argparse.Namespace) -> str:
     ft = sorted(args.finetune_epochs)
-    head = ("| B | projection error (per layer) | projected | "
+    names = ", ".join(rows[0]["errors"]) if rows else "per layer"
+    head = (f"| B | projection error ({names}) | projected | "
             + " | ".join(f"+{e} epoch{'s' if e > 1 else ''}" for e in ft)
             + f" | int8 after +{ft[-1]} | from scratch ({args.epochs} epochs) |")
     lines = [head, "|---:|---|---:|" + "---:|" * len(ft) + "---:|---:|"]
@@ -131,10 +132,10 @@ def main() -> None:
         for B in (int(b) for b in args.blocks.split(",")):
             rows.append(run_block(B, state, train, test, args, folder))
             print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{len(CLASSES)} classes, {len(train[1])} training / {len(test[1])} test clips "
-          f"(3x8x16x16), seed {args.seed}; chance {100 / len(CLASSES):.1f}%; torch "
-          f"{torch.__version__}, {platform.python_version()}, 1 thread\n")
-    print(table(rows, dense_acc, args))
+    setup = (f"{len(CLASSES)} classes, {len(train[1])} training / {len(test[1])} test clips "
+             f"(3x8x16x16), seed {args.seed}; chance {100 / len(CLASSES):.1f}%; torch "
+             f"{torch.__version__}, 1 thread")
+    publish("projection", table(rows, dense_acc, args), setup, args)
     if args.json:
         Path(args.json).write_text(json.dumps({"dense": dense_acc, "rows": rows}, indent=1))
 

@@ -10,7 +10,8 @@ test to check the file is current.
 
 Usage: ``python bench/record_rtl_cycles.py [--case NAME ...] [-o FILE]``; re-run it whenever
 the engine changes cycle counts (the slow test says so). ``--table`` prints the model against
-the recording (``bench/README.md``, "Performance model against the RTL") without simulating.
+the recording without simulating; ``--readme`` writes that table into ``bench/README.md``
+(block ``rtl-cycles``).
 """
 
 from __future__ import annotations
@@ -219,10 +220,19 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--table", action="store_true",
                         help="print the performance model against the recording as a markdown "
-                             "table (bench/README.md) instead of simulating")
+                             "table instead of simulating")
+    parser.add_argument("--readme", action="store_true",
+                        help="the same, written into bench/README.md (block rtl-cycles)")
     args = parser.parse_args(argv)
-    if args.table:
-        print(model_table(args.output))
+    if args.table or args.readme:
+        from readme import generated_by, replace_block  # bench/: a script's own folder
+
+        text = (f"{model_table(args.output)}\n\n"
+                + generated_by(what="the recording's RTL runs: Verilator, each case's date "
+                               f"in the history of `{args.output.name}`"))
+        print(text)
+        if args.readme:
+            replace_block("rtl-cycles", text)
         return 0
     os.environ.setdefault("FCIRCNN_BUILD_DIR", str(ROOT / "build"))
     old = {}
