@@ -11,7 +11,8 @@ Per built-in accelerator (default: ``c3d_zcu102_best`` and ``r3d18_zcu102_best``
 ``FCIRCNN_BUILD_DIR``, default ``build/``), timed; the performance model's cycles of the same
 configuration (:func:`fcircnn.gen.perf_network.model_network`, which does not model the
 memory model's random stalls). Prints a Markdown table: the layers bit-exact, the RTL's and the
-model's cycles, the wall time (build and simulation) and the simulation rate; ``--readme``
+model's cycles, the wall time (build and simulation) and the simulation rate (each run's
+figures also as a JSON line on stderr as it ends); ``--readme``
 writes it into ``bench/README.md`` (block ``clips``). Hours of simulation for the two
 networks: run it alone on the machine. Exit status 1 if a layer failed.
 """
