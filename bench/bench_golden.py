@@ -14,32 +14,22 @@ into ``bench/README.md`` (block ``golden``). Targets (issue 2): the ``int`` and 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
 
 import numpy as np
-from readme import generated_by, markdown_table, replace_block
+from readme import generated_by, machine, markdown_table, replace_block
 
 from fcircnn.models.config import builtin_path, load_network
 from fcircnn.models.network import random_input, random_weights, run_network
 
 
-def _machine() -> str:
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines()
-                      if ln.startswith("Model name")), platform.processor())
-    except OSError:
-        model = platform.processor()
+def _numpy() -> str:
+    """NumPy's version and BLAS."""
     blas = "unknown"
     try:
-        cfg = np.show_config(mode="dicts")
-        blas = cfg["Build Dependencies"]["blas"]["name"]
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
     except (TypeError, KeyError):
         pass
-    return (f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"NumPy {np.__version__} ({blas})")
+    return f"NumPy {np.__version__} ({blas})"
 
 
 #: The networks' names in the table.
@@ -57,7 +47,7 @@ def main() -> None:
     parser.add_argument("--readme", action="store_true",
                         help="write the table into bench/README.md")
     args = parser.parse_args()
-    load = os.getloadavg()[0]
+    at_start = machine()
     rows = []
     for name in args.networks:
         net = load_network(builtin_path(name))
@@ -76,9 +66,7 @@ def main() -> None:
                          f"{flop / 1e9:.1f}", f"{flop / 1e9 / best[mode]:.1f}"])
     table = markdown_table(["network", "mode", "best s", "work GFLOP", "GFLOP/s"], rows,
                            "llrrr")
-    what = (f"{_machine()}, load average {load:.1f} at the start (a load above the cores "
-            "makes the seconds upper bounds)")
-    text = f"{table}\n\n{generated_by(what=what)}"
+    text = f"{table}\n\n{generated_by(what=f'{at_start}; {_numpy()}')}"
     print(text)
     if args.readme:
         replace_block("golden", text)

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from readme import generated_by, replace_block
+from readme import generated_by, machine, replace_block
 
 from fcircnn.gen.synth import synthesize
 from fcircnn.hw.common import never_elaborated
@@ -33,24 +31,9 @@ from fcircnn.hw.pe_array import PEArray
 from fcircnn.sim.runner import find_simulator, run_cocotb, to_verilog
 
 
-def _machine() -> str:
-    """The machine in a line: CPU, cores, load average now (call it at the start)."""
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    info = dict(ln.split(":", 1) for ln in lscpu.splitlines() if ":" in ln)
-    cpu = (f"{info.get('Model name', '?').strip()} (family {info.get('CPU family', '?').strip()},"
-           f" model {info.get('Model', '?').strip()})")
-    load = os.getloadavg()
-    shared = (
-        " (other jobs shared the machine, so times are upper bounds and rates lower bounds)"
-        if load[0] >= 1.0 else ""
-    )
-    return f"{cpu}, {nproc} cores; load average {load[0]:.1f} at the start{shared}"
-
-
 def bench(args) -> dict:
     result: dict = {"config": {"Tn": args.tn, "Tm": args.tm, "B": args.block, "Td": args.td},
-                    "machine": _machine()}
+                    "machine": machine()}
     dut = PEArray(args.tn, args.tm, args.block, args.td)
     result["pairs"], result["dsp_expected"] = dut.pairs, dut.dsp_count
 

@@ -9,9 +9,11 @@ script in ``bench/`` and naming the block, and the page no longer than :data:`MA
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +22,24 @@ README = Path(__file__).with_name("README.md")
 
 #: The page's length limit: today's figures, not their history (``bench/history.md``).
 MAX_LINES = 600
+
+
+def machine() -> str:
+    """The machine in a line, for a block's generated line: the CPU (``lscpu``), the cores
+    and the load average now (call it before the measurement: a load above the cores makes
+    times upper bounds)."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        lscpu = ""
+    info = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in lscpu.splitlines()
+                                               if ":" in ln)}
+    cpu = info.get("Model name", platform.processor() or platform.machine())
+    if "CPU family" in info:
+        cpu += f" (family {info['CPU family']}, model {info.get('Model', '?')})"
+    load = os.getloadavg()[0]
+    shared = " (other jobs shared the machine: times are upper bounds)" if load >= 1.0 else ""
+    return f"{cpu}, {os.cpu_count()} cores; load average {load:.1f} at the start{shared}"
 
 
 def block_pattern(name: str) -> re.Pattern[str]:
