@@ -28,6 +28,7 @@ __all__ = [
     "CARRIED_WINDOW",
     "CHANNEL_RULES",
     "DSP_MUL_BITS",
+    "GAUSS_PRODUCT_MAX",
     "INT8_MAX",
     "LUTRAM_MAX_DEPTH",
     "MAX_ADDRESS_WIDTH",
@@ -39,6 +40,8 @@ __all__ = [
     "MAX_TAPS",
     "MAX_TILE",
     "MIN_ADDRESS_WIDTH",
+    "PACKED_CHAIN_MAX",
+    "PACKED_SHIFT",
     "PAGE_BITS",
     "PAGE_BYTES",
     "SLOTS_PER_BEAT",
@@ -89,6 +92,17 @@ ACC_BITS = 32
 #: multiply whose accumulators fit it takes one DSP48E2 per part
 #: (:attr:`EngineGeometry.acc_bits`).
 DSP_MUL_BITS = 27
+#: Bits of the low field of a packed DSP48E2 product: the PE array's multiplies take two INT9
+#: operands on the 27-bit port as ``(hi << PACKED_SHIFT) + lo`` and give two products at once.
+PACKED_SHIFT = 18
+#: Largest magnitude of one Gauss product of the PE array: an INT9 pre-add of two int8 parts
+#: (``|a +- b| <= 2 * INT8_MAX``) times an int8 part, or an int8 part times a weight pre-add
+#: ``c + d`` (docs/contract.md; slot 0's plain products are smaller).
+GAUSS_PRODUCT_MAX = 2 * INT8_MAX * INT8_MAX
+#: Most Gauss products one cascade of packed DSP48E2s may sum: the low field's sum must stay
+#: inside its signed ``PACKED_SHIFT`` bits (4 x 32,258 = 129,032 < 2**17), which is what lets
+#: the two sums be split from the 48-bit P exactly.
+PACKED_CHAIN_MAX = (2 ** (PACKED_SHIFT - 1) - 1) // GAUSS_PRODUCT_MAX
 
 
 def cbn_dsp_per_lane(acc_bits: int = ACC_BITS, residual: bool = True) -> int:

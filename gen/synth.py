@@ -542,7 +542,8 @@ def synthesize(
 
     Parameters
     ----------
-    design : Amaranth component, or Verilog text whose top module is ``top``
+    design : Amaranth component (converted with its Xilinx primitives,
+        ``to_verilog(..., primitives=True)``), or Verilog text whose top module is ``top``
     top : top module name
     family : ``synth_xilinx -family`` (``xcup`` for the ZU9EG)
     workdir : folder for ``top.v``, the script, stats and log (default: a temporary folder)
@@ -568,7 +569,7 @@ def synthesize(
     say = status or (lambda _: None)
     if not isinstance(design, str):
         say(f"converting {top} to Verilog (Amaranth)")
-    verilog = design if isinstance(design, str) else to_verilog(design, top)
+    verilog = design if isinstance(design, str) else to_verilog(design, top, primitives=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(workdir) if workdir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

@@ -18,12 +18,20 @@ def build_root() -> Path:
     return Path(os.environ.get("FCIRCNN_BUILD_DIR", "build")).resolve()
 
 
-def to_verilog(component: Any, name: str) -> str:
+def to_verilog(component: Any, name: str, *, primitives: bool = False) -> str:
     """Convert an Amaranth component to Verilog text, deterministically.
 
     Uses :func:`amaranth.back.verilog.convert` without source locations, so the text depends only
     on the design (and the Amaranth/Yosys versions), not on file paths or line numbers.
+
+    ``primitives``: elaborate under :data:`fcircnn.hw.dsp48e2.XILINX_PRIMITIVES`, so that
+    components with a Xilinx primitive form (:class:`~fcircnn.hw.dsp48e2.DSP48E2Stage`) are
+    ``DSP48E2`` instances: the Verilog for Yosys and Vivado. Without it (the simulators'
+    Verilog) they are their behavioural description.
     """
     from amaranth.back import verilog
 
-    return verilog.convert(component, name=name, emit_src=False)
+    from fcircnn.hw.dsp48e2 import XILINX_PRIMITIVES
+
+    return verilog.convert(component, name=name, emit_src=False,
+                           platform=XILINX_PRIMITIVES if primitives else None)
