@@ -267,13 +267,11 @@ class EnginePoolPass(wiring.Component):
 
     def _steps(self, m, ctl, group, groups, advance):
         """Per lane whether its group of the step starting at ``group`` exists, and whether
-        the step is the last. With up to two lanes these are comparisons on ``group``; with
-        more they are registers, set at the start and at each step's end for the next step
-        (the comparisons on the step logic's path to the sequencer would take a ninth LUT
-        level: Yosys, ``test32_4ports``)."""
+        the step is the last: registers, set at the start and at each step's end for the next
+        step (comparisons on ``group`` would sit on the path into the write queue and to the
+        sequencer and take a ninth LUT level: Yosys, ``test32_4ports`` with four lanes,
+        ``test16_2ports`` with one once the lanes drop their surplus, ``wr_done``)."""
         n = self.lanes
-        if n <= 2:
-            return [(group + k) < groups for k in range(n)], group + n >= groups
         live = [Signal(name=f"live{k}") for k in range(n)]
         last_step = Signal()
         new_groups = (ctl.new_desc.in_slots + 7) >> 3
@@ -323,7 +321,7 @@ class EnginePoolPass(wiring.Component):
         failed = Signal()  # a status of this step failed
         # Lane k runs in this step unless its group is past the last one.
         on = [Signal(name=f"on{k}") for k in range(n)]
-        advance = Signal() if n > 2 else None  # the step ends (for the registered flags)
+        advance = Signal()  # the step ends (for the registered flags)
         live, last_step = self._steps(m, ctl, group, groups, advance)
         m.d.comb += [o.eq(pool_mode & live_k) for o, live_k in zip(on, live, strict=True)]
         self._route(m, pool_mode, self._boxes(m, d, group, groups, in_base, out_base))
@@ -371,8 +369,7 @@ class EnginePoolPass(wiring.Component):
                 with m.If(_all(ok | st.valid | ~lane_on for st, ok, lane_on in stats)):
                     m.d.sync += [ok.eq(0) for _, ok, _ in stats]
                     m.d.sync += [w.eq(0) for w in wr_done]
-                    if advance is not None:
-                        m.d.comb += advance.eq(1)
+                    m.d.comb += advance.eq(1)
                     m.d.sync += [group.eq(group + n),
                                  in_base.eq(in_base + mul_const(d.in_stride[0], n)),
                                  out_base.eq(out_base + mul_const(d.out_stride[0], n))]
