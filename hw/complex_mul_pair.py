@@ -1,17 +1,22 @@
-"""One activation slot times two weight slots: two complex products on three packed DSPs."""
+"""Activation slots times two weight slots each, summed: two complex dot products on three
+cascades of packed DSP48E2s."""
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .packed_mul import OPERAND_WIDTH, PRODUCT_WIDTH, PackedDualMultiplier
+from fcircnn.arch.geometry import INT8_MAX, PACKED_CHAIN_MAX
+
+from .common import rejecting
+from .packed_mac_chain import OPERAND_WIDTH, PackedMacChain, chain_latency, check_chain
 
 __all__ = [
     "ACT_WIDTH",
-    "PAIR_LATENCY",
+    "PRODUCT_WIDTH",
     "WEIGHT_TERMS",
     "ComplexMultiplierPair",
     "complex_layout",
+    "pair_latency",
 ]
 
 #: Width of each part of an activation or weight slot (int8 in [-127, 127]).
@@ -30,85 +35,115 @@ WEIGHT_TERMS = data.StructLayout(
     {"c": signed(OPERAND_WIDTH), "cd": signed(OPERAND_WIDTH), "d": signed(OPERAND_WIDTH)}
 )
 
-#: Latency of :class:`ComplexMultiplierPair` in enabled cycles.
-PAIR_LATENCY = 4
+#: Width of each part of a pair's summed products: ``n <= PACKED_CHAIN_MAX`` complex products
+#: of int8 slots, ``|sum| <= 4 * 2 * 127**2 = 129,032 < 2**17``.
+PRODUCT_WIDTH = 18
+
+
+def pair_latency(n: int, delay: int = 0) -> int:
+    """Enabled cycles of :class:`ComplexMultiplierPair` ``(n, delay=delay)``: its cascades
+    (:func:`~fcircnn.hw.packed_mac_chain.chain_latency`) and the Gauss post-subtraction's
+    register."""
+    return chain_latency(n, delay) + 1
 
 
 class ComplexMultiplierPair(wiring.Component):
-    """``(a + bi) * (c_j + d_j i)`` for two weight slots ``j = 0, 1`` with 3 DSP multiplies.
+    """``prod[j] = sum_i act[i] * w[i][j]`` for two weight slots ``j = 0, 1`` (two output
+    blocks) over ``n`` activation slots, with ``3n`` DSP48E2 (``2n`` for slot 0) and no fabric
+    adder but the Gauss post-subtraction.
 
     Gauss trick per product: ``A = (a+b)c``, ``Bm = b(c+d)``, ``C = (b-a)d``; ``re = A - Bm``,
-    ``im = Bm - C``. The activation-side operands ``a+b``, ``b``, ``b-a`` are shared by the two
-    weight slots, so each of the three multiplies is one :class:`PackedDualMultiplier`
-    (``x * ((w_1 << 18) + w_0)``), i.e. 3 DSP48E2 for 2 complex products.
+    ``im = Bm - C``. The trick is linear, so the ``n`` products' ``A``, ``Bm`` and ``C`` are
+    summed first, each on one :class:`~fcircnn.hw.packed_mac_chain.PackedMacChain` of ``n``
+    cascaded DSP48E2s that multiplies the activation-side operand ``a+b``, ``b`` or ``b-a`` of
+    slot ``i`` by the packed weight terms of both weight slots (the DSP's pre-adder packs them),
+    and the post-subtraction runs once on the sums.
 
     The weight-side terms ``c``, ``c+d``, ``d`` are **precomputed by the compiler** and arrive as
     inputs (:data:`WEIGHT_TERMS`); nothing here adds weights.
 
-    With ``slot0`` high the pair computes the component-wise product of slot 0 (``re = a*c``,
-    ``im = b*d``) by switching the activation-side operands to ``a``, ``0``, ``-b``.
+    Built for slot 0 (``slot0``) it computes the component-wise product (``re = a*c``,
+    ``im = b*d``) with the activation-side operands ``a`` and ``-b``, and has no ``Bm`` cascade.
 
     Contract
     --------
-    * Ranges: ``a``, ``b``, ``c``, ``d`` in ``[-127, 127]``, ``cd = c + d``. Products are exact
-      (``|re|, |im| <= 2 * 127**2``) and fit 18 bits; inputs outside the contract give
-      unspecified results.
-    * Latency :data:`PAIR_LATENCY` (4) enabled cycles (3 in the DSPs, 1 for the post-subtraction
-      register), initiation interval 1. ``ce`` low holds every register.
-    * ``slot0`` is sampled with the operands (it may be a constant).
+    * Ranges: ``a``, ``b``, ``c``, ``d`` in ``[-127, 127]``, ``cd = c + d``. Every Gauss product
+      is at most :data:`~fcircnn.arch.geometry.GAUSS_PRODUCT_MAX`, so the cascades are exact
+      (``n <= PACKED_CHAIN_MAX``) and the sums fit :data:`PRODUCT_WIDTH` bits; inputs outside
+      the contract give unspecified results.
+    * Latency :func:`pair_latency` (``delay + n + 4``) enabled cycles, initiation interval 1.
+      ``ce`` low holds every register.
+
+    Parameters
+    ----------
+    n : int
+        Activation slots summed, ``1..PACKED_CHAIN_MAX`` (default 1).
+    slot0 : bool
+        Built for slot 0 (component-wise products).
+    delay : int
+        Extra enabled cycles before the cascades (:class:`PackedMacChain`'s ``delay``).
 
     Ports
     -----
-    act : In(complex_layout(8))
-        Activation slot ``a + bi``.
-    w : In(ArrayLayout(WEIGHT_TERMS, 2))
-        Weight terms of the two weight slots (two output blocks).
-    slot0 : In(1)
-        Component-wise (slot 0) mode.
+    act : In(ArrayLayout(complex_layout(8), n))
+        Activation slots ``a + bi``.
+    w : In(ArrayLayout(ArrayLayout(WEIGHT_TERMS, 2), n))
+        Weight terms of the two weight slots of each activation slot.
     ce : In(1)
         Clock enable.
     prod : Out(ArrayLayout(complex_layout(18), 2))
-        ``act * w[j]`` for the operands presented 4 enabled cycles earlier.
+        The two sums for the operands presented :attr:`latency` enabled cycles earlier.
     """
 
-    act: In(complex_layout(ACT_WIDTH))
-    w: In(data.ArrayLayout(WEIGHT_TERMS, 2))
-    slot0: In(1)
-    ce: In(1)
-    prod: Out(data.ArrayLayout(complex_layout(PRODUCT_WIDTH), 2))
+    def __init__(self, n: int = 1, *, slot0: bool = False, delay: int = 0):
+        with rejecting(self):
+            if not isinstance(slot0, bool):
+                raise TypeError(f"slot0 must be a bool, not {slot0!r}")
+            check_chain(n, delay)
+        self.n, self.slot0, self.delay = n, slot0, delay
+        #: Enabled cycles from the operands to ``prod``.
+        self.latency = pair_latency(n, delay)
+        #: DSP48E2 instances.
+        self.dsp_count = (2 if slot0 else 3) * n
+        super().__init__({
+            "act": In(data.ArrayLayout(complex_layout(ACT_WIDTH), n)),
+            "w": In(data.ArrayLayout(data.ArrayLayout(WEIGHT_TERMS, 2), n)),
+            "ce": In(1),
+            "prod": Out(data.ArrayLayout(complex_layout(PRODUCT_WIDTH), 2)),
+        })
 
     def elaborate(self, platform):
         m = Module()
-
-        a, b = self.act.re, self.act.im
-        x1 = Signal(signed(OPERAND_WIDTH))  # a + b   (slot 0: a)
-        x2 = Signal(signed(OPERAND_WIDTH))  # b       (slot 0: 0)
-        x3 = Signal(signed(OPERAND_WIDTH))  # b - a   (slot 0: -b)
-        m.d.comb += [
-            x1.eq(Mux(self.slot0, a, a + b)),
-            x2.eq(Mux(self.slot0, Const(0, signed(OPERAND_WIDTH)), b)),
-            x3.eq(Mux(self.slot0, -b, b - a)),
-        ]
-
-        muls = []
-        for name, x, term in (("mul_a", x1, "c"), ("mul_b", x2, "cd"), ("mul_c", x3, "d")):
-            mul = PackedDualMultiplier()
-            m.submodules[name] = mul
-            m.d.comb += [
-                mul.ce.eq(self.ce),
-                mul.a.eq(x),
-                mul.b.eq(self.w[1][term]),
-                mul.c.eq(self.w[0][term]),
-            ]
-            muls.append(mul)
-        mul_a, mul_b, mul_c = muls
-
+        sums = {}
+        for role, term in (("a", "c"), ("b", "cd"), ("c", "d")):
+            if role == "b" and self.slot0:
+                continue
+            chain = PackedMacChain(self.n, delay=self.delay)
+            m.submodules[f"chain_{role}"] = chain
+            m.d.comb += chain.ce.eq(self.ce)
+            for i in range(self.n):
+                m.d.comb += [chain.x[i].eq(self._operand(m, role, i)),
+                             chain.w0[i].eq(self.w[i][0][term]),
+                             chain.w1[i].eq(self.w[i][1][term])]
+            sums[role] = (chain.s0, chain.s1)
         with m.If(self.ce):
-            for j, (pa, pb, pc) in enumerate(
-                ((mul_a.ac, mul_b.ac, mul_c.ac), (mul_a.ab, mul_b.ab, mul_c.ab))
-            ):
-                m.d.sync += [
-                    self.prod[j].re.eq(pa - pb),
-                    self.prod[j].im.eq(pb - pc),
-                ]
+            for j in range(2):
+                s_a, s_c = sums["a"][j], sums["c"][j]
+                if self.slot0:  # re = a*c, im = -(-b*d)
+                    m.d.sync += [self.prod[j].re.eq(s_a), self.prod[j].im.eq(-s_c)]
+                else:
+                    s_b = sums["b"][j]
+                    m.d.sync += [self.prod[j].re.eq(s_a - s_b), self.prod[j].im.eq(s_b - s_c)]
         return m
+
+    def _operand(self, m: Module, role: str, i: int) -> Signal:
+        """The activation-side Gauss operand of slot ``i`` for cascade ``role``: ``a + b``, ``b``,
+        ``b - a`` (slot 0: ``a``, none, ``-b``)."""
+        a, b = self.act[i].re, self.act[i].im
+        x = Signal(signed(OPERAND_WIDTH), name=f"x{role}{i}")
+        value = {"a": a if self.slot0 else a + b, "b": b, "c": -b if self.slot0 else b - a}[role]
+        m.d.comb += x.eq(value)
+        return x
+
+
+assert PACKED_CHAIN_MAX * 2 * INT8_MAX**2 < 2 ** (PRODUCT_WIDTH - 1)  # the sums fit

@@ -8,18 +8,30 @@ from fcircnn.arch.geometry import DSP_MUL_BITS, PACKED_CHAIN_MAX, PACKED_SHIFT
 
 from .common import check_positive, rejecting
 from .dsp48e2 import DSP48E2_LATENCY, DSP48E2Stage
-from .packed_mul import OPERAND_WIDTH
 
-__all__ = ["PackedMacChain", "chain_latency"]
+__all__ = ["OPERAND_WIDTH", "SUM_WIDTH", "PackedMacChain", "chain_latency", "check_chain"]
 
+#: Width of every operand (INT9: the Gauss pre-adds of int8 values stay in [-254, 254]).
+OPERAND_WIDTH = 9
 #: Width of each of the two sums (the low field of the packed P, and the high one).
 SUM_WIDTH = PACKED_SHIFT
 
 
-def chain_latency(n: int) -> int:
-    """Enabled cycles from a beat's operands to its sums on a chain of ``n`` stages: the skew
-    of the last stage (``n - 1``) and one DSP48E2 (:data:`~fcircnn.hw.dsp48e2.DSP48E2_LATENCY`)."""
-    return n - 1 + DSP48E2_LATENCY
+def check_chain(n, delay=0) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``n`` (stages) is in
+    ``1..PACKED_CHAIN_MAX`` and ``delay`` in ``0..PACKED_CHAIN_MAX - 1``."""
+    check_positive("n", n, PACKED_CHAIN_MAX)
+    if not isinstance(delay, int) or isinstance(delay, bool):
+        raise TypeError(f"delay must be an integer, not {delay!r}")
+    if not 0 <= delay < PACKED_CHAIN_MAX:
+        raise ValueError(f"delay must be in 0..{PACKED_CHAIN_MAX - 1}, not {delay}")
+
+
+def chain_latency(n: int, delay: int = 0) -> int:
+    """Enabled cycles from a beat's operands to its sums on a chain of ``n`` stages whose
+    operands wait ``delay`` cycles first: the wait, the skew of the last stage (``n - 1``) and
+    one DSP48E2 (:data:`~fcircnn.hw.dsp48e2.DSP48E2_LATENCY`)."""
+    return delay + n - 1 + DSP48E2_LATENCY
 
 
 class PackedMacChain(wiring.Component):
@@ -30,9 +42,9 @@ class PackedMacChain(wiring.Component):
     weights, ``(w1[i] << 18) + w0[i]``, and multiplies them by ``x[i]``; its P register adds the
     previous stage's P. The stages form a systolic chain: stage ``i`` takes its operands ``i``
     enabled cycles after stage 0 (a delay line per stage, in fabric registers), so the last P
-    holds ``P = 2**18 * s1 + s0`` and the two sums are split from it as one product's are
-    (:class:`~fcircnn.hw.packed_mul.PackedDualMultiplier`): ``s0 = P[17:0]`` as signed,
-    ``s1 = P[35:18] + P[17]``.
+    holds ``P = 2**18 * s1 + s0`` and the two sums are split from it:
+    ``s0 = P[17:0]`` as signed, ``s1 = P[35:18] + P[17]`` (adding ``P[17]`` undoes the borrow a
+    negative low sum takes from the high field).
 
     Contract
     --------
@@ -42,14 +54,17 @@ class PackedMacChain(wiring.Component):
       products are at most :data:`~fcircnn.arch.geometry.GAUSS_PRODUCT_MAX` each, so a chain of
       up to :data:`~fcircnn.arch.geometry.PACKED_CHAIN_MAX` (4) of them is exact:
       4 x 32,258 = 129,032 < 131,072. The 48-bit P never overflows (``|P| < 2**36``).
-    * Latency :func:`chain_latency` (``n + 3``) enabled cycles from the operands to ``s0``,
-      ``s1`` (combinational from the last P register), initiation interval 1.
+    * Latency :func:`chain_latency` (``delay + n + 3``) enabled cycles from the operands to
+      ``s0``, ``s1`` (combinational from the last P register), initiation interval 1.
     * ``ce`` low holds every register, delay lines included.
 
     Parameters
     ----------
     n : int
         Stages (products per sum), ``1..PACKED_CHAIN_MAX``.
+    delay : int
+        Enabled cycles every operand waits before its stage's skew, ``0..PACKED_CHAIN_MAX-1``
+        (default 0): a shorter chain beside longer ones ends with them.
 
     Ports
     -----
@@ -58,12 +73,12 @@ class PackedMacChain(wiring.Component):
     s0, s1 : Out(signed(18))
     """
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, *, delay: int = 0):
         with rejecting(self):
-            check_positive("n", n, PACKED_CHAIN_MAX)
-        self.n = n
+            check_chain(n, delay)
+        self.n, self.delay = n, delay
         #: Enabled cycles from the operands to the sums.
-        self.latency = chain_latency(n)
+        self.latency = chain_latency(n, delay)
         operands = data.ArrayLayout(signed(OPERAND_WIDTH), n)
         super().__init__({"x": In(operands), "w0": In(operands), "w1": In(operands),
                           "ce": In(1), "s0": Out(signed(SUM_WIDTH)),
@@ -91,9 +106,9 @@ class PackedMacChain(wiring.Component):
         return m
 
     def _delayed(self, m: Module, i: int):
-        """Stage ``i``'s operands, ``i`` enabled cycles late."""
+        """Stage ``i``'s operands, ``delay + i`` enabled cycles late."""
         ops = (self.x[i], self.w0[i], self.w1[i])
-        for k in range(i):
+        for k in range(self.delay + i):
             regs = tuple(Signal(signed(OPERAND_WIDTH), name=f"{nm}{i}_d{k}", reset_less=True)
                          for nm in ("x", "w0", "w1"))
             with m.If(self.ce):

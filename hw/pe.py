@@ -7,8 +7,7 @@ from amaranth.lib.wiring import In, Out
 from fcircnn.arch.geometry import ACC_BITS
 
 from .common import rejecting
-from .complex_mul_pair import complex_layout
-from .packed_mul import PRODUCT_WIDTH
+from .complex_mul_pair import PRODUCT_WIDTH, complex_layout
 
 __all__ = ["ACC_WIDTH", "PE", "tree_levels"]
 

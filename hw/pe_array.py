@@ -1,22 +1,22 @@
 """PE array: ``Td x Tm/2`` complex int32 accumulators fed by packed complex multiplier pairs."""
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fcircnn.arch.geometry import BLOCK_SIZES
+from fcircnn.arch.geometry import BLOCK_SIZES, pe_chains
 
 from .common import check_block_size, check_channel_rule, check_tiles, rejecting
 from .complex_mul_pair import (
     ACT_WIDTH,
-    PAIR_LATENCY,
     WEIGHT_TERMS,
     ComplexMultiplierPair,
     complex_layout,
+    pair_latency,
 )
 from .pe import ACC_WIDTH, PE, tree_levels
 
-__all__ = ["BLOCK_SIZES", "PEArray", "in_layout", "out_layout"]
+__all__ = ["BLOCK_SIZES", "PEArray", "array_latency", "in_layout", "out_layout"]
 
 #: Block sizes the datapath supports.
 
@@ -52,6 +52,16 @@ def out_layout(Tm: int, Td: int = 1, acc_width: int = ACC_WIDTH) -> data.ArrayLa
     return data.ArrayLayout(data.ArrayLayout(complex_layout(acc_width), Tm // 2), Td)
 
 
+def array_latency(Tn: int, B: int) -> int:
+    """Enabled cycles of :class:`PEArray` from accepting a ``last`` beat to ``o.valid`` (output
+    ready): its pairs on the longest of the ``Tn/B`` products' cascades
+    (:func:`~fcircnn.arch.geometry.pe_chains`,
+    :func:`~fcircnn.hw.complex_mul_pair.pair_latency`), the PEs' adder tree over the
+    cascades and their accumulator."""
+    chains = pe_chains(Tn // B)
+    return pair_latency(chains[0]) + tree_levels(len(chains)) + 1
+
+
 def _check_int(name: str, value) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, not {value!r}")
@@ -71,14 +81,16 @@ class PEArray(wiring.Component):
     bench (or the control unit) walks input-channel tiles x kernel offsets, one beat each, to
     compute a convolution; the result equals :func:`fcircnn.models.spectral.conv3d_slots_int`.
 
-    Structure: ``P = Td * (Tm/(2B)) * (Tn/B) * (B/2) = Td*Tm*Tn/(4B)`` instances of
-    :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair` (3 DSP48E2 each, except that the
-    ``P/(B/2)`` pairs of the slot-0 lanes multiply ``b(c+d)`` by a constant 0, which synthesis
-    removes: :attr:`dsp_count` ``= 3P - P/(B/2)``, e.g. 176 instead of 192 for the C3D core); pair
-    ``(v, r, q, k)`` multiplies activation slot ``(v, q, k)`` by the weight slots of output
-    blocks ``2r`` and ``2r + 1`` and feeds one product to each of the two
-    :class:`~fcircnn.hw.pe.PE` ``(v, 2r, k)`` and ``(v, 2r+1, k)``; each PE sums its ``Tn/B``
-    products in an adder tree and accumulates.
+    Structure: ``P = Td * (Tm/(2B)) * (Tn/B) * (B/2) = Td*Tm*Tn/(4B)`` activation-slot x
+    weight-slot-pair products, 3 DSP48E2 each, except that slot 0's have no ``b(c+d)`` multiply:
+    :attr:`dsp_count` ``= 3P - P/(B/2)``, e.g. 176 instead of 192 for the C3D core. The ``Tn/B``
+    input blocks ``q`` of one voxel ``v``, output block pair ``r`` and slot ``k`` are summed in
+    the DSP48E2s' cascades, a few at a time (:func:`~fcircnn.arch.geometry.pe_chains`: 8 input
+    blocks on two cascades of 4): one
+    :class:`~fcircnn.hw.complex_mul_pair.ComplexMultiplierPair` per cascade multiplies its
+    activation slots ``(v, q, k)`` by the weight slots of output blocks ``2r`` and ``2r + 1``
+    and feeds one sum to each of the two :class:`~fcircnn.hw.pe.PE` ``(v, 2r, k)`` and
+    ``(v, 2r+1, k)``; each PE adds its cascades' sums in an adder tree and accumulates.
 
     Contract
     --------
@@ -89,8 +101,9 @@ class PEArray(wiring.Component):
       (``i.ready = ~o.valid | o.ready``, combinational from ``o.ready``), so a continuously fed
       array with a ready output accepts a beat every cycle, ``first``/``last`` boundaries
       included.
-    * Latency: :attr:`latency` (``4 + ceil(log2(Tn/B)) + 1``) cycles from accepting the ``last``
-      beat to ``o.valid``, when the output is ready.
+    * Latency: :attr:`latency` (:func:`array_latency`: ``c + 5 + ceil(log2(cascades))`` for
+      cascades of up to ``c`` products) cycles from accepting the ``last`` beat to ``o.valid``,
+      when the output is ready.
     * Back-pressure: the whole pipeline stalls while ``o.valid & ~o.ready``; ``o.payload`` is held
       (the accumulators are the output register). ``o.valid`` never depends on ``o.ready``.
 
@@ -118,15 +131,16 @@ class PEArray(wiring.Component):
             self._validate(Tn, Tm, B, Td, acc_width)
         self.Tn, self.Tm, self.B, self.Td = Tn, Tm, B, Td
         self.acc_width = acc_width
-        #: Number of :class:`ComplexMultiplierPair` instances.
+        #: Activation-slot x weight-slot-pair products per beat (3 DSP48E2 each, 2 on slot 0).
         self.pairs = Td * Tm * Tn // (4 * B)
-        #: Pairs on slot-0 lanes (``k == 0``); their ``b(c+d)`` multiply is by constant 0.
+        #: Products on slot-0 lanes (``k == 0``), which have no ``b(c+d)`` multiply.
         self.slot0_pairs = self.pairs // (B // 2)
-        #: DSP48E2 count after synthesis: 3 per pair, minus the constant-zero multiply of every
-        #: slot-0 pair, which any synthesizer removes.
+        #: DSP48E2 instances: 3 per product, 2 per slot-0 product.
         self.dsp_count = 3 * self.pairs - self.slot0_pairs
+        #: The cascades each PE's ``Tn/B`` products are summed on, as their lengths.
+        self.chains = pe_chains(Tn // B)
         #: Cycles from accepting the ``last`` beat to ``o.valid`` (output ready).
-        self.latency = PAIR_LATENCY + tree_levels(Tn // B) + 1
+        self.latency = array_latency(Tn, B)
         super().__init__(
             {
                 "i": In(stream.Signature(in_layout(Tn, Tm, B, Td))),
@@ -169,9 +183,8 @@ class PEArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        Tn, Tm, B, Td = self.Tn, self.Tm, self.B, self.Td
+        Tm, B, Td = self.Tm, self.B, self.Td
         half = B // 2
-        nq = Tn // B
 
         ce = Signal()
         m.d.comb += [
@@ -179,9 +192,10 @@ class PEArray(wiring.Component):
             self.i.ready.eq(ce),
         ]
 
-        # Control travels beside the multipliers (PAIR_LATENCY registers), then into the PEs.
+        # Control travels beside the pairs (their latency in registers), then into the PEs.
+        longest = self.chains[0]
         valid, first, last = self.i.valid, self.i.payload.first, self.i.payload.last
-        for stage in range(PAIR_LATENCY):
+        for stage in range(pair_latency(longest)):
             ctl = [Signal(name=f"{nm}_s{stage}") for nm in ("valid", "first", "last")]
             with m.If(ce):
                 m.d.sync += [ctl[0].eq(valid), ctl[1].eq(first), ctl[2].eq(last)]
@@ -192,7 +206,7 @@ class PEArray(wiring.Component):
         for v in range(Td):
             for p in range(Tm // B):
                 for k in range(half):
-                    pe = PE(nq, acc_width=self.acc_width)
+                    pe = PE(len(self.chains), acc_width=self.acc_width)
                     m.submodules[f"pe_v{v}_p{p}_k{k}"] = pe
                     m.d.comb += [
                         pe.ce.eq(ce),
@@ -203,18 +217,24 @@ class PEArray(wiring.Component):
                     ]
                     pes[v, p, k] = pe
             for r in range(Tm // (2 * B)):
-                for q in range(nq):
-                    for k in range(half):
-                        pair = ComplexMultiplierPair()
-                        m.submodules[f"pair_v{v}_r{r}_q{q}_k{k}"] = pair
+                for k in range(half):
+                    q0 = 0
+                    for c, length in enumerate(self.chains):
+                        # a shorter cascade waits to end with the longest
+                        pair = ComplexMultiplierPair(length, slot0=k == 0,
+                                                     delay=longest - length)
+                        m.submodules[f"pair_v{v}_r{r}_k{k}_c{c}"] = pair
+                        m.d.comb += pair.ce.eq(ce)
+                        for i, q in enumerate(range(q0, q0 + length)):
+                            m.d.comb += [
+                                pair.act[i].eq(act[v][q * half + k]),
+                                pair.w[i][0].eq(w[2 * r][q][k]),
+                                pair.w[i][1].eq(w[2 * r + 1][q][k]),
+                            ]
                         m.d.comb += [
-                            pair.ce.eq(ce),
-                            pair.slot0.eq(Const(int(k == 0), 1)),
-                            pair.act.eq(act[v][q * half + k]),
-                            pair.w[0].eq(w[2 * r][q][k]),
-                            pair.w[1].eq(w[2 * r + 1][q][k]),
-                            pes[v, 2 * r, k].prod[q].eq(pair.prod[0]),
-                            pes[v, 2 * r + 1, k].prod[q].eq(pair.prod[1]),
+                            pes[v, 2 * r, k].prod[c].eq(pair.prod[0]),
+                            pes[v, 2 * r + 1, k].prod[c].eq(pair.prod[1]),
                         ]
+                        q0 += length
         m.d.comb += self.o.valid.eq(pes[0, 0, 0].done)
         return m

@@ -1,14 +1,16 @@
 """cocotb testbench of :class:`fcircnn.hw.complex_mul_pair.ComplexMultiplierPair` (Verilog top).
 
 Also holds the direct Python reference of one slot product (:func:`slot_product`), which the
-tests cross-check against :func:`fcircnn.models.spectral.conv3d_slots_int` on 1x1x1 kernels.
+tests cross-check against :func:`fcircnn.models.spectral.conv3d_slots_int` on 1x1x1 kernels,
+and of a pair's two sums (:func:`pair_reference`).
 
-Parameters (:func:`fcircnn.sim.runner.tb_params`): ``seed``, ``beats``.
+Parameters (:func:`fcircnn.sim.runner.tb_params`): ``n`` (activation slots summed), ``slot0``,
+``delay`` (the pair's construction), ``seed``, ``beats``.
 """
 
 import random
 
-__all__ = ["PART_EXTREMES", "random_operands", "slot_product"]
+__all__ = ["PART_EXTREMES", "pair_inputs", "pair_reference", "random_operands", "slot_product"]
 
 #: int8 slot part values the tests always include.
 PART_EXTREMES = (-127, -126, -1, 0, 1, 126, 127)
@@ -21,41 +23,36 @@ def slot_product(a: int, b: int, c: int, d: int, slot0: bool) -> tuple[int, int]
     return a * c - b * d, a * d + b * c
 
 
-def random_operands(rng: random.Random, count: int) -> list[dict]:
-    """Operand sets ``{"act", "w": [(c, d), (c, d)], "slot0"}`` with extremes first."""
+def random_operands(rng: random.Random, count: int, n: int) -> list[list[dict]]:
+    """Beats of ``n`` operand sets ``{"act": (a, b), "w": [(c, d), (c, d)]}``: first every
+    corner of the int8 range (all slots at the same corner: the sums' extremes), then random
+    parts with extremes often."""
 
     def part():
         return rng.choice(PART_EXTREMES) if rng.random() < 0.3 else rng.randint(-127, 127)
 
-    ops = []
-    for a in (-127, 127):
-        for b in (-127, 127):
-            for c in (-127, 127):
-                for d in (-127, 127):
-                    for slot0 in (0, 1):
-                        ops.append({"act": (a, b), "w": [(c, d), (d, c)], "slot0": slot0})
-    ops += [
-        {"act": (part(), part()), "w": [(part(), part()), (part(), part())],
-         "slot0": int(rng.random() < 0.3)}
-        for _ in range(count)
-    ]
-    return ops
+    corners = (-127, 127)
+    beats = [[{"act": (a, b), "w": [(c, d), (d, c)]}] * n
+             for a in corners for b in corners for c in corners for d in corners]
+    beats += [[{"act": (part(), part()), "w": [(part(), part()), (part(), part())]}
+               for _ in range(n)] for _ in range(count)]
+    return beats
 
 
-def pair_inputs(op: dict) -> tuple[dict, list[dict]]:
-    """Port values (``act``, ``w`` payloads) of one operand set; weight terms precomputed."""
+def pair_inputs(beat: list[dict]) -> tuple[list[dict], list[list[dict]]]:
+    """Port values (``act``, ``w`` payloads) of one beat; weight terms precomputed."""
     from fcircnn.sim.tb_pe_array import weight_terms
 
-    a, b = op["act"]
-    return {"re": a, "im": b}, [weight_terms(c, d) for c, d in op["w"]]
+    return ([{"re": op["act"][0], "im": op["act"][1]} for op in beat],
+            [[weight_terms(c, d) for c, d in op["w"]] for op in beat])
 
 
-def pair_reference(op: dict) -> list[dict]:
-    a, b = op["act"]
+def pair_reference(beat: list[dict], slot0: bool) -> list[dict]:
+    """The pair's two outputs: per weight slot, the sum of the beat's slot products."""
     out = []
-    for c, d in op["w"]:
-        re, im = slot_product(a, b, c, d, bool(op["slot0"]))
-        out.append({"re": re, "im": im})
+    for j in range(2):
+        parts = [slot_product(*op["act"], *op["w"][j], slot0) for op in beat]
+        out.append({"re": sum(p[0] for p in parts), "im": sum(p[1] for p in parts)})
     return out
 
 
@@ -71,50 +68,45 @@ if cocotb is not None:
 
     from fcircnn.hw.complex_mul_pair import (
         ACT_WIDTH,
-        PAIR_LATENCY,
+        PRODUCT_WIDTH,
         WEIGHT_TERMS,
         complex_layout,
+        pair_latency,
     )
-    from fcircnn.hw.packed_mul import PRODUCT_WIDTH
     from fcircnn.sim.runner import pack, tb_params, unpack
 
     @cocotb.test()
-    async def random_products_with_stalls(dut):
-        """Random slots (extremes included), random slot-0 mode, random clock enable."""
+    async def random_sums_with_stalls(dut):
+        """Random slots (the corners first), random clock enable."""
         params = tb_params()
+        n, slot0, delay = params["n"], params["slot0"], params["delay"]
         rng = random.Random(params.get("seed", 1))
-        ops = random_operands(rng, params.get("beats", 300))
-        act_lay = complex_layout(ACT_WIDTH)
-        w_lay = data.ArrayLayout(WEIGHT_TERMS, 2)
+        beats = random_operands(rng, params.get("beats", 300), n)
+        latency = pair_latency(n, delay)
+        act_lay = data.ArrayLayout(complex_layout(ACT_WIDTH), n)
+        w_lay = data.ArrayLayout(data.ArrayLayout(WEIGHT_TERMS, 2), n)
         prod_lay = data.ArrayLayout(complex_layout(PRODUCT_WIDTH), 2)
+        zero = [{"act": (0, 0), "w": [(0, 0), (0, 0)]}] * n
 
         cocotb.start_soon(Clock(dut.clk, 5, unit="ns").start())
         dut.rst.value = 1
         dut.ce.value = 0
-        dut.act.value = dut.w.value = dut.slot0.value = 0
+        dut.act.value = dut.w.value = 0
         for _ in range(2):
             await FallingEdge(dut.clk)
         dut.rst.value = 0
 
-        captured = []
-        idx = 0
-        checked = 0
-        while checked < len(ops):
+        taken = checked = 0
+        while checked < len(beats):
             await FallingEdge(dut.clk)
-            if len(captured) >= PAIR_LATENCY:
-                n = len(captured) - PAIR_LATENCY
+            if taken >= latency and taken - latency == checked:
                 got = unpack(prod_lay, int(dut.prod.value))
-                want = pair_reference(captured[n])
-                assert got == want, f"operands {captured[n]}: got {got}, want {want}"
-                checked = n + 1
+                want = pair_reference(beats[checked], slot0)
+                assert got == want, f"beat {beats[checked]}: got {got}, want {want}"
+                checked += 1
             ce = int(rng.random() < 0.7)
-            op = ops[idx] if idx < len(ops) else {"act": (0, 0), "w": [(0, 0), (0, 0)],
-                                                  "slot0": 0}
-            act, w = pair_inputs(op)
+            act, w = pair_inputs(beats[taken] if taken < len(beats) else zero)
             dut.act.value = pack(act_lay, act)
             dut.w.value = pack(w_lay, w)
-            dut.slot0.value = op["slot0"]
             dut.ce.value = ce
-            if ce:
-                captured.append(op)
-                idx += 1
+            taken += ce

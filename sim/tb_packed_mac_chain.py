@@ -1,11 +1,15 @@
 """cocotb testbench of :class:`fcircnn.hw.packed_mac_chain.PackedMacChain` (Verilog top).
 
-Parameters (:func:`fcircnn.sim.runner.tb_params`): ``n`` (stages), ``seed``, ``beats``. Drives
+Parameters (:func:`fcircnn.sim.runner.tb_params`): ``n`` (stages), ``seed``, ``beats``. The
+environment variable ``FCIRCNN_TB_DELIBERATE_FAIL=1`` (given as ``extra_env``, so it does not
+change the build) enables ``deliberate_failure``, which the runner's own tests use to check that
+a failure fails pytest. Drives
 random Gauss-range operands and the guard bits' extremes (every product at the largest Gauss
 magnitude, both signs) with a random clock enable, and compares every beat's two sums with
 Python's.
 """
 
+import os
 import random
 
 import cocotb
@@ -85,3 +89,11 @@ def _packed(values) -> int:
     for i, v in enumerate(values):
         word |= (v & 0x1FF) << (9 * i)
     return word
+
+
+@cocotb.test(skip=os.environ.get("FCIRCNN_TB_DELIBERATE_FAIL") != "1")
+async def deliberate_failure(dut):
+    """Fails on purpose (the runner's test checks that a cocotb failure fails pytest)."""
+    cocotb.start_soon(Clock(dut.clk, 5, unit="ns").start())
+    await FallingEdge(dut.clk)
+    assert dut.s0.value.to_signed() == 12345, "deliberate failure"

@@ -96,8 +96,7 @@ if cocotb is not None:
     from cocotb.clock import Clock
     from cocotb.triggers import FallingEdge
 
-    from fcircnn.hw.complex_mul_pair import complex_layout
-    from fcircnn.hw.packed_mul import PRODUCT_WIDTH
+    from fcircnn.hw.complex_mul_pair import PRODUCT_WIDTH, complex_layout
     from fcircnn.sim.runner import pack, tb_params, unpack
 
     async def _check(dut, slot0: bool, seed: int):

@@ -66,7 +66,7 @@ def _synthesize(acc, native: bool, quiet: bool = False):
     print(f"fcircnn estimate: synthesizing {acc.name} with Yosys (synth_xilinx -family xcup); "
           "a paper-size design takes tens of minutes", file=sys.stderr)
     status = (lambda _: None) if quiet else _Elapsed()
-    verilog = accelerator_verilog(acc, status=status)
+    verilog = accelerator_verilog(acc, primitives=True, status=status)
     return synthesize(verilog, TOP_NAME, levels=True, timeout=6 * 3600, native=native,
                       status=status)
 

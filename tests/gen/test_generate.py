@@ -17,6 +17,7 @@ from fcircnn.cli import main
 from fcircnn.gen import generate as gen
 from fcircnn.gen import vivado
 from fcircnn.hw.common import never_elaborated
+from fcircnn.hw.pe_array import PEArray
 from fcircnn.models.config import load_accelerator
 
 NET = """
@@ -76,7 +77,8 @@ def config(tmp_path):
 
 @pytest.fixture
 def fake_top(monkeypatch):
-    def fake(acc, status=None):
+    def fake(acc, primitives=False, status=None):
+        assert primitives  # generate writes the form for Vivado
         if status is not None:
             status("converting the fake top to Verilog")
         return FAKE_VERILOG
@@ -246,8 +248,14 @@ def test_end_to_end_small_config(config, tmp_path, monkeypatch):
     one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
     assert one == two
     rtl = one["rtl/fcircnn_accel.v"].decode()
-    assert rtl.endswith(gen.accelerator_verilog(acc, cache=False))
+    assert rtl.endswith(gen.accelerator_verilog(acc, primitives=True, cache=False))
     assert "module fcircnn_accel(" in rtl
+    # Vivado gets the DSP48E2 cascades as primitives, the simulators their description
+    arrays = [PEArray.from_core(c, acc.block_size) for c in acc.cores]
+    never_elaborated(*arrays)  # only their DSP counts are read
+    assert rtl.count("DSP48E2 #(") == sum(a.dsp_count for a in arrays) > 0
+    del arrays
+    assert "DSP48E2" not in gen.accelerator_verilog(acc, cache=False)
     for port in ("ap_clk", "ap_rst_n", "interrupt", "s_axi_control_awaddr", "m_axi_araddr",
                  "m_axi_rdata"):
         assert port in rtl, port
@@ -264,7 +272,7 @@ def test_verilog_cache_keys(config, tmp_path, monkeypatch):
     monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path / "build"))
     calls = []
 
-    def fake_to_verilog(top, name):
+    def fake_to_verilog(top, name, primitives=False):
         calls.append(name)
         never_elaborated(top, *top.engines)  # no "created but never used" warning
         return f"// conversion {len(calls)}\n"
@@ -282,6 +290,7 @@ def test_verilog_cache_keys(config, tmp_path, monkeypatch):
     assert gen.accelerator_verilog(acc) == first  # the uncached run did not replace it
     other = _write_config(tmp_path / "other", mhz=150)
     assert gen.accelerator_verilog(load_accelerator(other)) == "// conversion 4\n"
+    assert gen.accelerator_verilog(acc, primitives=True) == "// conversion 5\n"
     monkeypatch.setattr(gen, "_sources_digest", lambda: "edited sources")
-    assert gen.accelerator_verilog(acc) == "// conversion 5\n"
+    assert gen.accelerator_verilog(acc) == "// conversion 6\n"
     gc.collect()  # the tops built for the fake conversion go while their filter holds

@@ -99,7 +99,7 @@ def test_model_is_exact_to_the_cycle_on_these_cases(name, tmp_path):
 def test_constants_are_the_rtls():
     """The model's fixed latencies are the RTL's own (one set for every layer)."""
     from fcircnn.hw.common import never_elaborated
-    from fcircnn.hw.complex_mul_pair import PAIR_LATENCY
+    from fcircnn.hw.dsp48e2 import DSP48E2_LATENCY
     from fcircnn.hw.pe_array import PEArray
     from fcircnn.hw.post_chain import LANE0_LATENCY, LATENCY_NO_POOL, RFFT_STAGE_LATENCY
     from fcircnn.hw.post_maxpool import LATENCY as POOL_LATENCY
@@ -108,9 +108,10 @@ def test_constants_are_the_rtls():
     assert (t.LANE0_LATENCY, t.RFFT_LATENCY) == (LANE0_LATENCY, RFFT_STAGE_LATENCY)
     assert t.post_latency == LATENCY_NO_POOL
     assert t.pool_latency == POOL_LATENCY
-    assert t.pe_latency_base == PAIR_LATENCY + 1
+    # a cascade's DSP48E2 after its skew, the post-subtraction, the accumulator
+    assert t.pe_latency_base == DSP48E2_LATENCY - 1 + 1 + 1
     assert t.out_valid == LATENCY_NO_POOL + 2
-    for tn in (8, 16, 32, 64):
+    for tn in (8, 16, 32, 48, 64, 80):
         conv = _Conv(plan_network(load_accelerator(MODELS / "c3d_zcu102.yaml")).layers[4]
                      .descriptor, _core(tn), 8, MemoryModel(), t)
         array = PEArray(tn, 16, 8, 1)

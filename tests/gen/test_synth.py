@@ -15,7 +15,7 @@ from fcircnn.gen.synth import (
     synthesize,
 )
 from fcircnn.hw.complex_mul_pair import ComplexMultiplierPair
-from fcircnn.hw.packed_mul import PackedDualMultiplier
+from fcircnn.hw.packed_mac_chain import PackedMacChain
 from fcircnn.hw.pe_array import PEArray
 
 
@@ -35,7 +35,7 @@ class _Mul(wiring.Component):
 #: DSP budget of each datapath block: (factory, top name, expected DSP48E2). Other units (the
 #: post-units' CBN multiply) add their rows here.
 DSP_CASES = [
-    pytest.param(PackedDualMultiplier, "packed_mul", 1, id="packed_mul"),
+    pytest.param(lambda: PackedMacChain(1), "packed_mac_chain", 1, id="packed_mac_chain"),
     pytest.param(ComplexMultiplierPair, "complex_mul_pair", 3, id="complex_mul_pair"),
 ]
 
@@ -102,8 +102,8 @@ def test_unsigned_operand_costing_extra_dsps_is_caught():
 
 def test_synthesis_reports_each_yosys_step_as_its_log_reaches_it():
     seen = []
-    synthesize(PackedDualMultiplier(), "packed_mul", status=seen.append)
-    assert seen[0] == "converting packed_mul to Verilog (Amaranth)"
+    synthesize(PackedMacChain(1), "packed_mac_chain", status=seen.append)
+    assert seen[0] == "converting packed_mac_chain to Verilog (Amaranth)"
     steps = [int(line.split()[2].rstrip(":")) for line in seen[1:]]
     assert steps == sorted(set(steps)) and steps[0] == 1 and len(steps) > 10
     assert any("ABC pass" in line for line in seen) and any("SYNTH_XILINX" in line for line in seen)

@@ -9,6 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 from conftest import unit_simulators
 
+from fcircnn.arch.geometry import pe_chains
 from fcircnn.hw.common import never_elaborated
 from fcircnn.hw.pe_array import PEArray, in_layout, out_layout
 from fcircnn.models.spectral import conv3d_slots_int
@@ -19,6 +20,7 @@ from fcircnn.sim.tb_pe_array import (
     random_beats,
     random_conv,
     reference_beats,
+    weight_terms,
 )
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -70,7 +72,10 @@ def rtl_stream(dut, beats, n_out, seed, p_valid=0.7, p_ready=0.6):
     return res["outputs"], res["cycles"], res["accepted"]
 
 
-CONFIGS = [(8, 16, 4, 1), (8, 16, 4, 2), (16, 32, 8, 1), (16, 32, 16, 1), (24, 16, 8, 1)]
+#: Cores of one cascade per PE (Tn/B <= 4) and of several: 5 products on cascades of 3 and 2,
+#: 16 on four of 4.
+CONFIGS = [(8, 16, 4, 1), (8, 16, 4, 2), (16, 32, 8, 1), (16, 32, 16, 1), (24, 16, 8, 1),
+           (40, 16, 8, 1), (64, 16, 4, 1)]
 
 
 @pytest.mark.parametrize(("Tn", "Tm", "B", "Td"), CONFIGS)
@@ -99,7 +104,8 @@ def test_conv_tile_matches_golden_model(Td, n_in, shape, stride, padding):
     np.testing.assert_array_equal(got_im, want_im)
 
 
-@pytest.mark.parametrize(("Tn", "Tm", "B", "Td"), [(8, 16, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1)])
+@pytest.mark.parametrize(("Tn", "Tm", "B", "Td"), [(8, 16, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1),
+                                                  (40, 16, 8, 1)])
 def test_initiation_interval_one(Tn, Tm, B, Td):
     """Fed continuously with a ready output: a beat every cycle, results ``latency`` later."""
     beats = random_beats(random.Random(3), Tn, Tm, B, Td, 50)
@@ -109,7 +115,30 @@ def test_initiation_interval_one(Tn, Tm, B, Td):
     assert got == reference_beats(beats, Tn, Tm, B, Td)
     assert accepted == list(range(1, len(beats) + 1))
     assert cycles == len(beats) + dut.latency
-    assert dut.latency == 4 + (Tn // B - 1).bit_length() + 1
+    # the longest cascade's skew and DSP48E2 (its length + 3), the post-subtraction, the tree
+    # over the cascades and the accumulator
+    chains = pe_chains(Tn // B)
+    assert dut.latency == chains[0] + 3 + 1 + (len(chains) - 1).bit_length() + 1
+
+
+@pytest.mark.parametrize(("Tn", "Tm", "B", "Td"), [(32, 16, 8, 1), (40, 16, 8, 1)])
+def test_every_cascade_at_its_guard_limit(Tn, Tm, B, Td):
+    """Every slot at one corner of the int8 range, in long accumulations: each cascade's two
+    sums reach the largest magnitude the guard bits allow, in both signs, and the
+    accumulators their largest sums."""
+    rng = random.Random(Tn)
+    beats = []
+    for corner in ((127, 127, 127, -127), (-127, 127, 127, 127), (127, -127, -127, -127),
+                   (-127, -127, 127, -127)):
+        a, b, c, d = corner
+        for i in range(6):
+            beats.append({
+                "act": [[{"re": a, "im": b}] * (Tn // 2)] * Td,
+                "w": [[[weight_terms(c, d)] * (B // 2)] * (Tn // B)] * (Tm // B),
+                "first": int(i == 0), "last": int(i == 5)})
+    want = reference_beats(beats, Tn, Tm, B, Td)
+    got, _, _ = rtl_stream(PEArray(Tn, Tm, B, Td), beats, len(want), seed=rng.randrange(9))
+    assert got == want
 
 
 def test_back_to_back_single_beat_accumulations():

@@ -10,7 +10,7 @@ from amaranth.lib import data
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fcircnn.hw.packed_mul import PackedDualMultiplier
+from fcircnn.hw.packed_mac_chain import PackedMacChain
 from fcircnn.sim import runner
 from fcircnn.sim.runner import (
     MIN_VERILATOR,
@@ -74,10 +74,10 @@ def test_unknown_simulator():
 
 
 def test_to_verilog_is_deterministic():
-    a = to_verilog(PackedDualMultiplier(), "packed_mul")
-    b = to_verilog(PackedDualMultiplier(), "packed_mul")
+    a = to_verilog(PackedMacChain(2), "packed_mac_chain")
+    b = to_verilog(PackedMacChain(2), "packed_mac_chain")
     assert a == b
-    assert "module packed_mul" in a
+    assert "module packed_mac_chain" in a
     assert "src =" not in a  # no source locations
 
 
@@ -116,33 +116,34 @@ def test_pack_rejects_out_of_range():
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_build_once_and_fail_on_cocotb_failure(simulator, monkeypatch, tmp_path):
     require_simulator(simulator)
-    params = {"seed": 11, "beats": 300}  # as in tests/hw/test_packed_mul.py: one build for both
-    first = run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul",
+    # as in tests/hw/test_packed_mac_chain.py: one build for both
+    params = {"n": 1, "seed": 7, "beats": 400}
+    first = run_cocotb(PackedMacChain(1), "packed_mac_chain", "fcircnn.sim.tb_packed_mac_chain",
                        simulator, parameters=params)
     build_dir = first.parents[2]
     assert build_dir.parent == runner.build_root() / "sim"
-    assert build_dir.name.startswith(f"packed_mul-{simulator}-")
+    assert build_dir.name.startswith(f"packed_mac_chain-{simulator}-")
     stamp = build_dir / "build.ok"
     mtime = stamp.stat().st_mtime_ns
     # same configuration: reused, not rebuilt; Verilog text works as well as a component
-    second = run_cocotb(to_verilog(PackedDualMultiplier(), "packed_mul"), "packed_mul",
-                        "fcircnn.sim.tb_packed_mul", simulator, parameters=params)
+    second = run_cocotb(to_verilog(PackedMacChain(1), "packed_mac_chain"), "packed_mac_chain",
+                        "fcircnn.sim.tb_packed_mac_chain", simulator, parameters=params)
     assert second.parents[2] == build_dir and second != first
     assert stamp.stat().st_mtime_ns == mtime
     # a failing cocotb test fails the caller, naming the test
     with pytest.raises(CocotbFailure, match="deliberate_failure"):
-        run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul", simulator,
-                   parameters=params, testcase="deliberate_failure",
+        run_cocotb(PackedMacChain(1), "packed_mac_chain", "fcircnn.sim.tb_packed_mac_chain",
+                   simulator, parameters=params, testcase="deliberate_failure",
                    extra_env={"FCIRCNN_TB_DELIBERATE_FAIL": "1"})
 
 
 def test_parameters_get_their_own_build_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path))
     require_simulator("icarus")
-    a = run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul", "icarus",
-                   parameters={"seed": 1, "beats": 10})
-    b = run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul", "icarus",
-                   parameters={"seed": 2, "beats": 10})
+    a = run_cocotb(PackedMacChain(1), "packed_mac_chain", "fcircnn.sim.tb_packed_mac_chain",
+                   "icarus", parameters={"n": 1, "seed": 1, "beats": 10})
+    b = run_cocotb(PackedMacChain(1), "packed_mac_chain", "fcircnn.sim.tb_packed_mac_chain",
+                   "icarus", parameters={"n": 1, "seed": 2, "beats": 10})
     assert a.parents[2] != b.parents[2]
     assert a.parents[3] == tmp_path / "sim"
 
@@ -150,9 +151,9 @@ def test_parameters_get_their_own_build_dir(monkeypatch, tmp_path):
 def test_waves_icarus(monkeypatch, tmp_path):
     monkeypatch.setenv("FCIRCNN_BUILD_DIR", str(tmp_path))
     require_simulator("icarus")
-    results = run_cocotb(PackedDualMultiplier(), "packed_mul", "fcircnn.sim.tb_packed_mul",
-                         "icarus", parameters={"seed": 1, "beats": 10}, waves=True)
-    assert (results.parents[2] / "packed_mul.fst").stat().st_size > 0
+    results = run_cocotb(PackedMacChain(1), "packed_mac_chain", "fcircnn.sim.tb_packed_mac_chain",
+                         "icarus", parameters={"n": 1, "seed": 1, "beats": 10}, waves=True)
+    assert (results.parents[2] / "packed_mac_chain.fst").stat().st_size > 0
 
 
 def test_icarus_time_zero_fix_toggles_every_trigger_and_nothing_else():
