@@ -106,7 +106,6 @@ GAUSS_PRODUCT_MAX = 2 * INT8_MAX * INT8_MAX
 PACKED_CHAIN_MAX = (2 ** (PACKED_SHIFT - 1) - 1) // GAUSS_PRODUCT_MAX
 
 
-
 def pe_chains(products: int) -> tuple[int, ...]:
     """The DSP48E2 cascades one PE's ``products = Tn/B`` complex products per beat are summed
     on, as their lengths: as few as :data:`PACKED_CHAIN_MAX` allows, as even as can be (the
@@ -116,6 +115,7 @@ def pe_chains(products: int) -> tuple[int, ...]:
     chains = -(-products // PACKED_CHAIN_MAX)
     base, longer = divmod(products, chains)
     return (base + 1,) * longer + (base,) * (chains - longer)
+
 
 def cbn_dsp_per_lane(acc_bits: int = ACC_BITS, residual: bool = True) -> int:
     """DSP48E2 per lane of the post chain's CBN stage built for ``acc_bits``-bit accumulators:

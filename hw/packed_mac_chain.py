@@ -15,6 +15,7 @@ __all__ = ["OPERAND_WIDTH", "SUM_WIDTH", "PackedMacChain", "chain_latency", "che
 OPERAND_WIDTH = 9
 #: Width of each of the two sums (the low field of the packed P, and the high one).
 SUM_WIDTH = PACKED_SHIFT
+assert DSP_MUL_BITS >= OPERAND_WIDTH + PACKED_SHIFT  # the packed operand fits the 27-bit port
 
 
 def check_chain(n, delay=0) -> None:
@@ -102,7 +103,6 @@ class PackedMacChain(wiring.Component):
             self.s1.eq(p[PACKED_SHIFT:PACKED_SHIFT + SUM_WIDTH].as_signed()
                        + p[PACKED_SHIFT - 1]),
         ]
-        assert DSP_MUL_BITS >= OPERAND_WIDTH + PACKED_SHIFT  # the packed operand fits the port
         return m
 
     def _delayed(self, m: Module, i: int):
