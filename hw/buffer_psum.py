@@ -36,18 +36,22 @@ class PartialSumBuffer(wiring.Component):
     finished tile to the post-units while the next tile accumulates in the other half.
 
     Organisation: two memories (halves) of ``Tr*Tc`` words, one word per voxel (all lanes and
-    slots), each with one write port and one read port that is transparent for the write
-    port. The half being filled uses its read port for the read-modify-write, the half being
+    slots), each with one write port and one read port (not transparent: no bypass logic).
+    The half being filled uses its read port for the read-modify-write, the half being
     drained for the drain: one read and one write per memory and cycle (simple dual-port
-    block RAM).
+    block RAM). One adder per sum serves both halves (it takes the fill half's word), and the
+    last sum written is kept in a register for the next beat: about 3 LUTs per stored bit
+    (the adder, its operand multiplexer and the drain's), where a transparent read port and
+    an adder per half took 7.
 
     Contract
     --------
     * Fill: ``i`` is ready while the fill half is free. A beat read-modify-writes word
       ``addr``: ``word = acc + (word if accumulate else 0)``. The read is issued when the
-      beat is taken, the write one cycle later; a beat to the same address in the next cycle
-      reads the written value (transparent read), so any address sequence is exact. The beat
-      with ``last`` commits the half (it becomes drainable after its write).
+      beat is taken, the write one cycle later; a beat taken right after a beat to the same
+      word of the same half adds to that beat's sum (forwarded: its read met the write), so
+      any address sequence is exact at one beat per cycle. The beat with ``last`` commits the
+      half (it becomes drainable after its write).
     * Drain: while ``r_valid``, ``r_en`` with ``r_addr`` gives that voxel's sums on ``acc`` one
       cycle later, held while ``r_en`` is low; ``r_release`` (while ``r_valid``) frees the half.
     * Sums wrap modulo ``2**acc_width`` (the compiler proves they fit int32).
@@ -101,31 +105,41 @@ class PartialSumBuffer(wiring.Component):
             with m.If(self.i.payload.last):
                 m.d.sync += fill.eq(~fill)
 
-        words = []
+        # The word the beat in stage 1 adds to: the fill half's stored word, or, when the
+        # beat before it wrote the same word of the same half one cycle earlier (its write
+        # and this beat's read met in one cycle), that beat's sum, forwarded. One adder for
+        # both halves; the reads are not transparent (no bypass per half).
+        forward = Signal()
+        last_sum = Signal(layout)
+        m.d.sync += forward.eq(take & s1_valid & (self.i.payload.addr == s1.addr)
+                               & (fill == s1_half))
+        words, writes = [], []
         for half in range(2):
             mem = memory.Memory(shape=layout, depth=self.depth, init=[],
                                 attrs={"ram_style": "block"})
             m.submodules[f"half{half}"] = mem
             wp = mem.write_port()
-            rp = mem.read_port(transparent_for=(wp,))
+            rp = mem.read_port(transparent_for=())
             # Fill role only while this half is the free fill half: once the other half is
             # committed, `fill` may point at a half still being drained.
             filling = (fill == half) & ~full[half]
             m.d.comb += [
                 rp.addr.eq(Mux(filling, self.i.payload.addr, self.r_addr)),
                 rp.en.eq(Mux(filling, take, self.r_en & (drain == half))),
+                wp.addr.eq(s1.addr), wp.en.eq(s1_valid & (s1_half == half)),
             ]
-            old = data.View(layout, rp.data)
-            new = Signal(layout, name=f"sum{half}")
-            for v in range(self.Td):
-                for s in range(self.Tm // 2):
-                    for part in ("re", "im"):
-                        base = Mux(s1.accumulate, getattr(old[v][s], part), 0)
-                        m.d.comb += getattr(new[v][s], part).eq(
-                            base + getattr(s1.acc[v][s], part))
-            m.d.comb += [wp.addr.eq(s1.addr), wp.data.eq(new),
-                         wp.en.eq(s1_valid & (s1_half == half))]
             words.append(rp.data)
+            writes.append(wp)
+        stored = data.View(layout, Mux(forward, last_sum, Mux(s1_half, words[1], words[0])))
+        new = Signal(layout)
+        for v in range(self.Td):
+            for s in range(self.Tm // 2):
+                for part in ("re", "im"):
+                    base = Mux(s1.accumulate, getattr(stored[v][s], part), 0)
+                    m.d.comb += getattr(new[v][s], part).eq(base + getattr(s1.acc[v][s], part))
+        m.d.comb += [wp.data.eq(new) for wp in writes]
+        with m.If(s1_valid):
+            m.d.sync += last_sum.eq(new)
         # The drain half's read data; it holds while its port is not enabled.
         m.d.comb += self.acc.eq(Mux(drain, words[1], words[0]))
 

@@ -86,6 +86,26 @@ def test_sums_over_input_channel_tiles(passes, order):
     assert _run(dut, tiles, seed=passes) == expect
 
 
+@pytest.mark.parametrize("p_idle", [0.0, 0.5])
+def test_back_to_back_beats_to_one_voxel_add_the_sum_just_written(p_idle):
+    """A one-voxel tile (an fc layer's): every beat adds to the word the beat before it wrote,
+    with no idle cycle between them (p_idle 0: each beat's read meets the previous beat's
+    write, the sum is forwarded) or with gaps (read after the write), across both halves."""
+    Tm, Td = 16, 2
+    dut = PartialSumBuffer(Tm, Td, 1, 1)
+    nrng = np.random.default_rng(7)
+    tiles, expect = [], []
+    for t in range(4):
+        values = nrng.integers(-2**31, 2**31, (6, Td, Tm // 2, 2))
+        if t == 3:  # extremes: every beat at the int32 limits, the sum wraps
+            values = np.where(nrng.random(values.shape) < 0.5, -2**31, 2**31 - 1)
+        tiles.append([(0, v, int(p > 0)) for p, v in enumerate(values)])
+        wrap = ((values.sum(axis=0) + 2**31) % 2**32) - 2**31
+        expect.append({0: [[tuple(int(x) for x in wrap[v, s]) for s in range(Tm // 2)]
+                           for v in range(Td)]})
+    assert _run(dut, tiles, seed=3, p_idle=p_idle, p_stall=0.0) == expect
+
+
 def test_rejects_bad_parameters():
     with pytest.raises(ValueError, match="Tm must be a multiple of 2: whole complex slots"):
         PartialSumBuffer(15, 1, 2, 2)
