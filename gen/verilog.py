@@ -41,7 +41,10 @@ def to_verilog(component: Any, name: str, *, primitives: bool = False) -> str:
     Raises
     ------
     amaranth.back.verilog.YosysError
-        If the conversion fails otherwise, or runs out of memory without ``pyosys``.
+        If the conversion fails otherwise.
+    ModuleNotFoundError
+        If the design needs the native conversion and ``pyosys`` is not installed (the CLI
+        names the extra to install).
     """
     from amaranth.back import rtlil, verilog
 
@@ -51,8 +54,12 @@ def to_verilog(component: Any, name: str, *, primitives: bool = False) -> str:
     try:
         return verilog.convert(component, name=name, emit_src=False, platform=platform)
     except verilog.YosysError as exc:
-        if "bad_alloc" not in str(exc) or importlib.util.find_spec("pyosys") is None:
+        if "bad_alloc" not in str(exc):
             raise
+        if importlib.util.find_spec("pyosys") is None:
+            raise ModuleNotFoundError(
+                f"{name}: too large for the built-in Yosys' 4 GB; converting it needs pyosys, "
+                "the [native-yosys] extra", name="pyosys") from None
     return _native_verilog(rtlil.convert(component, name=name, emit_src=False,
                                          platform=platform))
 

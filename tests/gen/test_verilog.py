@@ -11,7 +11,8 @@ from fcircnn.sim.runner import run_cocotb
 pytest.importorskip("pyosys")
 
 
-def _out_of_memory(*args, **kwargs):
+def _out_of_memory(component, *args, **kwargs):
+    Fragment.get(component, None)  # elaborated, as the real conversion does first
     # What Amaranth raises when its WebAssembly Yosys cannot allocate (seen on a 4-lane
     # C3D core: "libc++abi: bad_alloc was thrown in -fno-exceptions mode").
     raise amaranth_verilog.YosysError("libc++abi: bad_alloc was thrown in -fno-exceptions mode")
@@ -36,3 +37,13 @@ def test_other_conversion_errors_are_not_hidden(monkeypatch):
     monkeypatch.setattr(amaranth_verilog, "convert", broken)
     with pytest.raises(amaranth_verilog.YosysError, match="something else"):
         verilog.to_verilog(PackedMacChain(1), "packed_mac_chain")
+
+
+def test_without_pyosys_a_design_too_large_names_the_extra(monkeypatch):
+    monkeypatch.setattr(amaranth_verilog, "convert", _out_of_memory)
+    real = verilog.importlib.util.find_spec
+    monkeypatch.setattr(verilog.importlib.util, "find_spec",
+                        lambda n, *a: None if n == "pyosys" else real(n, *a))
+    with pytest.raises(ModuleNotFoundError, match=r"native-yosys") as caught:
+        verilog.to_verilog(PackedMacChain(1), "packed_mac_chain")
+    assert caught.value.name == "pyosys"  # the CLI turns it into "pip install 'fcircnn[...]'"
