@@ -198,8 +198,11 @@ def measure(point: dict, *, reuse: bool = True, native: bool = False) -> dict:
     verilog_s = time.monotonic() - start
     work = WORK / point["name"]
     netlist_file, packed = work / "netlist.json", work / "netlist.json.gz"
+    # A finished run of this Verilog: its statistics written after its top.v (an interrupted
+    # run leaves a new top.v beside an older run's statistics).
     done = ((work / "stat.json").is_file() and (work / "top.v").is_file()
             and (netlist_file.is_file() or packed.is_file())
+            and (work / "stat.json").stat().st_mtime >= (work / "top.v").stat().st_mtime
             and (work / "top.v").read_text() == verilog
             and _yosys_of(work / "stat.json").endswith(NATIVE) == native)
     if reuse and done:
