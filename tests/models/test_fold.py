@@ -215,7 +215,10 @@ def test_which_first_layers_fold():
     acc = _accelerator("c3d_zcu102_best")
     conv1a, conv2a = acc.network.resolved[:2]
     assert acc.folds_input(conv1a) and not acc.folds_input(conv2a)
-    assert acc.engine_layer(conv1a).kernel == (1, 2, 3) and acc.engine_layer(conv2a) is conv2a
+    # 32-wide n-tiles: the depth taps fill them; a 64-wide core adds two row copies
+    assert acc.engine_layer(conv1a).kernel == (1, 3, 3) and acc.engine_layer(conv2a) is conv2a
+    wide = _accelerator("c3d_zcu102_best", core_tn=64, core_td=2)
+    assert wide.engine_layer(conv1a).kernel == (1, 2, 3)
     # switched off
     off = _accelerator("c3d_zcu102_best", fold_input_taps=False)
     assert not off.folds_input(conv1a) and off.engine_layer(conv1a) is conv1a
@@ -253,7 +256,8 @@ def test_which_first_layers_fold_row_copies():
     assert acc.engine_layer(conv1a) == conv1a.fold_depth_taps(2, rows=2)
     assert _accelerator("c3d_zcu102_best", core_tn=32, core_tm=128).folded_rows(conv1a) == 1
     # one output depth: 24 channels; on Tn = 16 three copies (72: 5 tiles x 3 taps = 15 < 18)
-    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=64).folded_rows(conv1a) == 3
+    assert _accelerator("c3d_zcu102_best", core_tn=16, core_tm=64,
+                        core_td=2).folded_rows(conv1a) == 3
     assert _accelerator("c3d_zcu102_best", core_tn=64, core_tm=128,
                         fold_input_rows=False).folded_rows(conv1a) == 1
     assert _accelerator("c3d_zcu102_best", core_tn=64, core_tm=128,
